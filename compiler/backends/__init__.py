@@ -1,0 +1,1 @@
+"""Code generation backends (cpu; GPU backends to come)."""

@@ -1,0 +1,140 @@
+"""The CPU backend: Tile IR -> LLVM IR (loop nests) -> native code loaded in process.
+
+The compiled entry point is a *grid function*: it runs program ids [start, end) of the grid
+in a loop, so the runtime can split a launch across threads (ctypes releases the GIL).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Function, Location
+from .engine import host, jit_engine, optimize
+from .lower import Lowering
+from .scalar import I32, I64, PTR, llvm_type
+
+__all__ = ["CPUBinary", "CPUKernel", "compile_function", "load_binary", "ctype_of"]
+
+
+@dataclass
+class CPUBinary:
+    """Everything needed to load a compiled kernel (cached in memory and on disk)."""
+
+    name: str
+    symbol: str
+    llir: str
+    obj: bytes | None
+    arena_bytes: int
+    locs: list[Location]
+    arg_types: list[T.Type]
+    debug: bool
+    timings: dict[str, float] = field(default_factory=dict)
+    arg_names: list[str] = field(default_factory=list)
+
+
+def ctype_of(t: T.Type) -> Any:
+    if isinstance(t, T.PointerType):
+        return ctypes.c_void_p
+    assert isinstance(t, T.ScalarType)
+    if t.is_float:
+        if t == T.fp64:
+            return ctypes.c_double
+        return ctypes.c_float
+    if t.is_bool:
+        return ctypes.c_int32
+    return {(8, True): ctypes.c_int8, (16, True): ctypes.c_int16, (32, True): ctypes.c_int32,
+            (64, True): ctypes.c_int64, (8, False): ctypes.c_uint8, (16, False): ctypes.c_uint16,
+            (32, False): ctypes.c_uint32, (64, False): ctypes.c_uint64}[(t.bits, t.is_signed)]
+
+
+def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location]) -> tuple[str, int]:
+    m = ir.Module(name=symbol)
+    m.triple = host().triple
+    lw = Lowering(fn, m, symbol + "_kernel", debug, locs)
+    kernel = lw.build()
+    arg_types = [llvm_type(a.type) if a.type != T.i1 else I32 for a in fn.args]
+    gty = ir.FunctionType(ir.VoidType(), arg_types + [I64, I64, I32, I32, I32, PTR, PTR])
+    g = ir.Function(m, gty, symbol)
+    n = len(fn.args)
+    args = list(g.args[:n])
+    start, end, gx, gy, gz, err, bounds = g.args[n:]
+    entry = g.append_basic_block("entry")
+    loop = g.append_basic_block("grid")
+    done = g.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    arena: ir.Value = ir.Constant(PTR, None)
+    if lw.arena_bytes:
+        malloc = ir.Function(m, ir.FunctionType(PTR, [I64]), "malloc")
+        arena = b.call(malloc, [ir.Constant(I64, lw.arena_bytes)])
+    b.cbranch(b.icmp_signed("<", start, end), loop, done)
+    b.position_at_end(loop)
+    p = b.phi(I64)
+    p.add_incoming(start, entry)
+    gx64, gy64 = b.zext(gx, I64), b.zext(gy, I64)
+    x = b.trunc(b.urem(p, gx64), I32)
+    rest = b.udiv(p, gx64)
+    y = b.trunc(b.urem(rest, gy64), I32)
+    z = b.trunc(b.udiv(rest, gy64), I32)
+    b.call(kernel, [*args, x, y, z, gx, gy, gz, arena, err, bounds])
+    nxt = b.add(p, ir.Constant(I64, 1))
+    p.add_incoming(nxt, loop)
+    b.cbranch(b.icmp_signed("<", nxt, end), loop, done)
+    b.position_at_end(done)
+    if lw.arena_bytes:
+        free = ir.Function(m, ir.FunctionType(ir.VoidType(), [PTR]), "free")
+        b.call(free, [arena])
+    b.ret_void()
+    return str(m), lw.arena_bytes
+
+
+def compile_function(fn: Function, symbol: str, debug: bool) -> CPUBinary:
+    t0 = time.perf_counter()
+    locs: list[Location] = []
+    text, arena = _build_module(fn, symbol, debug, locs)
+    t1 = time.perf_counter()
+    mod = optimize(text)
+    t2 = time.perf_counter()
+    llir = str(mod)
+    addr, obj = jit_engine().add(mod, symbol, symbol, None)
+    t3 = time.perf_counter()
+    binary = CPUBinary(fn.name, symbol, llir, obj, arena, locs, [a.type for a in fn.args], debug,
+                       {"llvm_ir_ms": (t1 - t0) * 1e3, "llvm_opt_ms": (t2 - t1) * 1e3, "codegen_ms": (t3 - t2) * 1e3})
+    binary._addr = addr  # type: ignore[attr-defined]
+    return binary
+
+
+class CPUKernel:
+    """A loaded grid function callable through ctypes (the GIL is released while it runs)."""
+
+    def __init__(self, binary: CPUBinary, addr: int) -> None:
+        self.binary = binary
+        argtypes = [ctype_of(t) for t in binary.arg_types]
+        argtypes += [ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                     ctypes.c_void_p, ctypes.c_void_p]
+        self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(addr)
+
+
+def load_binary(binary: CPUBinary) -> CPUKernel:
+    addr = getattr(binary, "_addr", None)
+    if addr is None:
+        mod = optimize_parsed(binary.llir)
+        addr, _ = jit_engine().add(mod, binary.symbol, binary.symbol, binary.obj)
+        binary._addr = addr  # type: ignore[attr-defined]
+    return CPUKernel(binary, addr)
+
+
+def optimize_parsed(text: str) -> Any:
+    import llvmlite.binding as llvm
+
+    from .engine import target_machine
+
+    mod = llvm.parse_assembly(text)
+    mod.triple = host().triple
+    mod.data_layout = str(target_machine().target_data)
+    return mod

@@ -1,0 +1,268 @@
+"""Reductions, scans and dot on the CPU: loop nests over the tiles."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Block, Op, Value
+from . import scalar as S
+from .scalar import I64, llvm_type
+
+if TYPE_CHECKING:
+    from .lower import Buf, Lowering
+
+__all__ = ["lower_reduce", "lower_scan", "lower_dot", "loop_carry"]
+
+Idx = tuple[ir.Value, ...]
+_REASSOC_OPS = {"add", "mul", "max", "min", "and", "or", "xor"}
+
+
+def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
+               body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]], reverse: bool = False) -> list[ir.Value]:
+    """for j in [start, end) (or reversed): vals = body(j, vals); returns the final values."""
+    if end <= start:
+        return init
+    b = lw.b
+    memo = dict(lw.memo)
+    pre = b.block
+    loop_bb = b.append_basic_block("red")
+    exit_bb = b.append_basic_block("red.end")
+    b.branch(loop_bb)
+    b.position_at_end(loop_bb)
+    i = b.phi(I64)
+    i.add_incoming(ir.Constant(I64, start), pre)
+    phis = []
+    for v in init:
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    j = b.sub(ir.Constant(I64, end - 1 + start), i) if reverse else i
+    new = body(j, list(phis))
+    nxt = b.add(i, ir.Constant(I64, 1))
+    latch = b.block
+    i.add_incoming(nxt, latch)
+    for p, v in zip(phis, new, strict=True):
+        p.add_incoming(v, latch)
+    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I64, end)), loop_bb, exit_bb)
+    b.position_at_end(exit_bb)
+    lw.memo = memo
+    out = []
+    for p, v in zip(phis, new, strict=True):
+        q = b.phi(v.type)
+        q.add_incoming(v, latch)
+        out.append(q)
+    return out
+
+
+def _combiner(lw: Lowering, region: Block) -> Callable[[list[ir.Value], list[ir.Value]], list[ir.Value]]:
+    reassoc = all(o.opcode in _REASSOC_OPS or o.opcode == "yield" for o in region.ops)
+
+    def combine(acc: list[ir.Value], new: list[ir.Value]) -> list[ir.Value]:
+        k = len(acc)
+        for a, v in zip(region.args, acc + new, strict=True):
+            lw.vals[a] = v
+        saved = lw.fmf
+        lw.fmf = ("reassoc", "nsz") if reassoc else ()
+        try:
+            lw.lower_block(region)
+        finally:
+            lw.fmf = saved
+        res = [lw.scalar(y) for y in region.ops[-1].operands]
+        assert len(res) == k
+        return res
+
+    return combine
+
+
+def _split(shape: tuple[int, ...], axis: int) -> tuple[tuple[int, ...], int, tuple[int, ...]]:
+    return shape[:axis], shape[axis], shape[axis + 1:]
+
+
+def lower_reduce(lw: Lowering, op: Op) -> None:
+    xs: list[Value] = list(op.operands)
+    axis = op.attrs["axis"]
+    shape = T.shape_of(xs[0].type)
+    outer, n, inner = _split(shape, axis)
+    combine = _combiner(lw, op.regions[0])
+    for x in xs:
+        lw.consume(x)
+    out_shape = outer + inner
+    elems = [T.elem_of(x.type) for x in xs]
+    if not inner:
+        outs = [lw.alloc(out_shape, e) for e in elems] if out_shape else None
+        results: list[ir.Value] = []
+
+        def row(idx: Idx) -> None:
+            first = [lw.ev(x, (*idx, lw.zero)) for x in xs]
+            acc = loop_carry(lw, 1, n, first, lambda j, acc: combine(acc, [lw.ev(x, (*idx, j)) for x in xs]))
+            if outs is None:
+                results.extend(acc)
+            else:
+                for o, a in zip(outs, acc, strict=True):
+                    lw.b.store(a, o.addr(lw.b, idx))
+
+        if out_shape:
+            lw.loop_nest(out_shape, row)
+        else:
+            lw.memo = {}
+            row(())
+        for r, k in zip(op.results, range(len(xs)), strict=True):
+            lw.vals[r] = outs[k] if outs is not None else results[k]
+        return
+    outs = [lw.alloc(out_shape, e) for e in elems]
+
+    def init(idx: Idx) -> None:
+        o, i = idx[:len(outer)], idx[len(outer):]
+        for x, buf in zip(xs, outs, strict=True):
+            lw.b.store(lw.ev(x, (*o, lw.zero, *i)), buf.addr(lw.b, idx))
+
+    lw.loop_nest(out_shape, init)
+
+    def step(o: Idx) -> None:
+        def at_j(j: ir.Value) -> None:
+            def inner_body(i: Idx) -> None:
+                idx = (*o, *i)
+                b = lw.b
+                acc = [b.load(buf.addr(b, idx), typ=llvm_type(buf.elem)) for buf in outs]
+                new = combine(acc, [lw.ev(x, (*o, j, *i)) for x in xs])
+                for buf, v in zip(outs, new, strict=True):
+                    b.store(v, buf.addr(b, idx))
+
+            _nest(lw, inner, inner_body)
+
+        lw.loop(n - 1, lambda j: at_j(lw.b.add(j, ir.Constant(I64, 1))))
+
+    _nest(lw, outer, step)
+    for r, buf in zip(op.results, outs, strict=True):
+        lw.vals[r] = buf
+
+
+def _nest(lw: Lowering, shape: tuple[int, ...], body: Callable[[Idx], None]) -> None:
+    def rec(d: int, idx: Idx) -> None:
+        if d == len(shape):
+            body(idx)
+            return
+        lw.loop(shape[d], lambda i: rec(d + 1, (*idx, i)))
+
+    rec(0, ())
+
+
+def lower_scan(lw: Lowering, op: Op) -> None:
+    xs: list[Value] = list(op.operands)
+    axis, reverse = op.attrs["axis"], op.attrs["reverse"]
+    shape = T.shape_of(xs[0].type)
+    outer, n, inner = _split(shape, axis)
+    combine = _combiner(lw, op.regions[0])
+    for x in xs:
+        lw.consume(x)
+    outs = [lw.alloc(shape, T.elem_of(x.type)) for x in xs]
+    first = ir.Constant(I64, n - 1 if reverse else 0)
+
+    def line(o: Idx, i: Idx) -> None:
+        b = lw.b
+        acc0 = [lw.ev(x, (*o, first, *i)) for x in xs]
+        for buf, a in zip(outs, acc0, strict=True):
+            b.store(a, buf.addr(b, (*o, first, *i)))
+
+        def body(j: ir.Value, acc: list[ir.Value]) -> list[ir.Value]:
+            new = combine(acc, [lw.ev(x, (*o, j, *i)) for x in xs])
+            for buf, v in zip(outs, new, strict=True):
+                lw.b.store(v, buf.addr(lw.b, (*o, j, *i)))
+            return new
+
+        if reverse:
+            loop_carry(lw, 0, n - 1, acc0, body, reverse=True)
+        else:
+            loop_carry(lw, 1, n, acc0, body)
+
+    if not inner:
+        lw.loop_nest(outer, lambda o: line(o, ()))
+    else:
+        def by_j(o: Idx) -> None:
+            def jbody(jj: ir.Value) -> None:
+                b = lw.b
+                j = b.sub(ir.Constant(I64, n - 1), jj) if reverse else jj
+                prev = b.add(j, ir.Constant(I64, 1)) if reverse else b.sub(j, ir.Constant(I64, 1))
+                is_first = b.icmp_unsigned("==", jj, lw.zero)
+
+                def ib(i: Idx) -> None:
+                    lw.memo = {}
+                    cur = [lw.ev(x, (*o, j, *i)) for x in xs]
+                    safe_prev = b.select(is_first, j, prev)
+                    acc = [b.load(buf.addr(b, (*o, safe_prev, *i)), typ=llvm_type(buf.elem)) for buf in outs]
+                    new = combine(acc, cur)
+                    for buf, c, v in zip(outs, cur, new, strict=True):
+                        b.store(b.select(is_first, c, v), buf.addr(b, (*o, j, *i)))
+
+                _nest(lw, inner, ib)
+
+            lw.loop(n, jbody)
+
+        _nest(lw, outer, by_j)
+    for r, buf in zip(op.results, outs, strict=True):
+        lw.vals[r] = buf
+
+
+def _cast_copy(lw: Lowering, v: Value, elem: T.ScalarType) -> Buf:
+    t = v.type
+    assert isinstance(t, T.TileType)
+    src = T.elem_of(t)
+    buf = lw.alloc(t.shape, elem)
+    lw.consume(v)
+    lw.loop_nest(t.shape, lambda idx: lw.b.store(S.emit_cast(lw.b, src, elem, lw.ev(v, idx)),
+                                                 buf.addr(lw.b, idx)))
+    return buf
+
+
+def lower_dot(lw: Lowering, op: Op) -> None:
+    a, bv, acc = op.operands
+    out_t = op.result.type
+    assert isinstance(out_t, T.TileType)
+    oe = out_t.elem
+    assert isinstance(oe, T.ScalarType)
+    ce = T.fp32 if oe in (T.fp16, T.bf16) or oe.is_fp8 else oe
+    ash, bsh = T.shape_of(a.type), T.shape_of(bv.type)
+    batch, (m, k), n = ash[:-2], ash[-2:], bsh[-1]
+    A = _cast_copy(lw, a, ce)
+    B = _cast_copy(lw, bv, ce)
+    C = _cast_copy(lw, acc, ce)
+    is_float = ce.is_float
+    fma = None
+    if is_float:
+        ty = llvm_type(ce)
+        name = f"llvm.fmuladd.{S._suffix(ty)}"
+        fma = lw.m.globals.get(name) or ir.Function(lw.m, ir.FunctionType(ty, [ty, ty, ty]), name)
+    ty = llvm_type(ce)
+
+    def mm(bi: Idx) -> None:
+        def row(i: ir.Value) -> None:
+            def kk(kv: ir.Value) -> None:
+                b = lw.b
+                aik = b.load(A.addr(b, (*bi, i, kv)), typ=ty)
+
+                def col(j: ir.Value) -> None:
+                    b2 = lw.b
+                    cp = C.addr(b2, (*bi, i, j))
+                    bkj = b2.load(B.addr(b2, (*bi, kv, j)), typ=ty)
+                    cur = b2.load(cp, typ=ty)
+                    r = b2.call(fma, [aik, bkj, cur]) if fma is not None else b2.add(b2.mul(aik, bkj), cur)
+                    b2.store(r, cp)
+
+                lw.loop(n, col)
+
+            lw.loop(k, kk)
+
+        lw.loop(m, row)
+
+    _nest(lw, batch, mm)
+    if ce == oe:
+        lw.vals[op.result] = C
+    else:
+        out = lw.alloc(out_t.shape, oe)
+        lw.loop_nest(out_t.shape, lambda idx: lw.b.store(
+            S.emit_cast(lw.b, ce, oe, lw.b.load(C.addr(lw.b, idx), typ=ty)), out.addr(lw.b, idx)))
+        lw.vals[op.result] = out

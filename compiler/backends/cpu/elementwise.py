@@ -1,0 +1,167 @@
+"""Per-element evaluation of lazy (fusable) tile ops at an index."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Op
+from . import scalar as S
+from .scalar import I1, I32, I64, llvm_type
+
+if TYPE_CHECKING:
+    from .lower import Lowering
+
+__all__ = ["eval_elementwise", "emit_load", "emit_scalar_op"]
+
+Idx = tuple[ir.Value, ...]
+
+
+def _shape(t: T.Type) -> tuple[int, ...]:
+    return T.shape_of(t)
+
+
+def emit_scalar_op(lw: Lowering, op: Op, args: list[ir.Value]) -> ir.Value:
+    """Apply a pure elementwise op to already-evaluated operand elements."""
+    b = lw.b
+    oc = op.opcode
+    if oc in S.BINARY:
+        et = T.elem_of(op.operands[0].type)
+        attrs = dict(op.attrs)
+        if lw.fmf:
+            attrs["_fmf"] = lw.fmf
+        return S.BINARY[oc](b, et, args[0], args[1], attrs)  # type: ignore[arg-type]
+    if oc == "cmp":
+        return S.CMP(b, T.elem_of(op.operands[0].type), op.attrs["pred"], args[0], args[1])
+    if oc == "select":
+        return b.select(args[0], args[1], args[2])
+    if oc == "math":
+        et = T.elem_of(op.operands[0].type)
+        return S.emit_math(b, op.attrs["fn"], et, args)  # type: ignore[arg-type]
+    if oc == "cast":
+        return S.emit_cast(b, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0],
+                           op.attrs.get("rounding"))
+    if oc == "bitcast":
+        return S.emit_bitcast(b, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0])
+    if oc == "addptr":
+        pe = T.elem_of(op.operands[0].type)
+        assert isinstance(pe, T.PointerType)
+        off = args[1]
+        if off.type != I64:
+            oe = T.elem_of(op.operands[1].type)
+            off = b.sext(off, I64) if isinstance(oe, T.ScalarType) and oe.is_signed else b.zext(off, I64)
+        return b.gep(args[0], [off], source_etype=llvm_type(pe.elem) if not isinstance(pe.elem, T.PointerType)
+                     else S.PTR)
+    raise NotImplementedError(oc)
+
+
+def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other: ir.Value | None) -> ir.Value:
+    """A (masked) load of one element; masked-off elements read nothing."""
+    b = lw.b
+    rt = llvm_type(T.elem_of(op.result.type))
+    pe = T.elem_of(op.operands[0].type)
+    assert isinstance(pe, T.PointerType)
+    if lw.debug:
+        ok = bounds_ok(lw, op, op.operands[0], ptr)
+        if ok is not None:
+            bad = b.not_(ok) if mask is None else b.and_(mask, b.not_(ok))
+            lw.record_error(bad, 1, op, b.ptrtoint(ptr, I64))
+            mask = ok if mask is None else b.and_(mask, ok)
+            if other is None:
+                other = ir.Constant(rt, None)
+    volatile = bool(op.attrs.get("volatile"))
+    if mask is None:
+        ld = b.load(ptr, typ=rt)
+        if volatile:
+            ld.volatile = True  # type: ignore[attr-defined]
+        return ld
+    if other is None:
+        other = ir.Constant(rt, None)
+    pre = b.block
+    then_bb = b.append_basic_block("ld")
+    merge_bb = b.append_basic_block("ld.end")
+    b.cbranch(mask, then_bb, merge_bb)
+    b.position_at_end(then_bb)
+    v = b.load(ptr, typ=rt)
+    b.branch(merge_bb)
+    b.position_at_end(merge_bb)
+    phi = b.phi(rt)
+    phi.add_incoming(v, then_bb)
+    phi.add_incoming(other, pre)
+    return phi
+
+
+def bounds_ok(lw: Lowering, op: Op, ptr_value: object, ptr: ir.Value) -> ir.Value | None:
+    """Debug mode: is `ptr` inside the tensor its pointer came from? None if unknown."""
+    root = lw.roots.get(ptr_value)  # type: ignore[arg-type]
+    if root is None:
+        return None
+    idx = lw.fn.args.index(root)
+    b = lw.b
+    lo = b.load(b.gep(lw.bounds, [ir.Constant(I64, 2 * idx)], source_etype=I64), typ=I64)
+    hi = b.load(b.gep(lw.bounds, [ir.Constant(I64, 2 * idx + 1)], source_etype=I64), typ=I64)
+    p = b.ptrtoint(ptr, I64)
+    pe = T.elem_of(op.operands[0].type)
+    assert isinstance(pe, T.PointerType)
+    size = 8 if isinstance(pe.elem, T.PointerType) else max(1, pe.elem.bits // 8)
+    end = b.add(p, ir.Constant(I64, size))
+    return b.and_(b.icmp_unsigned(">=", p, lo), b.icmp_unsigned("<=", end, hi))
+
+
+def eval_elementwise(lw: Lowering, op: Op, k: int, idx: Idx) -> ir.Value:
+    b = lw.b
+    oc = op.opcode
+    if oc == "splat":
+        return lw.ev(op.operands[0], ())
+    if oc == "make_range":
+        i = b.trunc(idx[0], I32)
+        start = op.attrs["start"]
+        return b.add(i, ir.Constant(I32, start)) if start else i
+    if oc == "broadcast":
+        src_shape = _shape(op.operands[0].type)
+        return lw.ev(op.operands[0], tuple(lw.zero if s == 1 else i for s, i in zip(src_shape, idx, strict=True)))
+    if oc == "expand_dims":
+        ax = op.attrs["axis"]
+        return lw.ev(op.operands[0], idx[:ax] + idx[ax + 1:])
+    if oc == "trans":
+        perm = op.attrs["perm"]
+        src = [lw.zero] * len(perm)
+        for out_d, in_d in enumerate(perm):
+            src[in_d] = idx[out_d]
+        return lw.ev(op.operands[0], tuple(src))
+    if oc == "reshape":
+        return lw.ev(op.operands[0], _reindex(b, idx, _shape(op.result.type), _shape(op.operands[0].type)))
+    if oc == "join":
+        last = idx[-1]
+        a = lw.ev(op.operands[0], idx[:-1])
+        c = lw.ev(op.operands[1], idx[:-1])
+        return b.select(b.icmp_unsigned("==", last, lw.zero), a, c)
+    if oc == "split":
+        return lw.ev(op.operands[0], (*idx, ir.Constant(I64, k)))
+    if oc == "gather":
+        from .ops import gather_element
+
+        return gather_element(lw, op, idx)
+    if oc == "load":
+        ptr = lw.ev(op.operands[0], idx)
+        mask = lw.ev(op.operands[1], idx) if op.attrs["has_mask"] else None
+        other = lw.ev(op.operands[-1], idx) if op.attrs["has_other"] else None
+        return emit_load(lw, op, ptr, mask, other)
+    args = [lw.ev(o, idx) for o in op.operands]
+    return emit_scalar_op(lw, op, args)
+
+
+def _reindex(b: ir.IRBuilder, idx: Idx, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> Idx:
+    flat: ir.Value = ir.Constant(I64, 0)
+    for i, d in zip(idx, out_shape, strict=True):
+        flat = b.add(b.mul(flat, ir.Constant(I64, d)), i)
+    out: list[ir.Value] = []
+    for d in reversed(in_shape):
+        out.append(b.urem(flat, ir.Constant(I64, d)))
+        flat = b.udiv(flat, ir.Constant(I64, d))
+    return tuple(reversed(out))
+
+
+_ = I1

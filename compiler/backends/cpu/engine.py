@@ -1,0 +1,99 @@
+"""LLVM for the host CPU: one target machine, the optimization pipeline, and an MCJIT engine."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from functools import cache
+
+import llvmlite.binding as llvm
+
+__all__ = ["Host", "host", "optimize", "JIT", "jit_engine"]
+
+
+@dataclass(frozen=True)
+class Host:
+    triple: str
+    cpu: str
+    features: str
+
+
+@cache
+def _init() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+
+
+@cache
+def host() -> Host:
+    _init()
+    return Host(llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+
+
+@cache
+def target_machine() -> llvm.TargetMachine:
+    h = host()
+    target = llvm.Target.from_triple(h.triple)
+    return target.create_target_machine(cpu=h.cpu, features=h.features, opt=3, reloc="default",
+                                        codemodel="jitdefault")
+
+
+def optimize(text: str) -> llvm.ModuleRef:
+    """Parse LLVM IR text, verify it, and run the O3 pipeline for the host."""
+    _init()
+    tm = target_machine()
+    mod = llvm.parse_assembly(text)
+    mod.triple = host().triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    mpm.run(mod, pb)
+    return mod
+
+
+class JIT:
+    """One MCJIT engine per process; kernels are added as modules (object code cached on disk)."""
+
+    def __init__(self) -> None:
+        _init()
+        self.lock = threading.Lock()
+        tm = target_machine()
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        self._objects: dict[str, bytes] = {}
+        self._pending_key: str | None = None
+        self._produced: bytes | None = None
+        self.engine.set_object_cache(self._notify, self._getbuffer)
+
+    def _notify(self, module: llvm.ModuleRef, buf: bytes) -> None:
+        self._produced = bytes(buf)
+
+    def _getbuffer(self, module: llvm.ModuleRef) -> bytes | None:
+        key = self._pending_key
+        return self._objects.get(key) if key else None
+
+    def add(self, mod: llvm.ModuleRef, symbol: str, key: str, obj: bytes | None) -> tuple[int, bytes | None]:
+        """Add a module; returns the address of `symbol` and the object code (if produced)."""
+        with self.lock:
+            if obj is not None:
+                self._objects[key] = obj
+            self._pending_key = key
+            self._produced = None
+            self.engine.add_module(mod)
+            self.engine.finalize_object()
+            addr = self.engine.get_function_address(symbol)
+            self._pending_key = None
+            return addr, self._produced
+
+    def asm(self, mod: llvm.ModuleRef) -> str:
+        return target_machine().emit_assembly(mod)
+
+
+@cache
+def jit_engine() -> JIT:
+    return JIT()

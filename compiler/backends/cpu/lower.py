@@ -1,0 +1,374 @@
+"""Tile IR -> LLVM IR for the CPU: one program instance is one call of the kernel function.
+
+Tiles are either *lazy* (an elementwise expression evaluated per element inside whatever loop
+consumes it, so chains of elementwise ops fuse into one loop) or *buffers* (materialized in
+stack or arena memory). A value is materialized when it feeds a non-elementwise op, crosses
+control flow, or is expensive and used more than once. Loads fused into a loop never touch
+masked-off memory: a masked load is a branch the loop vectorizer turns into a masked load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Block, Function, Location, Op, Value
+from ...ir.ops import ELEMENTWISE
+from . import scalar as S
+from .scalar import I1, I8, I32, I64, PTR, llvm_type
+
+__all__ = ["Lowering", "Buf", "KernelABI"]
+
+_LAZY = ELEMENTWISE | {"trans", "reshape", "join", "split", "gather"}
+_EXPENSIVE_MATH = {"exp", "exp2", "log", "log2", "sin", "cos", "tan", "erf", "sqrt", "rsqrt", "tanh",
+                   "pow", "atan2", "sigmoid", "div"}
+_STACK_LIMIT = 1 << 20
+
+
+@dataclass
+class Buf:
+    """A materialized tile: `ptr` to elements with the given strides (in elements)."""
+
+    ptr: ir.Value
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    elem: T.ElemType
+    alloc: int  # identity of the underlying allocation
+
+    def addr(self, b: ir.IRBuilder, idx: tuple[ir.Value, ...]) -> ir.Value:
+        off: ir.Value | None = None
+        for i, s in zip(idx, self.strides, strict=True):
+            if s == 0:
+                continue
+            term = i if s == 1 else b.mul(i, ir.Constant(I64, s))
+            off = term if off is None else b.add(off, term)
+        if off is None:
+            return self.ptr
+        return b.gep(self.ptr, [off], inbounds=True, source_etype=llvm_type(self.elem))
+
+
+@dataclass
+class KernelABI:
+    """The kernel's LLVM parameters: Tile IR args, then program ids and grid size (i32 each)."""
+
+    arg_types: list[T.Type]
+    debug: bool
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc if d > 1 else 0)
+        acc *= d
+    return tuple(reversed(out))
+
+
+class Lowering:
+    """Lowers one Tile IR function into `module` as an internal kernel function."""
+
+    def __init__(self, fn: Function, module: ir.Module, name: str, debug: bool, loc_table: list[Location]):
+        self.fn = fn
+        self.m = module
+        self.name = name
+        self.debug = debug
+        self.loc_table = loc_table
+        self.vals: dict[Value, Any] = {}
+        self.lazy_info: dict[Value, tuple[bool, bool]] = {}  # (has_load, expensive)
+        self.uses: dict[Value, int] = {}
+        self.nested_use: set[Value] = set()
+        self.pending: list[Value] = []
+        self.memo: dict[Any, ir.Value] = {}
+        self.fmf: tuple[str, ...] = ()
+        self.arena_bytes = 0
+        self.stack_bytes = 0
+        self._alloc_id = 0
+        self.zero = ir.Constant(I64, 0)
+        self._count_uses(fn.body, set())
+        self.roots = _pointer_roots(fn)
+
+    # ------------------------------------------------------------------ analysis
+    def _count_uses(self, block: Block, _outer: set[Value]) -> None:
+        owner: dict[Value, Block] = {}
+        for a in block.args:
+            owner[a] = block
+        ops = list(block.walk())
+        for op in ops:
+            for r in op.regions:
+                for a in r.args:
+                    owner[a] = r
+            for res in op.results:
+                assert op.parent is not None
+                owner[res] = op.parent
+        for op in ops:
+            for v in op.operands:
+                self.uses[v] = self.uses.get(v, 0) + 1
+                if owner.get(v) is not op.parent:
+                    self.nested_use.add(v)
+
+    # ------------------------------------------------------------------ function
+    def build(self) -> ir.Function:
+        types = [llvm_type(a.type) if not _is_bool(a.type) else I32 for a in self.fn.args]
+        extra = [I32] * 6 + [PTR, PTR, PTR]  # pids, grid, arena, debug error record, debug bounds
+        fty = ir.FunctionType(ir.VoidType(), types + extra)
+        f = ir.Function(self.m, fty, self.name)
+        f.linkage = "internal"
+        f.attributes.add("alwaysinline")
+        self.f = f
+        entry = f.append_basic_block("entry")
+        body = f.append_basic_block("body")
+        self.entry_builder = ir.IRBuilder(entry)
+        self.b = ir.IRBuilder(body)
+        n = len(self.fn.args)
+        self.pid = f.args[n:n + 3]
+        self.nprog = f.args[n + 3:n + 6]
+        self.arena, self.err, self.bounds = f.args[n + 6], f.args[n + 7], f.args[n + 8]
+        for a, p in zip(self.fn.args, f.args, strict=False):
+            self.vals[a] = self.b.trunc(p, I1) if _is_bool(a.type) else p
+        self.lower_block(self.fn.body)
+        self.b.ret_void()
+        self.entry_builder.branch(body)
+        return f
+
+    # ------------------------------------------------------------------ memory
+    def alloc(self, shape: tuple[int, ...], elem: T.ElemType) -> Buf:
+        n = 1
+        for d in shape:
+            n *= d
+        ty = llvm_type(elem)
+        size = max(1, n * _nbytes(elem))
+        self._alloc_id += 1
+        if self.stack_bytes + size <= _STACK_LIMIT:
+            self.stack_bytes += size
+            p = self.entry_builder.alloca(ir.ArrayType(ty, n))
+            p.align = 64
+        else:
+            off = (self.arena_bytes + 63) & ~63
+            self.arena_bytes = off + size
+            p = self.entry_builder.gep(self.arena, [ir.Constant(I64, off)], source_etype=I8)
+        return Buf(p, shape, contiguous_strides(shape), elem, self._alloc_id)
+
+    # ------------------------------------------------------------------ loops
+    def loop(self, n: int | ir.Value, body: Callable[[ir.Value], None], reverse: bool = False) -> None:
+        b = self.b
+        count = ir.Constant(I64, n) if isinstance(n, int) else n
+        if isinstance(n, int) and n == 1:
+            body(self.zero)
+            return
+        pre = b.block
+        loop_bb = b.append_basic_block("loop")
+        exit_bb = b.append_basic_block("loop.end")
+        b.branch(loop_bb)
+        b.position_at_end(loop_bb)
+        i = b.phi(I64)
+        i.add_incoming(self.zero, pre)
+        idx = b.sub(b.sub(count, ir.Constant(I64, 1)), i) if reverse else i
+        body(idx)
+        nxt = b.add(i, ir.Constant(I64, 1))
+        i.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, count), loop_bb, exit_bb)
+        b.position_at_end(exit_bb)
+
+    def loop_nest(self, shape: tuple[int, ...], body: Callable[[tuple[ir.Value, ...]], None]) -> None:
+        def rec(d: int, idx: tuple[ir.Value, ...]) -> None:
+            if d == len(shape):
+                self.memo = {}
+                body(idx)
+                return
+            self.loop(shape[d], lambda i: rec(d + 1, (*idx, i)))
+
+        rec(0, ())
+
+    # ------------------------------------------------------------------ values
+    def scalar(self, v: Value) -> ir.Value:
+        x = self.vals[v]
+        assert isinstance(x, ir.Value), f"{v} is not a scalar"
+        return x
+
+    def ev(self, v: Value, idx: tuple[ir.Value, ...]) -> ir.Value:
+        """The element of `v` at `idx` (scalars ignore idx)."""
+        x = self.vals[v]
+        if isinstance(x, ir.Value):
+            return x
+        if isinstance(x, Buf):
+            return self.b.load(x.addr(self.b, idx), typ=llvm_type(x.elem))
+        key = (id(v), tuple(id(i) for i in idx))
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        op, k = x
+        r = self.ev_op(op, k, idx)
+        self.memo[key] = r
+        return r
+
+    def ev_op(self, op: Op, k: int, idx: tuple[ir.Value, ...]) -> ir.Value:
+        from .elementwise import eval_elementwise
+
+        return eval_elementwise(self, op, k, idx)
+
+    def materialize(self, v: Value) -> Buf:
+        x = self.vals[v]
+        if isinstance(x, Buf):
+            return x
+        assert isinstance(v.type, T.TileType)
+        buf = self.alloc(v.type.shape, v.type.elem)
+        self.store_tile(v, buf)
+        self.vals[v] = buf
+        if v in self.pending:
+            self.pending.remove(v)
+        return buf
+
+    def store_tile(self, v: Value, buf: Buf) -> None:
+        """Write the elements of `v` into `buf` (one fused loop nest)."""
+        self.consume(v)
+        self.loop_nest(buf.shape, lambda idx: self.b.store(self.ev(v, idx), buf.addr(self.b, idx)))
+
+    def consume(self, v: Value) -> None:
+        """`v` is being evaluated by a root: it and its lazy inputs are no longer pending."""
+        stack = [v]
+        seen: set[int] = set()
+        while stack:
+            u = stack.pop()
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            if u in self.pending:
+                self.pending.remove(u)
+            x = self.vals.get(u)
+            if isinstance(x, tuple):
+                stack.extend(x[0].operands)
+
+    def lazy_flags(self, v: Value) -> tuple[bool, bool]:
+        return self.lazy_info.get(v, (False, False))
+
+    # ------------------------------------------------------------------ ops
+    def lower_block(self, block: Block) -> None:
+        from .ops import lower_op
+
+        for op in block.ops:
+            if op.opcode in ("yield", "condition"):
+                continue
+            spec_pure = op.opcode not in ("store", "atomic_rmw", "atomic_cas", "print", "assert") and not (
+                op.regions and _has_side_effects(op))
+            if not spec_pure:
+                self.flush_pending(op)
+            lower_op(self, op)
+
+    def define_lazy(self, op: Op) -> None:
+        has_load = op.opcode == "load"
+        expensive = op.opcode == "math" and op.attrs.get("fn") in _EXPENSIVE_MATH or op.opcode in (
+            "div", "pow", "atan2")
+        for o in op.operands:
+            hl, ex = self.lazy_flags(o)
+            has_load |= hl
+            expensive |= ex
+        for k, r in enumerate(op.results):
+            self.vals[r] = (op, k)
+            self.lazy_info[r] = (has_load, expensive)
+            if (has_load or expensive) and (self.uses.get(r, 0) > 1 or r in self.nested_use):
+                self.materialize(r)
+            elif has_load:
+                self.pending.append(r)
+
+    def flush_pending(self, op: Op) -> None:
+        """Before a side effect, materialize lazy loads that must read memory before it."""
+        feeding: set[int] = set()
+        if not op.regions:
+            stack = list(op.operands)
+            while stack:
+                u = stack.pop()
+                if id(u) in feeding:
+                    continue
+                feeding.add(id(u))
+                x = self.vals.get(u)
+                if isinstance(x, tuple):
+                    stack.extend(x[0].operands)
+        target_root = self.roots.get(op.operands[0]) if op.operands and not op.regions else None
+        for v in list(self.pending):
+            if id(v) not in feeding:
+                self.materialize(v)
+            elif target_root is not None and _reads_root(self, v, target_root, op.operands[0]):
+                self.materialize(v)
+
+    # ------------------------------------------------------------------ debug support
+    def loc_id(self, op: Op) -> int:
+        self.loc_table.append(op.loc)
+        return len(self.loc_table)
+
+    def record_error(self, cond_bad: ir.Value, kind: int, op: Op, detail: ir.Value) -> None:
+        """If `cond_bad`, record (kind, location, program id, detail) unless already recorded."""
+        b = self.b
+        bad_bb = b.append_basic_block("dbg.bad")
+        ok_bb = b.append_basic_block("dbg.ok")
+        b.cbranch(cond_bad, bad_bb, ok_bb)
+        b.position_at_end(bad_bb)
+        slot = b.gep(self.err, [ir.Constant(I64, 0)], source_etype=I64)
+        res = b.cmpxchg(slot, ir.Constant(I64, 0), ir.Constant(I64, kind << 32 | self.loc_id(op)), "monotonic",
+                        "monotonic")
+        won = b.extract_value(res, 1)
+        store_bb = b.append_basic_block("dbg.store")
+        b.cbranch(won, store_bb, ok_bb)
+        b.position_at_end(store_bb)
+        for i, val in enumerate([*self.pid, detail]):
+            p = b.gep(self.err, [ir.Constant(I64, i + 1)], source_etype=I64)
+            b.store(b.sext(val, I64) if val.type != I64 else val, p)
+        b.branch(ok_bb)
+        b.position_at_end(ok_bb)
+
+
+def _is_bool(t: T.Type) -> bool:
+    return t == T.i1
+
+
+def _nbytes(e: T.ElemType) -> int:
+    if isinstance(e, T.PointerType):
+        return 8
+    return max(1, e.bits // 8)
+
+
+def _has_side_effects(op: Op) -> bool:
+    return any(o.opcode in ("store", "atomic_rmw", "atomic_cas", "print", "assert") for o in op.walk())
+
+
+def _pointer_roots(fn: Function) -> dict[Value, Value]:
+    """For each pointer-typed value, the kernel argument it was derived from (when unique)."""
+    roots: dict[Value, Value] = {}
+    for a in fn.args:
+        if isinstance(a.type, T.PointerType):
+            roots[a] = a
+    for op in fn.walk():
+        if op.opcode in ("addptr", "splat", "broadcast", "expand_dims", "reshape", "trans", "bitcast", "cast"):
+            if op.operands and op.operands[0] in roots and isinstance(T.elem_of(op.result.type), T.PointerType):
+                roots[op.result] = roots[op.operands[0]]
+        elif op.opcode == "select" and isinstance(T.elem_of(op.result.type), T.PointerType):
+            a, b = op.operands[1], op.operands[2]
+            if a in roots and b in roots and roots[a] is roots[b]:
+                roots[op.result] = roots[a]
+        elif op.opcode == "for":
+            body = op.regions[0]
+            for init, arg, res in zip(op.operands[3:], body.args[1:], op.results, strict=True):
+                if init in roots:
+                    roots[arg] = roots[init]
+                    roots[res] = roots[init]
+    return roots
+
+
+def _reads_root(lw: Lowering, v: Value, root: Value, ptr: Value) -> bool:
+    """True if lazy `v` loads through a pointer derived from `root` other than `ptr` itself."""
+    stack, seen = [v], set()
+    while stack:
+        u = stack.pop()
+        if id(u) in seen:
+            continue
+        seen.add(id(u))
+        x = lw.vals.get(u)
+        if not isinstance(x, tuple):
+            continue
+        op = x[0]
+        if op.opcode == "load" and lw.roots.get(op.operands[0]) is root and op.operands[0] is not ptr:
+            return True
+        stack.extend(op.operands)
+    return False

@@ -1,0 +1,346 @@
+"""The CPU lowering table: one function per non-elementwise Tile IR op."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...errors import UnsupportedError
+from ...ir import types as T
+from ...ir.core import Op
+from . import scalar as S
+from .elementwise import bounds_ok, emit_scalar_op, eval_elementwise
+from .scalar import I1, I8, I32, I64, PTR, llvm_type
+
+if TYPE_CHECKING:
+    from .lower import Buf, Lowering
+
+__all__ = ["lower_op", "LOWER", "gather_element"]
+
+Idx = tuple[ir.Value, ...]
+_ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
+_LAZY_OPS = {"splat", "broadcast", "expand_dims", "make_range", "trans", "reshape", "join", "split", "gather",
+             "cmp", "math", "cast", "bitcast", "select", "addptr", "load"} | set(S.BINARY)
+
+
+def lower_op(lw: Lowering, op: Op) -> None:
+    oc = op.opcode
+    tile_result = any(isinstance(r.type, T.TileType) for r in op.results)
+    if oc in _LAZY_OPS and tile_result:
+        if oc == "gather":
+            lw.materialize(op.operands[0])
+        lw.define_lazy(op)
+        return
+    if oc in _LAZY_OPS:
+        lw.vals[op.result] = eval_elementwise(lw, op, 0, ())
+        return
+    fn = LOWER.get(oc)
+    if fn is None:
+        raise UnsupportedError(f"{oc} is not supported by the CPU backend yet", op.loc)
+    fn(lw, op)
+
+
+def _constant(lw: Lowering, op: Op) -> None:
+    t = op.result.type
+    assert isinstance(t, T.ScalarType)
+    lw.vals[op.result] = S.const(t, op.attrs["value"])
+
+
+def _pid(lw: Lowering, op: Op) -> None:
+    lw.vals[op.result] = lw.pid[op.attrs["axis"]]
+
+
+def _nprog(lw: Lowering, op: Op) -> None:
+    lw.vals[op.result] = lw.nprog[op.attrs["axis"]]
+
+
+def _guarded(lw: Lowering, cond: ir.Value | None, body: Callable[[], None]) -> None:
+    if cond is None:
+        body()
+        return
+    b = lw.b
+    then_bb = b.append_basic_block("m")
+    end_bb = b.append_basic_block("m.end")
+    b.cbranch(cond, then_bb, end_bb)
+    b.position_at_end(then_bb)
+    body()
+    b.branch(end_bb)
+    b.position_at_end(end_bb)
+
+
+def _each(lw: Lowering, v: object, body: Callable[[Idx], None]) -> None:
+    shape = T.shape_of(v.type)  # type: ignore[attr-defined]
+    if shape:
+        lw.loop_nest(shape, body)
+    else:
+        lw.memo = {}
+        body(())
+
+
+def _store(lw: Lowering, op: Op) -> None:
+    ptr_v, val_v = op.operands[0], op.operands[1]
+    mask_v = op.operands[2] if op.attrs["has_mask"] else None
+    for v in op.operands:
+        lw.consume(v)
+
+    def body(idx: Idx) -> None:
+        b = lw.b
+        p = lw.ev(ptr_v, idx)
+        x = lw.ev(val_v, idx)
+        m = lw.ev(mask_v, idx) if mask_v is not None else None
+        if lw.debug:
+            ok = bounds_ok(lw, op, ptr_v, p)
+            if ok is not None:
+                bad = b.not_(ok) if m is None else b.and_(m, b.not_(ok))
+                lw.record_error(bad, 1, op, b.ptrtoint(p, I64))
+                m = ok if m is None else b.and_(m, ok)
+        _guarded(lw, m, lambda: lw.b.store(x, p))
+
+    _each(lw, ptr_v, body)
+
+
+def _result_buf(lw: Lowering, op: Op) -> Buf | None:
+    r = op.result
+    if isinstance(r.type, T.TileType) and lw.uses.get(r, 0) > 0:
+        return lw.alloc(r.type.shape, r.type.elem)
+    return None
+
+
+def _atomic_rmw(lw: Lowering, op: Op) -> None:
+    ptr_v, val_v = op.operands[0], op.operands[1]
+    mask_v = op.operands[2] if op.attrs["has_mask"] else None
+    kind = op.attrs["kind"]
+    llvm_kind = {"fadd": "fadd", "fmax": "fmax", "fmin": "fmin"}.get(kind, kind)
+    order = _ORDER.get(op.attrs["sem"], "acq_rel")
+    out = _result_buf(lw, op)
+    rt = llvm_type(T.elem_of(op.result.type))
+    for v in op.operands:
+        lw.consume(v)
+    scalar_result: list[ir.Value] = []
+
+    def body(idx: Idx) -> None:
+        b = lw.b
+        p = lw.ev(ptr_v, idx)
+        x = lw.ev(val_v, idx)
+        m = lw.ev(mask_v, idx) if mask_v is not None else None
+        if lw.debug:
+            ok = bounds_ok(lw, op, ptr_v, p)
+            if ok is not None:
+                lw.record_error(b.not_(ok) if m is None else b.and_(m, b.not_(ok)), 1, op, b.ptrtoint(p, I64))
+                m = ok if m is None else b.and_(m, ok)
+        pre = b.block
+        old: ir.Value
+        if m is None:
+            old = b.atomic_rmw(llvm_kind, p, x, order)
+        else:
+            then_bb = b.append_basic_block("at")
+            end_bb = b.append_basic_block("at.end")
+            b.cbranch(m, then_bb, end_bb)
+            b.position_at_end(then_bb)
+            r = b.atomic_rmw(llvm_kind, p, x, order)
+            b.branch(end_bb)
+            b.position_at_end(end_bb)
+            phi = b.phi(rt)
+            phi.add_incoming(r, then_bb)
+            phi.add_incoming(ir.Constant(rt, None), pre)
+            old = phi
+        if out is not None:
+            b.store(old, out.addr(b, idx))
+        elif not idx:
+            scalar_result.append(old)
+
+    _each(lw, ptr_v, body)
+    lw.vals[op.result] = out if out is not None else (scalar_result[0] if scalar_result else ir.Constant(rt, None))
+
+
+def _atomic_cas(lw: Lowering, op: Op) -> None:
+    ptr_v, cmp_v, val_v = op.operands
+    order = _ORDER.get(op.attrs["sem"], "acq_rel")
+    fail = "acquire" if order in ("acq_rel", "acquire") else "monotonic"
+    out = _result_buf(lw, op)
+    rt = llvm_type(T.elem_of(op.result.type))
+    for v in op.operands:
+        lw.consume(v)
+    scalar_result: list[ir.Value] = []
+
+    def body(idx: Idx) -> None:
+        b = lw.b
+        p = lw.ev(ptr_v, idx)
+        c, x = lw.ev(cmp_v, idx), lw.ev(val_v, idx)
+        is_float = not isinstance(rt, ir.IntType)
+        if is_float:
+            it = ir.IntType(T.elem_of(op.result.type).bits)  # type: ignore[union-attr]
+            c, x = b.bitcast(c, it), b.bitcast(x, it)
+        res = b.cmpxchg(p, c, x, order, fail)
+        old = b.extract_value(res, 0)
+        if is_float:
+            old = b.bitcast(old, rt)
+        if out is not None:
+            b.store(old, out.addr(b, idx))
+        elif not idx:
+            scalar_result.append(old)
+
+    _each(lw, ptr_v, body)
+    lw.vals[op.result] = out if out is not None else (scalar_result[0] if scalar_result else ir.Constant(rt, None))
+
+
+def gather_element(lw: Lowering, op: Op, idx: Idx) -> ir.Value:
+    src = lw.vals[op.operands[0]]
+    ax = op.attrs["axis"]
+    b = lw.b
+    n = T.shape_of(op.operands[0].type)[ax]
+    iv = lw.ev(op.operands[1], idx)
+    iv = b.sext(iv, I64) if iv.type != I64 else iv
+    bad = b.icmp_unsigned(">=", iv, ir.Constant(I64, n))
+    safe = b.select(bad, lw.zero, iv)
+    v = b.load(src.addr(b, (*idx[:ax], safe, *idx[ax + 1:])), typ=llvm_type(src.elem))
+    return b.select(bad, ir.Constant(v.type, None), v)
+
+
+def _cat(lw: Lowering, op: Op) -> None:
+    a, c = op.operands
+    out = lw.alloc(op.result.type.shape, op.result.type.elem)  # type: ignore[union-attr]
+    lw.store_tile(a, out)
+    n = T.shape_of(a.type)[0]
+    lw.consume(c)
+    lw.loop_nest(T.shape_of(c.type), lambda idx: lw.b.store(
+        lw.ev(c, idx), out.addr(lw.b, (lw.b.add(idx[0], ir.Constant(I64, n)), *idx[1:]))))
+    lw.vals[op.result] = out
+
+
+def _histogram(lw: Lowering, op: Op) -> None:
+    x = op.operands[0]
+    mask_v = op.operands[1] if len(op.operands) > 1 else None
+    nbins = T.shape_of(op.result.type)[0]
+    out = lw.alloc((nbins,), T.i32)
+    lw.loop(nbins, lambda i: lw.b.store(ir.Constant(I32, 0), out.addr(lw.b, (i,))))
+    lw.consume(x)
+    xe = T.elem_of(x.type)
+
+    def body(idx: Idx) -> None:
+        b = lw.b
+        v = lw.ev(x, idx)
+        v64 = b.sext(v, I64) if xe.is_signed else b.zext(v, I64)  # type: ignore[union-attr]
+        ok = b.icmp_unsigned("<", v64, ir.Constant(I64, nbins))
+        if mask_v is not None:
+            ok = b.and_(ok, lw.ev(mask_v, idx))
+
+        def inc() -> None:
+            p = out.addr(lw.b, (v64,))
+            lw.b.store(lw.b.add(lw.b.load(p, typ=I32), ir.Constant(I32, 1)), p)
+
+        _guarded(lw, ok, inc)
+
+    lw.loop_nest(T.shape_of(x.type), body)
+    lw.vals[op.result] = out
+
+
+def _printf(lw: Lowering, fmt: str, args: list[ir.Value]) -> None:
+    b, m = lw.b, lw.m
+    fn = m.globals.get("printf") or ir.Function(m, ir.FunctionType(I32, [PTR], var_arg=True), "printf")
+    data = bytearray(fmt.encode() + b"\0")
+    name = f"__anvil_fmt{len([g for g in m.globals if g.startswith('__anvil_fmt')])}"
+    g = ir.GlobalVariable(m, ir.ArrayType(I8, len(data)), name)
+    g.global_constant = True
+    g.linkage = "internal"
+    g.initializer = ir.Constant(ir.ArrayType(I8, len(data)), data)
+    b.call(fn, [b.gep(g, [ir.Constant(I64, 0), ir.Constant(I64, 0)], source_etype=g.value_type), *args])
+
+
+def _print(lw: Lowering, op: Op) -> None:
+    prefix = op.attrs["prefix"]
+    hexa = op.attrs["hex"]
+    for v in op.operands:
+        lw.consume(v)
+    if not op.operands:
+        _printf(lw, f"pid ({'%d, %d, %d'}) {prefix}\n", list(lw.pid))
+        return
+    for v in op.operands:
+        et = T.elem_of(v.type)
+
+        def body(idx: Idx, v: object = v, et: T.ElemType = et) -> None:
+            b = lw.b
+            x = lw.ev(v, idx)  # type: ignore[arg-type]
+            if isinstance(et, T.ScalarType) and et.is_float:
+                if et.bits == 8:
+                    x = S.emit_cast(b, et, T.fp32, x)
+                x = b.fpext(x, ir.DoubleType()) if x.type != ir.DoubleType() else x
+                spec = "%a" if hexa else "%f"
+            elif isinstance(et, T.PointerType):
+                x, spec = b.ptrtoint(x, I64), "0x%llx"
+            else:
+                x = (b.sext(x, I64) if et.is_signed else b.zext(x, I64)) if x.type != I64 else x
+                spec = "0x%llx" if hexa else ("%lld" if et.is_signed else "%llu")
+            ids = [b.trunc(i, I32) for i in idx]
+            idx_s = ", ".join(["%d"] * len(ids))
+            _printf(lw, f"pid (%d, %d, %d) idx ({idx_s}) {prefix}{spec}\n", [*lw.pid, *ids, x])
+
+        _each(lw, v, body)
+
+
+def _assert(lw: Lowering, op: Op) -> None:
+    c = op.operands[0]
+    lw.consume(c)
+
+    def body(idx: Idx) -> None:
+        ok = lw.ev(c, idx)
+        lw.record_error(lw.b.not_(ok), 2, op, ir.Constant(I64, 0))
+
+    _each(lw, c, body)
+
+
+def _assume(lw: Lowering, op: Op) -> None:
+    c = op.operands[0]
+    if isinstance(c.type, T.TileType):
+        return
+    b = lw.b
+    fn = lw.m.globals.get("llvm.assume") or ir.Function(lw.m, ir.FunctionType(ir.VoidType(), [I1]), "llvm.assume")
+    b.call(fn, [lw.scalar(c)])
+
+
+def _noop(lw: Lowering, op: Op) -> None:
+    return None
+
+
+def _control(name: str) -> Callable[[Lowering, Op], None]:
+    def f(lw: Lowering, op: Op) -> None:
+        from . import control
+
+        getattr(control, name)(lw, op)
+
+    return f
+
+
+def _compute(name: str) -> Callable[[Lowering, Op], None]:
+    def f(lw: Lowering, op: Op) -> None:
+        from . import compute
+
+        getattr(compute, name)(lw, op)
+
+    return f
+
+
+LOWER: dict[str, Callable[[Lowering, Op], None]] = {
+    "constant": _constant,
+    "program_id": _pid,
+    "num_programs": _nprog,
+    "store": _store,
+    "atomic_rmw": _atomic_rmw,
+    "atomic_cas": _atomic_cas,
+    "cat": _cat,
+    "histogram": _histogram,
+    "print": _print,
+    "assert": _assert,
+    "assume": _assume,
+    "barrier": _noop,
+    "for": _control("lower_for"),
+    "if": _control("lower_if"),
+    "while": _control("lower_while"),
+    "reduce": _compute("lower_reduce"),
+    "scan": _compute("lower_scan"),
+    "dot": _compute("lower_dot"),
+}
+
+_ = (emit_scalar_op, I8)

@@ -1,0 +1,333 @@
+"""Scalar semantics of Tile IR ops in LLVM IR: one small function per op, in tables.
+
+Every elementwise op of a tile is lowered by applying these to one element at a time; the
+loop nests around them are the lowering's business (lower.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from llvmlite import ir
+
+from ...ir import types as T
+
+__all__ = ["llvm_type", "BINARY", "CMP", "emit_math", "emit_cast", "emit_bitcast", "const", "I1", "I8",
+           "I32", "I64", "PTR", "F32"]
+
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+F16, BF16, F32, F64 = ir.HalfType(), ir.BFloatType() if hasattr(ir, "BFloatType") else None, ir.FloatType(), ir.DoubleType()
+PTR = ir.PointerType()
+B = ir.IRBuilder
+V = ir.Value
+
+
+def llvm_type(t: T.Type) -> ir.Type:
+    if isinstance(t, T.PointerType):
+        return PTR
+    if isinstance(t, T.TileType):
+        return llvm_type(t.elem)
+    if t.is_float:
+        if t.bits == 8:
+            return I8  # fp8 values travel as their bits
+        return {"fp16": F16, "bf16": BF16, "fp32": F32, "fp64": F64}[t.name]
+    return ir.IntType(t.bits)
+
+
+def const(t: T.ScalarType, v: Any) -> ir.Constant:
+    if t.is_float and t.bits == 8:
+        from .fp8 import fp8_bits
+
+        return ir.Constant(I8, fp8_bits(float(v), t))
+    if t.is_float:
+        return ir.Constant(llvm_type(t), float(v))
+    iv = int(v) & ((1 << t.bits) - 1)
+    return ir.Constant(llvm_type(t), iv)
+
+
+def _intrinsic(b: B, name: str, ret: ir.Type, args: list[V], types: list[ir.Type] | None = None) -> V:
+    m = b.module
+    fn = m.globals.get(name)
+    if fn is None:
+        fn = ir.Function(m, ir.FunctionType(ret, types or [a.type for a in args]), name)
+    return b.call(fn, args)
+
+
+def _suffix(t: ir.Type) -> str:
+    if isinstance(t, ir.HalfType):
+        return "f16"
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.DoubleType):
+        return "f64"
+    if BF16 is not None and isinstance(t, type(BF16)):
+        return "bf16"
+    return f"i{t.width}"
+
+
+# ------------------------------------------------------------------------- binary ops
+def _float_or_int(fop: str, sop: str, uop: str | None = None) -> Callable[[B, T.ScalarType, V, V, dict], V]:
+    def f(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
+        if t.is_float:
+            r = getattr(b, fop)(x, y)
+            r.flags.extend(attrs.get("_fmf", ()))
+            return r
+        return getattr(b, uop if (uop and t.is_unsigned) else sop)(x, y)
+
+    return f
+
+
+def _minmax(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
+    def f(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
+        if t.is_float:
+            nan_all = attrs.get("propagate_nan") == "all"
+            base = ("maximum" if kind == "max" else "minimum") if nan_all else ("maxnum" if kind == "max" else "minnum")
+            return _intrinsic(b, f"llvm.{base}.{_suffix(x.type)}", x.type, [x, y])
+        pred = {"max": ">", "min": "<"}[kind]
+        c = b.icmp_unsigned(pred, x, y) if t.is_unsigned else b.icmp_signed(pred, x, y)
+        return b.select(c, x, y)
+
+    return f
+
+
+def _shift(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
+    def f(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
+        # Shifting by >= the width is poison in LLVM; PTX clamps. Mask the amount instead.
+        if kind == "shl":
+            return b.shl(x, y)
+        return b.lshr(x, y) if t.is_unsigned else b.ashr(x, y)
+
+    return f
+
+
+def _umulhi(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
+    wide = ir.IntType(t.bits * 2)
+    ext = b.sext if t.is_signed else b.zext
+    p = b.mul(ext(x, wide), ext(y, wide))
+    return b.trunc(b.lshr(p, ir.Constant(wide, t.bits)), x.type)
+
+
+def _intdiv(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
+    def f(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
+        if t.is_float:
+            if kind == "div":
+                return b.fdiv(x, y)
+            return b.frem(x, y)
+        # Integer division by zero (and INT_MIN / -1) is undefined in LLVM; make it total by
+        # dividing by 1 instead and returning 0 (GPUs return garbage, never trap).
+        zero = ir.Constant(x.type, 0)
+        safe_y = b.select(b.icmp_unsigned("==", y, zero), ir.Constant(x.type, 1), y)
+        if t.is_signed:
+            minv = ir.Constant(x.type, 1 << (t.bits - 1))
+            ovf = b.and_(b.icmp_unsigned("==", x, minv), b.icmp_signed("==", y, ir.Constant(x.type, -1)))
+            safe_y = b.select(ovf, ir.Constant(x.type, 1), safe_y)
+            r = b.sdiv(x, safe_y) if kind == "div" else b.srem(x, safe_y)
+            if kind == "rem":
+                r = b.select(ovf, zero, r)
+        else:
+            r = b.udiv(x, safe_y) if kind == "div" else b.urem(x, safe_y)
+        return b.select(b.icmp_unsigned("==", y, zero), zero, r)
+
+    return f
+
+
+def _fbin(name: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
+    def f(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
+        if name in ("pow", "copysign"):
+            return _intrinsic(b, f"llvm.{name}.{_suffix(x.type)}", x.type, [x, y])
+        return _libm(b, name, x.type, [x, y])
+
+    return f
+
+
+BINARY: dict[str, Callable[[B, T.ScalarType, V, V, dict], V]] = {
+    "add": _float_or_int("fadd", "add"),
+    "sub": _float_or_int("fsub", "sub"),
+    "mul": _float_or_int("fmul", "mul"),
+    "div": _intdiv("div"),
+    "rem": _intdiv("rem"),
+    "and": lambda b, t, x, y, a: b.and_(x, y),
+    "or": lambda b, t, x, y, a: b.or_(x, y),
+    "xor": lambda b, t, x, y, a: b.xor(x, y),
+    "shl": _shift("shl"),
+    "shr": _shift("shr"),
+    "max": _minmax("max"),
+    "min": _minmax("min"),
+    "umulhi": _umulhi,
+    "pow": _fbin("pow"),
+    "atan2": _fbin("atan2"),
+    "copysign": _fbin("copysign"),
+    "hypot": _fbin("hypot"),
+}
+
+_ICMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _cmp(b: B, t: T.ElemType, pred: str, x: V, y: V) -> V:
+    if isinstance(t, T.ScalarType) and t.is_float:
+        # Triton: ordered comparisons, except != which is unordered (true for NaN).
+        if pred == "ne":
+            return b.fcmp_unordered("!=", x, y)
+        return b.fcmp_ordered(_ICMP[pred], x, y)
+    if isinstance(t, T.PointerType):
+        x, y = b.ptrtoint(x, I64), b.ptrtoint(y, I64)
+        return b.icmp_unsigned(_ICMP[pred], x, y)
+    if t.is_unsigned:
+        return b.icmp_unsigned(_ICMP[pred], x, y)
+    return b.icmp_signed(_ICMP[pred], x, y)
+
+
+CMP = _cmp
+
+
+# ------------------------------------------------------------------------- math
+_LLVM_UNARY = {"sqrt", "sin", "cos", "exp", "exp2", "log", "log2", "log10", "floor", "ceil", "trunc",
+               "round", "rint", "nearbyint", "fabs"}
+_LIBM = {"tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
+         "cbrt", "log1p", "expm1", "lgamma", "tgamma", "j0", "j1", "y0", "y1", "exp10", "fmod", "remainder",
+         "nextafter", "fdim", "atan2", "hypot", "erfinv"}
+
+
+def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
+    if isinstance(ty, (ir.HalfType,)) or (BF16 is not None and isinstance(ty, type(BF16))):
+        wide = [b.fpext(a, F32) for a in args]
+        return b.fptrunc(_libm(b, name, F32, wide), ty)
+    cname = name + ("f" if isinstance(ty, ir.FloatType) else "")
+    if name == "erfinv":
+        from .mathlib import erfinv
+
+        return erfinv(b, args[0])
+    return _intrinsic(b, cname, ty, args)
+
+
+def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) -> V:
+    x = args[0]
+    ty = x.type
+    if fn == "neg":
+        return b.fneg(x) if t.is_float else b.neg(x)
+    if fn == "not":
+        return b.not_(x)
+    if fn == "abs":
+        if t.is_float:
+            return _intrinsic(b, f"llvm.fabs.{_suffix(ty)}", ty, [x])
+        return _intrinsic(b, f"llvm.abs.{_suffix(ty)}", ty, [x, ir.Constant(I1, 0)])
+    if fn == "fma":
+        return _intrinsic(b, f"llvm.fma.{_suffix(ty)}", ty, args)
+    if fn in ("popc", "clz", "ffs", "brev"):
+        if fn == "popc":
+            r = _intrinsic(b, f"llvm.ctpop.{_suffix(ty)}", ty, [x])
+        elif fn == "clz":
+            r = _intrinsic(b, f"llvm.ctlz.{_suffix(ty)}", ty, [x, ir.Constant(I1, 0)])
+        elif fn == "brev":
+            return _intrinsic(b, f"llvm.bitreverse.{_suffix(ty)}", ty, [x])
+        else:
+            tz = _intrinsic(b, f"llvm.cttz.{_suffix(ty)}", ty, [x, ir.Constant(I1, 0)])
+            r = b.select(b.icmp_unsigned("==", x, ir.Constant(ty, 0)), ir.Constant(ty, 0),
+                         b.add(tz, ir.Constant(ty, 1)))
+        return b.trunc(r, I32) if ty.width > 32 else (b.zext(r, I32) if ty.width < 32 else r)
+    if fn in ("isnan", "isinf", "isfinite", "signbit"):
+        if fn == "isnan":
+            return b.fcmp_unordered("uno", x, x)
+        a = _intrinsic(b, f"llvm.fabs.{_suffix(ty)}", ty, [x])
+        inf = ir.Constant(ty, float("inf"))
+        if fn == "isinf":
+            return b.fcmp_ordered("==", a, inf)
+        if fn == "isfinite":
+            return b.fcmp_ordered("<", a, inf)
+        bits = ir.IntType(t.bits)
+        return b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0))
+    if fn == "sigmoid":
+        one = ir.Constant(ty, 1.0)
+        return b.fdiv(one, b.fadd(one, emit_math(b, "exp", t, [b.fneg(x)], fast)))
+    if fn in ("rsqrt",):
+        one = ir.Constant(ty, 1.0)
+        return b.fdiv(one, _intrinsic(b, f"llvm.sqrt.{_suffix(ty)}", ty, [x]))
+    if fn in ("sqrt_rn",):
+        return _intrinsic(b, f"llvm.sqrt.{_suffix(ty)}", ty, [x])
+    if fn in ("div_rn", "fast_dividef"):
+        return b.fdiv(args[0], args[1])
+    if fn == "fast_expf":
+        fn = "exp"
+    if fn == "fast_logf":
+        fn = "log"
+    if fn == "saturate":
+        z, o = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0)
+        return _intrinsic(b, f"llvm.minnum.{_suffix(ty)}", ty,
+                          [_intrinsic(b, f"llvm.maxnum.{_suffix(ty)}", ty, [x, z]), o])
+    if fn == "ldexp":
+        return _intrinsic(b, f"llvm.ldexp.{_suffix(ty)}.i32", ty, [x, args[1]])
+    if fn == "ilogb":
+        return _intrinsic(b, "ilogb" + ("f" if isinstance(ty, ir.FloatType) else ""), I32, [x])
+    if fn in ("exp", "exp2", "log", "log2") and isinstance(ty, ir.FloatType) and fast:
+        from .mathlib import exp2_f32, exp_f32, log2_f32, log_f32
+
+        return {"exp": exp_f32, "exp2": exp2_f32, "log": log_f32, "log2": log2_f32}[fn](b, x)
+    if fn == "round":
+        return _intrinsic(b, f"llvm.round.{_suffix(ty)}", ty, [x])
+    if fn in _LLVM_UNARY:
+        if isinstance(ty, ir.HalfType) or (BF16 is not None and isinstance(ty, type(BF16))):
+            return b.fptrunc(emit_math(b, fn, T.fp32, [b.fpext(x, F32)], fast), ty)
+        return _intrinsic(b, f"llvm.{fn}.{_suffix(ty)}", ty, [x])
+    if fn in _LIBM:
+        return _libm(b, fn, ty, args)
+    raise NotImplementedError(f"math function {fn} on the CPU backend")
+
+
+# ------------------------------------------------------------------------- casts
+def _is_fp8(t: T.ElemType) -> bool:
+    return isinstance(t, T.ScalarType) and t.is_fp8
+
+
+def emit_cast(b: B, src: T.ElemType, dst: T.ElemType, x: V, rounding: str | None = None) -> V:
+    from .fp8 import fp8_to_f32, f32_to_fp8
+
+    if src == dst:
+        return x
+    if isinstance(src, T.PointerType) or isinstance(dst, T.PointerType):
+        if isinstance(src, T.PointerType) and isinstance(dst, T.PointerType):
+            return x
+        if isinstance(src, T.PointerType):
+            return b.ptrtoint(x, llvm_type(dst))
+        return b.inttoptr(x, PTR)
+    if _is_fp8(src):
+        f = fp8_to_f32(b, src, x)
+        return emit_cast(b, T.fp32, dst, f)
+    if _is_fp8(dst):
+        if src.is_float:
+            f = x if src == T.fp32 else (b.fpext(x, F32) if src.bits < 32 else b.fptrunc(x, F32))
+        else:
+            f = emit_cast(b, src, T.fp32, x)
+        return f32_to_fp8(b, dst, f, rounding or "rtne")
+    st, dt = llvm_type(src), llvm_type(dst)
+    if src.is_float and dst.is_float:
+        if dst.bits > src.bits or (src == T.fp16 and dst == T.bf16) or (src == T.bf16 and dst == T.fp16):
+            if {src.name, dst.name} == {"fp16", "bf16"}:
+                return b.fptrunc(b.fpext(x, F32), dt)
+            return b.fpext(x, dt)
+        if rounding == "rtz":
+            return _intrinsic(b, f"llvm.fptrunc.round.{_suffix(dt)}.{_suffix(st)}", dt,
+                              [x, ir.MetaDataString(b.module, "round.towardzero")])
+        return b.fptrunc(x, dt)
+    if src.is_int and dst.is_int:
+        if dst.bits == src.bits:
+            return x
+        if dst.bits < src.bits:
+            return b.trunc(x, dt)
+        return b.sext(x, dt) if src.is_signed else b.zext(x, dt)
+    if src.is_int and dst.is_float:
+        return b.sitofp(x, dt) if src.is_signed else b.uitofp(x, dt)
+    # float -> int saturates (PTX cvt.rzi semantics; LLVM's plain fptosi would be poison).
+    name = "fptosi" if dst.is_signed else "fptoui"
+    return _intrinsic(b, f"llvm.{name}.sat.{_suffix(dt)}.{_suffix(st)}", dt, [x])
+
+
+def emit_bitcast(b: B, src: T.ElemType, dst: T.ElemType, x: V) -> V:
+    st, dt = llvm_type(src), llvm_type(dst)
+    if st == dt:
+        return x
+    if isinstance(src, T.PointerType):
+        return b.ptrtoint(x, dt)
+    if isinstance(dst, T.PointerType):
+        return b.inttoptr(x, PTR)
+    return b.bitcast(x, dt)

@@ -1,0 +1,104 @@
+"""User-facing errors: what is wrong, where (file:line:col and the source line), what to do."""
+
+from __future__ import annotations
+
+from .ir.core import Location
+
+__all__ = [
+    "AnvilError", "CompilationError", "UnsupportedError", "UndefinedNameError", "ArgumentError",
+    "ShapeError", "DtypeError", "ConstexprError", "LaunchError", "OutOfBoundsError",
+    "ResourceError", "DeviceAssertError",
+]
+
+
+class AnvilError(Exception):
+    """Base of every error Anvil raises on purpose."""
+
+
+class CompilationError(AnvilError):
+    """A kernel could not be compiled; carries the location and a hint."""
+
+    kind = "error"
+
+    def __init__(self, message: str, loc: Location | None = None, source_line: str = "",
+                 hint: str = "") -> None:
+        self.message = message
+        self.loc = loc
+        self.source_line = source_line
+        self.hint = hint
+        super().__init__(self._format())
+
+    @property
+    def filename(self) -> str:
+        return self.loc.file if self.loc else ""
+
+    @property
+    def lineno(self) -> int:
+        return self.loc.line if self.loc else 0
+
+    @property
+    def col(self) -> int:
+        return self.loc.col if self.loc else 0
+
+    def _format(self) -> str:
+        parts = []
+        where = f"{self.loc.file}:{self.loc.line}:{self.loc.col}: " if self.loc else ""
+        parts.append(f"{where}{type(self).__name__}: {self.message}")
+        if self.source_line:
+            line = self.source_line.rstrip("\n")
+            stripped = line.lstrip()
+            indent = len(line) - len(stripped)
+            col = max(0, (self.loc.col if self.loc else 1) - 1 - indent)
+            parts.append(f"    {stripped}")
+            parts.append(f"    {' ' * col}^")
+        if self.loc and self.loc.inlined_at is not None:
+            chain = self.loc.inlined_at
+            while chain is not None:
+                parts.append(f"  called from {chain.file}:{chain.line}:{chain.col}")
+                chain = chain.inlined_at
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return "\n".join(parts)
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.message, self.loc, self.source_line, self.hint))
+
+
+class UnsupportedError(CompilationError):
+    """A Python construct or call the kernel language does not support."""
+
+
+class UndefinedNameError(CompilationError):
+    """A name that is neither a local, a parameter, nor a global of the kernel."""
+
+
+class ArgumentError(CompilationError):
+    """Wrong number or kind of arguments to a kernel or builtin."""
+
+
+class ShapeError(CompilationError):
+    """Incompatible tile shapes (broadcasting, dot, reshape) or a bad arange size."""
+
+
+class DtypeError(CompilationError):
+    """An operation applied to dtypes it does not accept."""
+
+
+class ConstexprError(CompilationError):
+    """A runtime value where a compile-time constant (tl.constexpr) is required."""
+
+
+class LaunchError(AnvilError):
+    """A launch was given bad arguments: grid, keywords, devices, dtypes."""
+
+
+class ResourceError(AnvilError):
+    """A compiled kernel exceeds a device limit (registers, shared memory, threads)."""
+
+
+class OutOfBoundsError(AnvilError):
+    """Debug mode caught a load or store outside the tensor its pointer came from."""
+
+
+class DeviceAssertError(AnvilError):
+    """A tl.device_assert failed while the kernel ran."""

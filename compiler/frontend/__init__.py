@@ -1,0 +1,58 @@
+"""Python AST -> Tile IR for one kernel specialization."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import errors as E
+from ..ir import types as T
+from ..ir.builder import Builder
+from ..ir.core import Block, Function
+from ..language import core as lc
+from .codegen import GenContext, GenOptions, Returned
+from .semantic import Semantic
+from .source import FunctionSource, parse_function
+from .statements import KernelGenerator
+
+__all__ = ["ParamSpec", "GenOptions", "generate_kernel", "FunctionSource", "parse_function"]
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """How one kernel parameter is specialised: a constant, or a runtime value of `type`."""
+
+    name: str
+    constant: bool
+    value: Any = None
+    type: T.Type | None = None
+    divisibility: int = 1
+
+
+def generate_kernel(src: FunctionSource, params: list[ParamSpec], options: GenOptions,
+                    resolve_jit: Callable[[Any], FunctionSource | None]) -> Function:
+    """Specialise `src` on `params` and generate its Tile IR function."""
+    body = Block()
+    builder = Builder(body, src.loc(src.tree))
+    sem = Semantic(builder)
+    ctx = GenContext(builder, sem, options, resolve_jit)
+    gen = KernelGenerator(ctx, src, {})
+    sem.gen = gen  # type: ignore[attr-defined]
+    arg_names: list[str] = []
+    arg_attrs: list[dict[str, Any]] = []
+    for p in params:
+        if p.constant:
+            gen.scope[p.name] = p.value
+            continue
+        assert p.type is not None
+        v = body.add_arg(p.type, p.name)
+        arg_names.append(p.name)
+        arg_attrs.append({"divisibility": p.divisibility} if p.divisibility > 1 else {})
+        gen.scope[p.name] = lc.Tensor(v)
+    r = gen.visit_body(src.tree.body)
+    if isinstance(r, Returned) and r.value is not None:
+        loc = src.loc(src.tree)
+        raise E.UnsupportedError("a kernel cannot return a value", loc, src.source_line(loc),
+                                 "store results through an output pointer with tl.store")
+    return Function(src.name, body, arg_names, arg_attrs, src.loc(src.tree))

@@ -1,0 +1,635 @@
+"""Python AST -> Tile IR: expressions, calls and inlining (statements live in `statements.py`).
+
+Values in a scope are `Tensor`s (runtime values), plain Python objects (compile-time constants:
+numbers, None, dtypes, tuples, functions, modules) or `BlockPointer`s. Calls to @jit functions
+are inlined at the call site with their own scope; every op records the call chain.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins as py
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import errors as E
+from ..ir import types as T
+from ..ir.builder import Builder
+from ..ir.core import Block, Location
+from ..language import TENSOR_METHODS
+from ..language import core as lc
+from .semantic import Semantic
+from .source import FunctionSource, is_constexpr_annotation
+
+__all__ = ["GenOptions", "GenContext", "CodeGenerator", "Returned"]
+
+
+@dataclass(frozen=True)
+class GenOptions:
+    debug: bool = False
+    target: str = "cpu"
+    num_warps: int = 4
+
+
+@dataclass
+class GenContext:
+    """State shared by a kernel and every function inlined into it."""
+
+    builder: Builder
+    sem: Semantic
+    options: GenOptions
+    resolve_jit: Callable[[Any], FunctionSource | None]
+    depth: int = 0
+
+
+@dataclass
+class Returned:
+    """A `return` was reached; `value` is what it returned (None for a bare return)."""
+
+    value: Any
+
+
+_BINOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
+    ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub), ast.Mult: ("mul", operator.mul),
+    ast.Div: ("truediv", operator.truediv), ast.FloorDiv: ("floordiv", operator.floordiv),
+    ast.Mod: ("mod", operator.mod), ast.BitAnd: ("and", operator.and_), ast.BitOr: ("or", operator.or_),
+    ast.BitXor: ("xor", operator.xor), ast.LShift: ("shl", operator.lshift),
+    ast.RShift: ("shr", operator.rshift), ast.Pow: ("pow", operator.pow),
+    ast.MatMult: ("matmul", operator.matmul),
+}
+_CMPOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
+    ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne), ast.Lt: ("lt", operator.lt),
+    ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt), ast.GtE: ("ge", operator.ge),
+}
+_PY_BUILTINS = {"len", "min", "max", "int", "float", "bool", "abs", "print", "isinstance", "tuple",
+                "list", "range", "getattr", "hasattr", "enumerate", "zip", "type", "str", "round"}
+
+
+def _c_div(a: int, b: int) -> int:
+    """C-style truncating division (the language's rule for runtime integers)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def is_tensor(x: Any) -> bool:
+    return isinstance(x, lc.Tensor)
+
+
+class CodeGenerator(ast.NodeVisitor):
+    """Generates IR for one function body into the context's builder."""
+
+    def __init__(self, ctx: GenContext, src: FunctionSource, scope: dict[str, Any],
+                 inlined_at: Location | None = None) -> None:
+        self.ctx = ctx
+        self.src = src
+        self.scope = scope
+        self.inlined_at = inlined_at
+        self.b = ctx.builder
+        self.sem = ctx.sem
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def options(self) -> GenOptions:
+        return self.ctx.options
+
+    def loc(self, node: ast.AST) -> Location:
+        return self.src.loc(node, self.inlined_at)
+
+    def error(self, cls: type[E.CompilationError], node: ast.AST, msg: str, hint: str = "") -> E.CompilationError:
+        loc = self.loc(node)
+        return cls(msg, loc, self.src.source_line(loc), hint)
+
+    def visit(self, node: ast.AST) -> Any:
+        if not hasattr(node, "lineno"):
+            return super().visit(node)
+        saved = self.b.loc
+        self.b.loc = self.loc(node)
+        try:
+            return super().visit(node)
+        except E.CompilationError as e:
+            if e.loc is None:
+                raise type(e)(e.message, self.b.loc, self.src.source_line(self.b.loc), e.hint) from None
+            raise
+        except RecursionError:
+            raise self.error(E.UnsupportedError, node, "recursion is too deep (recursive @jit calls are "
+                             "not supported)") from None
+        except (TypeError, ValueError, ZeroDivisionError, IndexError, KeyError, OverflowError) as e:
+            raise self.error(E.CompilationError, node, f"{type(e).__name__}: {e}") from e
+        finally:
+            self.b.loc = saved
+
+    def generic_visit(self, node: ast.AST) -> Any:
+        raise self.error(E.UnsupportedError, node, f"unsupported construct: {type(node).__name__}",
+                         "kernels support assignments, arithmetic, calls, if/for/while and return")
+
+    # ------------------------------------------------------------------ names
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        if name in self.scope:
+            return self.scope[name]
+        g = self.src.globals
+        if name in g:
+            return _normalize_global(g[name])
+        if name in _PY_BUILTINS:
+            return getattr(py, name)
+        raise self.error(E.UndefinedNameError, node, f"name {name!r} is not defined",
+                         "define it before use, pass it as a parameter, or make it a module-level constant")
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def visit_Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def visit_Tuple(self, node: ast.Tuple) -> Any:
+        return tuple(self.visit(e) for e in node.elts)
+
+    def visit_List(self, node: ast.List) -> Any:
+        return [self.visit(e) for e in node.elts]
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            elif isinstance(v, ast.FormattedValue):
+                x = self.visit(v.value)
+                if is_tensor(x):
+                    raise self.error(E.ConstexprError, v, "f-strings can only format compile-time values")
+                spec = self.visit(v.format_spec) if v.format_spec else ""
+                parts.append(format(x, spec))
+        return "".join(parts)
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.visit(node.value)
+        return self.attribute(base, node.attr, node)
+
+    def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
+        if is_tensor(base):
+            if attr == "dtype":
+                return base.dtype
+            if attr == "shape":
+                return tuple(base.shape)
+            if attr == "numel":
+                return base.numel
+            if attr == "T":
+                return self.sem.permute(base, [1, 0])
+            if attr == "type":
+                return lc.block_type(base.dtype, list(base.shape)) if base.is_tile() else base.dtype
+            fn = TENSOR_METHODS.get(attr)
+            if fn is None:
+                raise self.error(E.UnsupportedError, node, f"tensors have no attribute {attr!r}",
+                                 "see the language reference for tensor methods")
+            return _BoundMethod(fn, base)
+        if isinstance(base, BlockPointer):
+            raise self.error(E.UnsupportedError, node, f"block pointers have no attribute {attr!r}")
+        try:
+            return _normalize_global(getattr(base, attr))
+        except AttributeError:
+            raise self.error(E.UndefinedNameError, node, f"{_describe(base)} has no attribute {attr!r}") from None
+
+    # ------------------------------------------------------------------ operators
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
+        lhs = self.visit(node.left)
+        rhs = self.visit(node.right)
+        return self.binary(type(node.op), lhs, rhs, node)
+
+    def binary(self, op: type, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        name, pyop = _BINOPS[op]
+        if not is_tensor(lhs) and not is_tensor(rhs):
+            if isinstance(lhs, (tuple, list)) or isinstance(rhs, (tuple, list)) or isinstance(lhs, str):
+                return pyop(lhs, rhs)
+            return pyop(lhs, rhs)
+        s = self.sem
+        if name == "add":
+            return s.add(lhs, rhs)
+        if name == "sub":
+            return s.sub(lhs, rhs)
+        if name == "mul":
+            return s.mul(lhs, rhs)
+        if name == "truediv":
+            return s.truediv(lhs, rhs)
+        if name == "floordiv":
+            return s.floordiv(lhs, rhs)
+        if name == "mod":
+            return s.mod(lhs, rhs)
+        if name in ("and", "or", "xor", "shl"):
+            return s.bitwise(name, lhs, rhs)
+        if name == "shr":
+            return s.bitwise("shr", lhs, rhs)
+        if name == "pow":
+            raise self.error(E.UnsupportedError, node, "** on tensors is not supported",
+                             "use tl.extra.libdevice.pow(x, y), or x * x for squares")
+        raise self.error(E.UnsupportedError, node, "@ is not supported on tensors", "use tl.dot(a, b)")
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        x = self.visit(node.operand)
+        if not is_tensor(x):
+            if isinstance(node.op, ast.Not):
+                return not x
+            if isinstance(node.op, ast.USub):
+                return -x
+            if isinstance(node.op, ast.UAdd):
+                return +x
+            return ~x
+        if isinstance(node.op, ast.USub):
+            return self.sem.minus(x)
+        if isinstance(node.op, ast.UAdd):
+            return x
+        if isinstance(node.op, ast.Not):
+            return self.sem.not_(x)
+        return self.sem.invert(x)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
+        is_and = isinstance(node.op, ast.And)
+        result = self.visit(node.values[0])
+        for v in node.values[1:]:
+            if not is_tensor(result):
+                if is_and and not result:
+                    return result
+                if not is_and and result:
+                    return result
+                result = self.visit(v)
+                continue
+            rhs = self.visit(v)
+            result = self.sem.logical("and" if is_and else "or", result, rhs)
+        return result
+
+    def visit_Compare(self, node: ast.Compare) -> Any:
+        lhs = self.visit(node.left)
+        result: Any = None
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            rhs = self.visit(right)
+            r = self.compare(op, lhs, rhs, node)
+            result = r if result is None else self.sem.logical("and", result, r) if (
+                is_tensor(result) or is_tensor(r)) else (result and r)
+            lhs = rhs
+        return result
+
+    def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            if is_tensor(lhs) or is_tensor(rhs):
+                same = lhs is rhs
+            else:
+                same = lhs is rhs or (lhs is None) == (rhs is None) and lhs == rhs and (
+                    lhs is None or rhs is None)
+            return same if isinstance(op, ast.Is) else not same
+        if isinstance(op, (ast.In, ast.NotIn)):
+            if is_tensor(rhs) or is_tensor(lhs):
+                raise self.error(E.UnsupportedError, node, "`in` works on compile-time values only")
+            r = lhs in rhs
+            return r if isinstance(op, ast.In) else not r
+        pred, pyop = _CMPOPS[type(op)]
+        if not is_tensor(lhs) and not is_tensor(rhs):
+            return pyop(lhs, rhs)
+        return self.sem.compare(pred, lhs, rhs)
+
+    def visit_IfExp(self, node: ast.IfExp) -> Any:
+        cond = self.visit(node.test)
+        if not is_tensor(cond):
+            return self.visit(node.body if cond else node.orelse)
+        return self.sem.where(cond, self.visit(node.body), self.visit(node.orelse))
+
+    def visit_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.visit(node.value)
+        idx = self.visit(node.slice)
+        if is_tensor(base):
+            return self.index_tensor(base, idx, node)
+        if is_tensor(idx):
+            raise self.error(E.ConstexprError, node, "indexing a compile-time sequence needs a constant index")
+        return base[idx]
+
+    def visit_Slice(self, node: ast.Slice) -> Any:
+        return slice(*(self.visit(x) if x is not None else None for x in (node.lower, node.upper, node.step)))
+
+    def index_tensor(self, t: lc.Tensor, idx: Any, node: ast.AST) -> lc.Tensor:
+        items = idx if isinstance(idx, tuple) else (idx,)
+        out = t
+        dim = 0
+        for it in items:
+            if it is None:
+                out = self.sem.expand_dims(out, dim)
+                dim += 1
+            elif isinstance(it, slice) and it == slice(None, None, None):
+                dim += 1
+            else:
+                raise self.error(E.UnsupportedError, node, "tensors can only be indexed with None and ':'",
+                                 "use x[:, None] / x[None, :] to add axes; gather or masks to pick elements")
+        if dim > len(t.shape) + sum(1 for it in items if it is None):
+            raise self.error(E.ShapeError, node, f"too many indices for a tensor of rank {len(t.shape)}")
+        return out
+
+    # ------------------------------------------------------------------ calls
+    def visit_Call(self, node: ast.Call) -> Any:
+        fn = self.visit(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                v = self.visit(a.value)
+                if is_tensor(v):
+                    raise self.error(E.UnsupportedError, a, "cannot unpack a tensor with *")
+                args.extend(v)
+            else:
+                args.append(self.visit(a))
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.error(E.UnsupportedError, k, "**kwargs in calls is not supported")
+            kwargs[k.arg] = self.visit(k.value)
+        return self.call(fn, args, kwargs, node)
+
+    def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+        if isinstance(fn, _BoundMethod):
+            return self.call(fn.fn, [fn.self, *args], kwargs, node)
+        if lc.is_builtin(fn):
+            args = [_unwrap(a) for a in args]
+            kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+            try:
+                return fn(*args, _sem=self.sem, **kwargs)
+            except TypeError as e:
+                if "argument" in str(e):
+                    raise self.error(E.ArgumentError, node, f"bad arguments to {fn.__name__}: {e}") from None
+                raise
+        src = self.ctx.resolve_jit(fn)
+        if src is not None:
+            return self.inline(src, args, kwargs, node)
+        if fn is lc.constexpr or getattr(fn, "__name__", "") == "constexpr" and isinstance(fn, type):
+            return _unwrap(args[0]) if args else None
+        if isinstance(fn, lc.dtype):
+            raise self.error(E.UnsupportedError, node, f"{fn} is not callable", "use x.to(dtype)")
+        if fn in (lc.static_range, lc.range, py.range):
+            raise self.error(E.UnsupportedError, node, "range objects can only be iterated in a for loop")
+        if fn is py.print:
+            from ..language.builtins import device_print
+
+            prefix = args[0] if args and isinstance(args[0], str) else ""
+            rest = args[1:] if prefix else args
+            return device_print(prefix, *rest, _sem=self.sem)
+        if fn is py.isinstance:
+            return py.isinstance(args[0], args[1])
+        if fn in (py.len, py.int, py.float, py.bool, py.abs, py.min, py.max, py.tuple, py.list, py.getattr,
+                  py.hasattr, py.enumerate, py.zip, py.type, py.str, py.round):
+            if any(is_tensor(a) for a in args):
+                if fn is py.len:
+                    return args[0].shape[0] if args[0].shape else 1
+                if fn in (py.min, py.max) and len(args) == 2:
+                    return self.sem.minmax("min" if fn is py.min else "max", args[0], args[1])
+                raise self.error(E.ConstexprError, node, f"{fn.__name__}() needs compile-time arguments",
+                                 "use the tl.* function for tensors")
+            return fn(*[_unwrap(a) for a in args], **kwargs)
+        if isinstance(fn, type) and fn.__module__.startswith(("triton", "compiler")) and fn.__name__ in (
+                "constexpr",):
+            return _unwrap(args[0])
+        raise self.error(E.UnsupportedError, node, f"cannot call {_describe(fn)} inside a kernel",
+                         "only tl.* functions, @jit functions and a few Python builtins (len, min, max, "
+                         "int, float, range) can be called")
+
+    def inline(self, src: FunctionSource, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+        if self.ctx.depth > 64:
+            raise self.error(E.UnsupportedError, node, "@jit calls nest more than 64 deep (recursion?)")
+        params = src.params
+        if len(args) > len(params):
+            raise self.error(E.ArgumentError, node,
+                             f"{src.name}() takes {len(params)} arguments but {len(args)} were given")
+        bound: dict[str, Any] = dict(zip(params, args, strict=False))
+        for k, v in kwargs.items():
+            if k not in params:
+                raise self.error(E.ArgumentError, node, f"{src.name}() got an unexpected argument {k!r}")
+            if k in bound:
+                raise self.error(E.ArgumentError, node, f"{src.name}() got multiple values for {k!r}")
+            bound[k] = v
+        callee_gen = type(self)(self.ctx, src, {}, self.loc(node))
+        for p in params:
+            if p not in bound:
+                if p not in src.defaults:
+                    raise self.error(E.ArgumentError, node, f"{src.name}() is missing argument {p!r}")
+                bound[p] = callee_gen.visit(src.defaults[p])
+            ann = src.annotations.get(p)
+            if ann is not None and is_constexpr_annotation(ann, src.globals) and is_tensor(bound[p]):
+                raise self.error(E.ConstexprError, node,
+                                 f"argument {p!r} of {src.name}() is tl.constexpr but got a runtime value")
+            bound[p] = _unwrap(bound[p])
+        callee_gen.scope = bound
+        self.ctx.depth += 1
+        try:
+            r = callee_gen.visit_body(src.tree.body)
+        finally:
+            self.ctx.depth -= 1
+        return r.value if isinstance(r, Returned) else None
+
+    # ------------------------------------------------------------------ reductions
+    def _region_call(self, fn: Any, elem_types: list[T.ScalarType], nargs_per_side: int,
+                     node_loc: Location) -> Block:
+        block = Block()
+        a = [block.add_arg(t) for t in elem_types]
+        b_ = [block.add_arg(t) for t in elem_types]
+        with self.b.at(block):
+            vals = [lc.Tensor(v) for v in a + b_]
+            src = self.ctx.resolve_jit(fn)
+            if src is None:
+                raise E.ArgumentError(f"combine_fn must be a @jit function, got {_describe(fn)}")
+            r = type(self)(self.ctx, src, {}, node_loc).inline(src, vals, {}, src.tree)
+            res = list(r) if isinstance(r, tuple) else [r]
+            if len(res) != nargs_per_side:
+                raise E.ArgumentError(f"combine_fn returned {len(res)} values, expected {nargs_per_side}")
+            out = [self.sem.cast(self.sem.to_tensor(v), t).handle for v, t in zip(res, elem_types, strict=True)]
+            self.b.create("yield", out, [])
+        return block
+
+    def _reduce_inputs(self, input: Any) -> tuple[list[lc.Tensor], bool]:
+        is_tuple = isinstance(input, (tuple, list))
+        xs = [self.sem.to_tensor(x) for x in (input if is_tuple else [input])]
+        shape = xs[0].shape
+        for x in xs:
+            if x.shape != shape:
+                raise E.ShapeError("all inputs of a reduction must have the same shape")
+        return xs, is_tuple
+
+    def reduce(self, input: Any, axis: Any, combine_fn: Any, keep_dims: bool) -> Any:
+        xs, is_tuple = self._reduce_inputs(input)
+        if axis is None:
+            xs = [self.sem.reshape(x, [x.numel]) if x.is_tile() else x for x in xs]
+            axis = 0
+        if not xs[0].is_tile():
+            return tuple(xs) if is_tuple else xs[0]
+        rank = len(xs[0].shape)
+        axis = int(axis)
+        if axis < 0:
+            axis += rank
+        if not 0 <= axis < rank:
+            raise E.ShapeError(f"reduction axis {axis} out of range for a tile of rank {rank}")
+        elems = [x.ir_elem for x in xs]
+        region = self._region_call(combine_fn, elems, len(xs), self.b.loc)  # type: ignore[arg-type]
+        shape = xs[0].shape[:axis] + xs[0].shape[axis + 1:]
+        rtypes = [T.TileType(shape, e) if shape else e for e in elems]
+        op = self.b.create("reduce", [x.handle for x in xs], rtypes, {"axis": axis}, [region])
+        res = [lc.Tensor(r) for r in op.results]
+        if keep_dims:
+            res = [self.sem.expand_dims(r, axis) for r in res]
+        return tuple(res) if is_tuple else res[0]
+
+    def scan(self, input: Any, axis: int, combine_fn: Any, reverse: bool) -> Any:
+        xs, is_tuple = self._reduce_inputs(input)
+        rank = len(xs[0].shape)
+        if rank == 0:
+            raise E.ShapeError("cannot scan a scalar")
+        if axis < 0:
+            axis += rank
+        if not 0 <= axis < rank:
+            raise E.ShapeError(f"scan axis {axis} out of range for a tile of rank {rank}")
+        elems = [x.ir_elem for x in xs]
+        region = self._region_call(combine_fn, elems, len(xs), self.b.loc)  # type: ignore[arg-type]
+        op = self.b.create("scan", [x.handle for x in xs], [x.type for x in xs],
+                           {"axis": axis, "reverse": reverse}, [region])
+        res = [lc.Tensor(r) for r in op.results]
+        return tuple(res) if is_tuple else res[0]
+
+    # ------------------------------------------------------------------ block pointers
+    def is_block_ptr(self, p: Any) -> bool:
+        return isinstance(p, BlockPointer)
+
+    def make_block_ptr(self, base: Any, shape: Any, strides: Any, offsets: Any, block_shape: Any,
+                       order: Any) -> BlockPointer:
+        s = self.sem
+        if not is_tensor(base) or not isinstance(base.ir_elem, T.PointerType) or base.is_tile():
+            raise E.DtypeError("make_block_ptr needs a pointer argument as base")
+        n = len(block_shape)
+        if not (len(shape) == len(strides) == len(offsets) == len(order) == n):
+            raise E.ArgumentError("shape, strides, offsets, block_shape and order must have the same length")
+        return BlockPointer(
+            base,
+            tuple(s.cast(s.to_tensor(x), T.i64) for x in shape),
+            tuple(s.cast(s.to_tensor(x), T.i64) for x in strides),
+            tuple(s.cast(s.to_tensor(x), T.i32) for x in offsets),
+            tuple(int(x) for x in block_shape),
+            tuple(int(x) for x in order),
+        )
+
+    def advance(self, p: Any, offsets: Any) -> BlockPointer:
+        if not isinstance(p, BlockPointer):
+            raise E.DtypeError("tl.advance needs a block pointer made by tl.make_block_ptr")
+        s = self.sem
+        offs = tuple(s.cast(s.add(o, d), T.i32) if is_tensor(d) or d != 0 else o
+                     for o, d in zip(p.offsets, offsets, strict=True))
+        return BlockPointer(p.base, p.shape, p.strides, offs, p.block_shape, p.order)
+
+    def _block_ptr_tile(self, p: BlockPointer, boundary_check: Any) -> tuple[lc.Tensor, lc.Tensor | None]:
+        s = self.sem
+        n = len(p.block_shape)
+        ptr = p.base
+        mask: lc.Tensor | None = None
+        checks = {int(c) for c in (boundary_check or ())}
+        for d in range(n):
+            r = s.arange(0, p.block_shape[d])
+            idx = s.add(s.cast(r, T.i64), s.cast(p.offsets[d], T.i64))
+            for _ in range(d):
+                idx = s.expand_dims(idx, 0)
+            for k in range(d + 1, n):
+                idx = s.expand_dims(idx, k)
+            ptr = s.add(ptr, s.mul(idx, p.strides[d]))
+            if d in checks:
+                ok = s.logical("and", s.compare("ge", idx, 0), s.compare("lt", idx, p.shape[d]))
+                mask = ok if mask is None else s.logical("and", mask, ok)
+        ptr = s.broadcast_to(ptr, p.block_shape)
+        if mask is not None:
+            mask = s.broadcast_to(mask, p.block_shape)
+        return ptr, mask
+
+    def block_ptr_load(self, p: BlockPointer, boundary_check: Any, padding: str) -> lc.Tensor:
+        ptr, mask = self._block_ptr_tile(p, boundary_check)
+        other = None
+        if mask is not None:
+            other = float("nan") if padding == "nan" else 0
+        return self.sem.load(ptr, mask, other)
+
+    def block_ptr_store(self, p: BlockPointer, value: Any, boundary_check: Any) -> None:
+        ptr, mask = self._block_ptr_tile(p, boundary_check)
+        self.sem.store(ptr, value, mask)
+
+    def visit_body(self, stmts: list[ast.stmt]) -> Returned | None:
+        """Visit a statement list; see statements.KernelGenerator."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class BlockPointer:
+    """A `tl.make_block_ptr` value: base pointer, per-dimension shape/strides/offsets (runtime)."""
+
+    base: lc.Tensor
+    shape: tuple[lc.Tensor, ...]
+    strides: tuple[lc.Tensor, ...]
+    offsets: tuple[lc.Tensor, ...]
+    block_shape: tuple[int, ...]
+    order: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _BoundMethod:
+    fn: Any
+    self: Any
+
+
+def _unwrap(x: Any) -> Any:
+    if isinstance(x, lc.constexpr):
+        return x.value
+    if type(x).__name__ == "constexpr" and type(x).__module__.startswith("triton"):
+        return _normalize_global(x.value)
+    return x
+
+
+def _normalize_global(obj: Any) -> Any:
+    """Map objects of the real `triton.language` onto ours; unwrap constexpr globals."""
+    mod = getattr(type(obj), "__module__", "") or ""
+    if mod.startswith("triton"):
+        tname = type(obj).__name__
+        if tname == "constexpr":
+            return _normalize_global(obj.value)
+        if tname in ("dtype", "pointer_type") or tname.endswith("_type") and hasattr(obj, "name"):
+            d = lc.to_dtype(obj)
+            if d is not None:
+                return d
+    if isinstance(obj, lc.constexpr):
+        return obj.value
+    if callable(obj) and not isinstance(obj, type):
+        fmod = getattr(obj, "__module__", "") or ""
+        if fmod.startswith("triton.language"):
+            return _triton_builtin(obj, fmod)
+    if isinstance(obj, type(ast)) and obj.__name__.startswith("triton.language"):
+        return _triton_module(obj.__name__)
+    return obj
+
+
+def _triton_module(name: str) -> Any:
+    import importlib
+
+    ours = "compiler.language" + name[len("triton.language"):]
+    ours = ours.replace(".extra.cuda.libdevice", ".extra.libdevice").replace(".extra.cuda", ".extra")
+    try:
+        return importlib.import_module(ours)
+    except ImportError:
+        return importlib.import_module("compiler.language")
+
+
+def _triton_builtin(obj: Any, fmod: str) -> Any:
+    """Our function for a function of the real triton.language (matched by name)."""
+    from .. import language as tl
+
+    name = getattr(obj, "__name__", "")
+    if fmod.endswith("libdevice") or ".extra" in fmod:
+        return getattr(tl.extra.libdevice, name)
+    if fmod.endswith(".math") and hasattr(tl.math, name):
+        return getattr(tl.math, name)
+    if hasattr(tl, name):
+        return getattr(tl, name)
+    if hasattr(tl.math, name):
+        return getattr(tl.math, name)
+    return obj
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, type(ast)):
+        return f"module {x.__name__}"
+    name = getattr(x, "__name__", None)
+    return f"{type(x).__name__} {name}" if name else repr(x)
+

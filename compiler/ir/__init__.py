@@ -1,0 +1,13 @@
+"""Tile IR: SSA values, ops with structured regions, types, builder, printer, verifier."""
+
+from . import types
+from .builder import Builder
+from .core import UNKNOWN_LOC, Block, Function, Location, Module, Op, Value
+from .ops import SPECS
+from .printer import print_function
+from .verifier import VerificationError, verify
+
+__all__ = [
+    "types", "Builder", "Block", "Function", "Location", "Module", "Op", "Value", "UNKNOWN_LOC",
+    "SPECS", "print_function", "VerificationError", "verify",
+]

@@ -1,0 +1,55 @@
+"""Every environment variable Anvil reads, with its default, in one place.
+
+- ANVIL_CACHE_DIR: on-disk compile cache (default ~/.cache/anvil). ANVIL_CACHE=0 disables it.
+- ANVIL_DEBUG=1: compile kernels in debug mode (bounds checks, device_assert).
+- ANVIL_CPU_THREADS: threads the CPU backend splits a grid across (default: CPU count).
+- ANVIL_DUMP_IR=1: print the Tile IR of every kernel compiled, to stderr.
+- ANVIL_DUMP_LLIR=1: print the LLVM IR of every kernel compiled, to stderr.
+- ANVIL_TRACEBACK=1: show internal tracebacks instead of only located errors.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback"]
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("ANVIL_CACHE_DIR")
+    return Path(d) if d else Path.home() / ".cache" / "anvil"
+
+
+def cache_enabled() -> bool:
+    return os.environ.get("ANVIL_CACHE", "1").lower() not in ("0", "false", "no", "off")
+
+
+def debug() -> bool:
+    return _flag("ANVIL_DEBUG")
+
+
+def cpu_threads() -> int:
+    v = os.environ.get("ANVIL_CPU_THREADS")
+    if v:
+        return max(1, int(v))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+def dump_ir() -> bool:
+    return _flag("ANVIL_DUMP_IR")
+
+
+def dump_llir() -> bool:
+    return _flag("ANVIL_DUMP_LLIR")
+
+
+def traceback() -> bool:
+    return _flag("ANVIL_TRACEBACK")

@@ -1,0 +1,512 @@
+"""Builtin operations of the kernel language (Triton's names and signatures).
+
+Each function runs at compile time inside a kernel, receiving the semantic builder as `_sem`.
+Their docstrings are the language reference agents read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ArgumentError, ConstexprError, DtypeError, ShapeError
+from ..ir import types as T
+from .core import PropagateNan, Tensor, builtin, dtype, to_dtype
+
+__all__ = [
+    "program_id", "num_programs", "arange", "zeros", "full", "load", "store", "where", "cast",
+    "maximum", "minimum", "clamp", "fdiv", "div_rn", "umulhi", "fma", "exp", "exp2", "log", "log2",
+    "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "abs", "erf", "floor", "ceil", "dot", "trans", "permute",
+    "reshape", "view", "expand_dims", "broadcast", "broadcast_to", "join", "split", "cat", "reduce",
+    "associative_scan", "histogram", "gather", "atomic_add", "atomic_max", "atomic_min", "atomic_and",
+    "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "static_assert", "static_print",
+    "device_assert", "device_print", "multiple_of", "max_contiguous", "max_constancy", "assume",
+    "debug_barrier", "inline_asm_elementwise", "to", "make_block_ptr", "advance", "to_tensor", "add",
+    "sub", "mul",
+]
+
+
+def _tensor(_sem: Any, x: Any) -> Tensor:
+    return _sem.to_tensor(x)
+
+
+def _const_int(x: Any, what: str) -> int:
+    if isinstance(x, Tensor):
+        raise ConstexprError(f"{what} must be a compile-time constant, got a runtime tensor",
+                             hint="annotate the parameter as tl.constexpr")
+    return int(x)
+
+
+def _dtype(x: Any, what: str = "dtype") -> T.ElemType:
+    d = to_dtype(x)
+    if d is None:
+        raise DtypeError(f"{what} must be a dtype such as tl.float32, got {x!r}")
+    return d.ir
+
+
+def _shape(shape: Any) -> list[int]:
+    if isinstance(shape, int):
+        return [shape]
+    out = []
+    for s in shape:
+        if isinstance(s, Tensor):
+            raise ConstexprError("tile shapes must be compile-time constants",
+                                 hint="use tl.constexpr parameters for block sizes")
+        out.append(int(s))
+    return out
+
+
+# ------------------------------------------------------------------------- programs
+@builtin
+def program_id(axis: int, _sem: Any = None) -> Tensor:
+    """The index of this program along grid axis 0, 1 or 2. `pid = tl.program_id(0)`."""
+    return _sem.program_id(_const_int(axis, "axis"))
+
+
+@builtin
+def num_programs(axis: int, _sem: Any = None) -> Tensor:
+    """The number of programs along grid axis 0, 1 or 2. `n = tl.num_programs(0)`."""
+    return _sem.num_programs(_const_int(axis, "axis"))
+
+
+# ------------------------------------------------------------------------- creation
+@builtin
+def arange(start: int, end: int, _sem: Any = None) -> Tensor:
+    """A 1-D tile [start, end) of int32; the size must be a power of two. `tl.arange(0, BLOCK)`."""
+    if isinstance(start, Tensor) or isinstance(end, Tensor):
+        raise ConstexprError("arange bounds must be compile-time constants",
+                             hint="annotate the block size parameter as tl.constexpr")
+    return _sem.arange(int(start), int(end))
+
+
+@builtin
+def full(shape: Sequence[int], value: Any, dtype: Any, _sem: Any = None) -> Tensor:
+    """A tile of `shape` filled with `value`. `tl.full((BLOCK,), -float('inf'), tl.float32)`."""
+    return _sem.full(_shape(shape), value, _dtype(dtype))
+
+
+@builtin
+def zeros(shape: Sequence[int], dtype: Any, _sem: Any = None) -> Tensor:
+    """A tile of zeros. `acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)`."""
+    return _sem.full(_shape(shape), 0, _dtype(dtype))
+
+
+# ------------------------------------------------------------------------- memory
+@builtin
+def load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any = (),
+         padding_option: str = "", cache_modifier: str = "", eviction_policy: str = "",
+         volatile: bool = False, _sem: Any = None) -> Tensor:
+    """Load a tile through a tile of pointers. Masked-off lanes read nothing and yield `other`.
+    `x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)`."""
+    if _sem.gen.is_block_ptr(pointer):
+        return _sem.gen.block_ptr_load(pointer, boundary_check, padding_option)
+    if boundary_check or padding_option:
+        raise ArgumentError("boundary_check and padding_option apply only to block pointers",
+                            hint="use mask= with a tile of pointers")
+    return _sem.load(_tensor(_sem, pointer), mask, other, cache_modifier, eviction_policy, bool(volatile))
+
+
+@builtin
+def store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (), cache_modifier: str = "",
+          eviction_policy: str = "", _sem: Any = None) -> None:
+    """Store a tile through a tile of pointers; masked-off lanes write nothing.
+    `tl.store(out_ptr + offs, y, mask=offs < n)`."""
+    if _sem.gen.is_block_ptr(pointer):
+        return _sem.gen.block_ptr_store(pointer, value, boundary_check)
+    if boundary_check:
+        raise ArgumentError("boundary_check applies only to block pointers", hint="use mask=")
+    _sem.store(_tensor(_sem, pointer), value, mask, cache_modifier, eviction_policy)
+    return None
+
+
+@builtin
+def make_block_ptr(base: Any, shape: Any, strides: Any, offsets: Any, block_shape: Any, order: Any,
+                   _sem: Any = None) -> Any:
+    """A pointer to a 2-D (or N-D) block of a strided tensor; load/store with boundary_check.
+    `p = tl.make_block_ptr(a_ptr, (M, K), (sk_m, sk_k), (pid_m * BM, 0), (BM, BK), (1, 0))`."""
+    return _sem.gen.make_block_ptr(base, shape, strides, offsets, block_shape, order)
+
+
+@builtin
+def advance(base: Any, offsets: Any, _sem: Any = None) -> Any:
+    """Move a block pointer by `offsets` elements per dimension. `p = tl.advance(p, (0, BK))`."""
+    return _sem.gen.advance(base, offsets)
+
+
+# ------------------------------------------------------------------------- elementwise
+@builtin
+def to_tensor(x: Any, _sem: Any = None) -> Tensor:
+    """A number as a 0-d tensor (int32/int64/float32 by value); a tensor unchanged."""
+    return _tensor(_sem, x)
+
+
+@builtin
+def add(x: Any, y: Any, sanitize_overflow: bool = True, _sem: Any = None) -> Tensor:
+    """x + y. `tl.add(a, b)`."""
+    return _sem.add(x, y)
+
+
+@builtin
+def sub(x: Any, y: Any, sanitize_overflow: bool = True, _sem: Any = None) -> Tensor:
+    """x - y. `tl.sub(a, b)`."""
+    return _sem.sub(x, y)
+
+
+@builtin
+def mul(x: Any, y: Any, sanitize_overflow: bool = True, _sem: Any = None) -> Tensor:
+    """x * y. `tl.mul(a, b)`."""
+    return _sem.mul(x, y)
+
+
+@builtin
+def where(condition: Any, x: Any, y: Any, _sem: Any = None) -> Tensor:
+    """Elementwise select: x where condition else y (both sides are evaluated).
+    `tl.where(offs < n, x, 0.0)`."""
+    return _sem.where(condition, x, y)
+
+
+@builtin
+def cast(input: Any, dtype: Any, fp_downcast_rounding: str | None = None, bitcast: bool = False,
+         _sem: Any = None) -> Tensor:
+    """Convert to `dtype` (value conversion, or bit reinterpretation with bitcast=True).
+    `tl.cast(x, tl.float16)`."""
+    return _sem.cast(_tensor(_sem, input), _dtype(dtype), bool(bitcast), fp_downcast_rounding)
+
+
+@builtin
+def to(input: Any, dtype: Any, fp_downcast_rounding: str | None = None, bitcast: bool = False,
+       _sem: Any = None) -> Tensor:
+    """Method form of cast: `x.to(tl.float32)`."""
+    return _sem.cast(_tensor(_sem, input), _dtype(dtype), bool(bitcast), fp_downcast_rounding)
+
+
+@builtin
+def maximum(x: Any, y: Any, propagate_nan: str = PropagateNan.NONE, _sem: Any = None) -> Tensor:
+    """Elementwise maximum. `tl.maximum(x, 0.0)`."""
+    return _sem.minmax("max", x, y, str(propagate_nan))
+
+
+@builtin
+def minimum(x: Any, y: Any, propagate_nan: str = PropagateNan.NONE, _sem: Any = None) -> Tensor:
+    """Elementwise minimum. `tl.minimum(x, 1.0)`."""
+    return _sem.minmax("min", x, y, str(propagate_nan))
+
+
+@builtin
+def clamp(x: Any, min: Any, max: Any, propagate_nan: str = PropagateNan.NONE, _sem: Any = None) -> Tensor:
+    """Clamp floating-point x to [min, max]. `tl.clamp(x, -1.0, 1.0)`."""
+    t = _tensor(_sem, x)
+    if not t.dtype.is_floating():
+        raise DtypeError(f"clamp supports floating point only, got {t.ir_elem}",
+                         hint="use tl.minimum(tl.maximum(x, lo), hi) for integers")
+    return _sem.minmax("min", _sem.minmax("max", t, min, str(propagate_nan)), max, str(propagate_nan))
+
+
+@builtin
+def fdiv(x: Any, y: Any, ieee_rounding: bool = False, _sem: Any = None) -> Tensor:
+    """Floating-point division (approximate unless ieee_rounding). `tl.fdiv(a, b)`."""
+    return _sem.fdiv(_tensor(_sem, x), _tensor(_sem, y), bool(ieee_rounding))
+
+
+@builtin
+def div_rn(x: Any, y: Any, _sem: Any = None) -> Tensor:
+    """IEEE round-to-nearest division. `tl.div_rn(a, b)`."""
+    return _sem.truediv(x, y)
+
+
+@builtin
+def umulhi(x: Any, y: Any, _sem: Any = None) -> Tensor:
+    """The high 32 bits of the 64-bit product of two 32-bit integers. `tl.umulhi(a, b)`."""
+    return _sem.umulhi(x, y)
+
+
+@builtin
+def fma(x: Any, y: Any, z: Any, _sem: Any = None) -> Tensor:
+    """Fused multiply-add x * y + z with one rounding. `tl.fma(a, b, c)`."""
+    a, b = _sem.binary_operands(x, y)
+    a, c = _sem.binary_operands(a, z)
+    a, b = _sem.broadcast_pair(a, b)
+    b, c = _sem.broadcast_pair(b, c)
+    a, c = _sem.broadcast_pair(a, c)
+    b = _sem.cast(b, a.ir_elem)
+    return _sem.math("fma", a, b, c)
+
+
+def _unary_float(fn: str, doc: str) -> Any:
+    def impl(x: Any, _sem: Any = None) -> Tensor:
+        return _sem.float_math(fn, x)
+
+    impl.__name__ = impl.__qualname__ = fn
+    impl.__doc__ = doc
+    return builtin(impl)
+
+
+exp = _unary_float("exp", "e**x, elementwise. `tl.exp(x - m)`.")
+exp2 = _unary_float("exp2", "2**x, elementwise. `tl.exp2(x * 1.4426950408889634)`.")
+log = _unary_float("log", "Natural logarithm. `tl.log(x)`.")
+log2 = _unary_float("log2", "Base-2 logarithm. `tl.log2(x)`.")
+sqrt = _unary_float("sqrt", "Square root (approximate on GPUs). `tl.sqrt(var + eps)`.")
+sqrt_rn = _unary_float("sqrt_rn", "Correctly rounded square root. `tl.sqrt_rn(x)`.")
+rsqrt = _unary_float("rsqrt", "1 / sqrt(x). `tl.rsqrt(var + eps)`.")
+sin = _unary_float("sin", "Sine. `tl.sin(x)`.")
+cos = _unary_float("cos", "Cosine. `tl.cos(x)`.")
+erf = _unary_float("erf", "The error function. `tl.erf(x / 1.41421356)`.")
+floor = _unary_float("floor", "Round down. `tl.floor(x)`.")
+ceil = _unary_float("ceil", "Round up. `tl.ceil(x)`.")
+
+
+@builtin
+def abs(x: Any, _sem: Any = None) -> Tensor:
+    """Absolute value (integers and floats). `tl.abs(x)`."""
+    t = _tensor(_sem, x)
+    if t.dtype.is_int_unsigned():
+        return t
+    return _sem.math("abs", t)
+
+
+# ------------------------------------------------------------------------- shapes
+@builtin
+def trans(input: Any, *dims: Any, _sem: Any = None) -> Tensor:
+    """Transpose a 2-D tile (or permute by `dims`). `tl.trans(b)`."""
+    t = _tensor(_sem, input)
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    if not dims:
+        if len(t.shape) != 2:
+            raise ShapeError(f"trans without dims needs a 2-D tile, got {list(t.shape)}")
+        dims = (1, 0)
+    return _sem.permute(t, [int(d) for d in dims])
+
+
+@builtin
+def permute(input: Any, *dims: Any, _sem: Any = None) -> Tensor:
+    """Reorder dimensions. `tl.permute(x, (2, 0, 1))`."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    return _sem.permute(_tensor(_sem, input), [int(d) for d in dims])
+
+
+@builtin
+def reshape(input: Any, *shape: Any, can_reorder: bool = False, _sem: Any = None) -> Tensor:
+    """Reshape (same number of elements, row-major order). `tl.reshape(x, (M * N,))`."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return _sem.reshape(_tensor(_sem, input), _shape(shape))
+
+
+@builtin
+def view(input: Any, *shape: Any, _sem: Any = None) -> Tensor:
+    """Like reshape; the element order may change (here it never does). `x.view(M * N)`."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return _sem.reshape(_tensor(_sem, input), _shape(shape))
+
+
+@builtin
+def expand_dims(input: Any, axis: Any, _sem: Any = None) -> Tensor:
+    """Insert a size-1 axis (or several). `tl.expand_dims(x, 0)`."""
+    t = _tensor(_sem, input)
+    axes = [int(a) for a in axis] if isinstance(axis, (tuple, list)) else [int(axis)]
+    rank = len(t.shape) + len(axes)
+    for a in sorted(a + rank if a < 0 else a for a in axes):
+        t = _sem.expand_dims(t, a)
+    return t
+
+
+@builtin
+def broadcast_to(input: Any, *shape: Any, _sem: Any = None) -> Tensor:
+    """Broadcast to `shape`. `tl.broadcast_to(x[None, :], (M, N))`."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return _sem.broadcast_to(_tensor(_sem, input), _shape(shape))
+
+
+@builtin
+def broadcast(input: Any, other: Any, _sem: Any = None) -> tuple[Tensor, Tensor]:
+    """Broadcast two tiles to a common shape. `a, b = tl.broadcast(a, b)`."""
+    return _sem.broadcast_pair(_tensor(_sem, input), _tensor(_sem, other))
+
+
+@builtin
+def join(a: Any, b: Any, _sem: Any = None) -> Tensor:
+    """Stack two tiles along a new last axis of size 2. `tl.join(lo, hi)`."""
+    return _sem.join(_tensor(_sem, a), _tensor(_sem, b))
+
+
+@builtin
+def split(a: Any, _sem: Any = None) -> tuple[Tensor, Tensor]:
+    """Split a tile whose last axis has size 2 into two. `lo, hi = tl.split(x)`."""
+    return _sem.split(_tensor(_sem, a))
+
+
+@builtin
+def cat(input: Any, other: Any, can_reorder: bool = False, _sem: Any = None) -> Tensor:
+    """Concatenate along axis 0. `tl.cat(a, b, can_reorder=True)`."""
+    return _sem.cat(_tensor(_sem, input), _tensor(_sem, other))
+
+
+@builtin
+def dot(input: Any, other: Any, acc: Any = None, input_precision: str | None = None,
+        allow_tf32: bool | None = None, max_num_imprecise_acc: int | None = None,
+        out_dtype: Any = None, _sem: Any = None) -> Tensor:
+    """Matrix product of two tiles (M,K)@(K,N), accumulating in fp32 (int32 for int8).
+    `acc = tl.dot(a, b, acc)`."""
+    if input_precision is None and allow_tf32 is not None:
+        input_precision = "tf32" if allow_tf32 else "ieee"
+    od = _dtype(out_dtype) if out_dtype is not None else T.fp32
+    assert isinstance(od, T.ScalarType)
+    a = acc if acc is None else _tensor(_sem, acc)
+    return _sem.dot(_tensor(_sem, input), _tensor(_sem, other), a, input_precision, od)
+
+
+# ------------------------------------------------------------------------- reductions
+@builtin
+def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, _sem: Any = None) -> Any:
+    """Reduce along `axis` with a @jit combine function (axis=None: all elements).
+    `tl.reduce(x, 0, my_combine)`."""
+    return _sem.gen.reduce(input, axis, combine_fn, bool(keep_dims))
+
+
+@builtin
+def associative_scan(input: Any, axis: Any, combine_fn: Any, reverse: bool = False,
+                     _sem: Any = None) -> Any:
+    """Inclusive scan along `axis` with a @jit associative combine function.
+    `tl.associative_scan(x, 0, add)`."""
+    return _sem.gen.scan(input, int(axis), combine_fn, bool(reverse))
+
+
+@builtin
+def histogram(input: Any, num_bins: int, mask: Any = None, _sem: Any = None) -> Tensor:
+    """Count values in [0, num_bins) of a 1-D int tile into num_bins bins. `tl.histogram(x, 64)`."""
+    t = _tensor(_sem, input)
+    n = _const_int(num_bins, "num_bins")
+    if len(t.shape) != 1 or not t.dtype.is_int():
+        raise ShapeError("histogram needs a 1-D integer tile")
+    ops = [t.handle]
+    if mask is not None:
+        m = _sem.broadcast_to(_sem.cast(_tensor(_sem, mask), T.i1), t.shape)
+        ops.append(m.handle)
+    return Tensor(_sem.b.value("histogram", ops, T.TileType((n,), T.i32)))
+
+
+@builtin
+def gather(src: Any, index: Any, axis: int, _sem: Any = None) -> Tensor:
+    """out[i][j] = src[index[i][j]][j] for axis 0 (similarly for other axes). `tl.gather(x, idx, 0)`."""
+    s, i = _tensor(_sem, src), _tensor(_sem, index)
+    ax = _const_int(axis, "axis")
+    if len(s.shape) != len(i.shape) or not i.dtype.is_int():
+        raise ShapeError("gather needs src and an integer index of the same rank")
+    return Tensor(_sem.b.value("gather", [s.handle, i.handle], T.TileType(i.shape, s.ir_elem), axis=ax))
+
+
+# ------------------------------------------------------------------------- atomics
+def _atomic(kind: str, doc: str) -> Any:
+    def impl(pointer: Any, val: Any, mask: Any = None, sem: str | None = None, scope: str | None = None,
+             _sem: Any = None) -> Tensor:
+        return _sem.atomic(kind, _tensor(_sem, pointer), val, mask, sem, scope)
+
+    impl.__name__ = impl.__qualname__ = f"atomic_{kind}"
+    impl.__doc__ = doc
+    return builtin(impl)
+
+
+atomic_add = _atomic("add", "Atomically add; returns the old values. `tl.atomic_add(p + offs, x, mask=m)`.")
+atomic_max = _atomic("max", "Atomic maximum; returns the old values. `tl.atomic_max(p, x)`.")
+atomic_min = _atomic("min", "Atomic minimum; returns the old values. `tl.atomic_min(p, x)`.")
+atomic_and = _atomic("and", "Atomic bitwise and. `tl.atomic_and(p, x)`.")
+atomic_or = _atomic("or", "Atomic bitwise or. `tl.atomic_or(p, x)`.")
+atomic_xor = _atomic("xor", "Atomic bitwise xor. `tl.atomic_xor(p, x)`.")
+atomic_xchg = _atomic("xchg", "Atomic exchange; returns the old values. `tl.atomic_xchg(lock, 0)`.")
+
+
+@builtin
+def atomic_cas(pointer: Any, cmp: Any, val: Any, sem: str | None = None, scope: str | None = None,
+               _sem: Any = None) -> Tensor:
+    """Compare-and-swap: store val where *pointer == cmp; returns the old value.
+    `while tl.atomic_cas(lock, 0, 1) == 1: pass`."""
+    return _sem.atomic_cas(_tensor(_sem, pointer), cmp, val, sem, scope)
+
+
+# ------------------------------------------------------------------------- compile-time
+@builtin
+def static_assert(cond: Any, msg: str = "", _sem: Any = None) -> None:
+    """Fail compilation unless the compile-time condition holds. `tl.static_assert(BLOCK >= 16)`."""
+    if isinstance(cond, Tensor):
+        raise ConstexprError("static_assert needs a compile-time condition",
+                             hint="use tl.device_assert for runtime checks")
+    if not cond:
+        raise ArgumentError(f"static_assert failed: {msg}" if msg else "static_assert failed")
+
+
+@builtin
+def static_print(*values: Any, sep: str = " ", end: str = "\n", _sem: Any = None) -> None:
+    """Print compile-time values while compiling. `tl.static_print(BLOCK)`."""
+    import sys
+
+    sys.stderr.write(sep.join(str(v) for v in values) + end)
+
+
+@builtin
+def device_assert(cond: Any, msg: str = "", mask: Any = None, _sem: Any = None) -> None:
+    """Check a runtime condition (active in debug mode). `tl.device_assert(x >= 0, "negative")`."""
+    if not _sem.gen.options.debug:
+        return
+    c = _tensor(_sem, cond)
+    if mask is not None:
+        c = _sem.logical("or", c, _sem.not_(mask))
+    _sem.b.create("assert", [_sem.cast(c, T.i1).handle], [], {"msg": str(msg)})
+
+
+@builtin
+def device_print(prefix: str, *args: Any, hex: bool = False, _sem: Any = None) -> None:
+    """Print runtime values from the kernel. `tl.device_print("x", x)`."""
+    vals = [_tensor(_sem, a).handle for a in args]
+    _sem.b.create("print", vals, [], {"prefix": str(prefix), "hex": bool(hex)})
+
+
+def _hint(x: Any, _sem: Any, name: str, values: Any) -> Any:
+    t = _tensor(_sem, x)
+    return t
+
+
+@builtin
+def multiple_of(input: Any, values: Any, _sem: Any = None) -> Any:
+    """Promise each value is a multiple of `values` (an optimisation hint). `tl.multiple_of(offs, 16)`."""
+    return _hint(input, _sem, "multiple_of", values)
+
+
+@builtin
+def max_contiguous(input: Any, values: Any, _sem: Any = None) -> Any:
+    """Promise runs of `values` consecutive values (a hint). `tl.max_contiguous(offs, BLOCK)`."""
+    return _hint(input, _sem, "max_contiguous", values)
+
+
+@builtin
+def max_constancy(input: Any, values: Any, _sem: Any = None) -> Any:
+    """Promise runs of `values` equal values (a hint)."""
+    return _hint(input, _sem, "max_constancy", values)
+
+
+@builtin
+def assume(cond: Any, _sem: Any = None) -> None:
+    """Let the compiler assume a runtime condition holds. `tl.assume(n > 0)`."""
+    c = _tensor(_sem, cond)
+    _sem.b.create("assume", [_sem.cast(c, T.i1).handle], [])
+
+
+@builtin
+def debug_barrier(_sem: Any = None) -> None:
+    """Synchronise all threads of the program (a no-op on the CPU backend)."""
+    _sem.b.create("barrier", [], [])
+
+
+@builtin
+def inline_asm_elementwise(asm: str, constraints: str, args: Any, dtype: Any, is_pure: bool, pack: int,
+                           _sem: Any = None) -> Any:
+    """Elementwise inline assembly (GPU backends only)."""
+    raise ArgumentError("inline_asm_elementwise is GPU assembly and cannot run on the CPU backend",
+                        hint="write the operation with tl functions, or run on a CUDA tensor")
+
+
+def dtype_of(x: Any) -> dtype:
+    return x.dtype

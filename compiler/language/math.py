@@ -1,0 +1,61 @@
+"""`tl.math`: elementwise math functions (precise versions from libm/libdevice)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir.ops import MATH_FNS
+from .builtins import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2, rsqrt,  # noqa: F401
+                       sin, sqrt, sqrt_rn, umulhi)
+from .core import Tensor, builtin
+
+__all__ = ["exp", "exp2", "log", "log2", "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "fdiv",
+           "div_rn", "erf", "floor", "ceil", "fma", "umulhi", "math_fn"]
+
+_INT_RESULT = {"isnan", "isinf", "isfinite", "signbit"}
+_INT_FNS = {"popc", "clz", "ffs", "brev"}
+
+
+def math_fn(name: str) -> Any:
+    """The builtin for elementwise math function `name` (one of MATH_FNS)."""
+    arity = MATH_FNS[name]
+
+    def impl(*args: Any, _sem: Any = None) -> Tensor:
+        from ..errors import ArgumentError, DtypeError
+        from ..ir import types as T
+
+        if len(args) != arity:
+            raise ArgumentError(f"{name} takes {arity} argument(s), got {len(args)}")
+        xs = [_sem.to_tensor(a) for a in args]
+        if arity > 1:
+            a = xs[0]
+            rest = []
+            for x in xs[1:]:
+                a, x = _sem.binary_operands(a, x)
+                rest.append(x)
+            xs = [a] + [_sem.broadcast_to(x, a.shape) for x in rest]
+        t = xs[0]
+        if name in _INT_FNS:
+            if not t.dtype.is_int():
+                raise DtypeError(f"{name} needs an integer tensor, got {t.ir_elem}")
+            return _sem.math(name, *xs, result=T.i32 if name != "brev" else None)
+        if not t.dtype.is_floating():
+            t = _sem.cast(t, T.fp32)
+            xs = [_sem.cast(x, T.fp32) for x in xs]
+        if name in _INT_RESULT:
+            return _sem.math(name, *xs, result=T.i1)
+        if name == "ilogb":
+            return _sem.math(name, *xs, result=T.i32)
+        return _sem.math(name, *xs)
+
+    impl.__name__ = impl.__qualname__ = name
+    impl.__doc__ = f"Elementwise {name}."
+    return builtin(impl)
+
+
+def __getattr__(name: str) -> Any:
+    if name in MATH_FNS:
+        fn = math_fn(name)
+        globals()[name] = fn
+        return fn
+    raise AttributeError(f"tl.math has no function {name!r}")

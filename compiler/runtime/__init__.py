@@ -1,0 +1,1 @@
+"""Runtime: JIT function objects, specialization, caches, launch, autotuning."""

@@ -1,0 +1,190 @@
+"""`autotune`, `Config` and `heuristics` with Triton's signatures.
+
+The autotuner times each config once per key (the values of the `key` arguments) and keeps the
+fastest. Outputs that configs overwrite are restored between trials (`reset_to_zero`,
+`restore_value`), so tuning never changes a kernel's results.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .. import errors as E
+from .jit import KernelInterface
+
+__all__ = ["Config", "Autotuner", "Heuristics", "autotune", "heuristics"]
+
+
+class Config:
+    """One set of meta-parameters: `Config({"BLOCK": 128}, num_warps=4, num_stages=3)`."""
+
+    def __init__(self, kwargs: Mapping[str, Any], num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
+                 maxnreg: int | None = None, pre_hook: Callable[..., Any] | None = None, **_: Any) -> None:
+        self.kwargs = dict(kwargs)
+        self.num_warps = num_warps
+        self.num_stages = num_stages
+        self.num_ctas = num_ctas
+        self.maxnreg = maxnreg
+        self.pre_hook = pre_hook
+
+    def all_kwargs(self) -> dict[str, Any]:
+        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    def __repr__(self) -> str:
+        kw = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())
+        return f"{kw}, num_warps: {self.num_warps}, num_stages: {self.num_stages}"
+
+
+class Autotuner(KernelInterface):
+    def __init__(self, fn: Any, arg_names: list[str], configs: list[Config], key: list[str],
+                 reset_to_zero: Iterable[str] | None, restore_value: Iterable[str] | None,
+                 prune_configs_by: Mapping[str, Any] | None, warmup: int | None, rep: int | None) -> None:
+        self.fn = fn
+        self.arg_names = arg_names
+        self.configs = configs or [Config({})]
+        self.key = list(key)
+        self.reset_to_zero = list(reset_to_zero or [])
+        self.restore_value = list(restore_value or [])
+        prune = dict(prune_configs_by or {})
+        self.early_prune = prune.get("early_config_prune")
+        self.perf_model = prune.get("perf_model")
+        self.top_k = prune.get("top_k")
+        self.cache: dict[Any, Config] = {}
+        self.best_config: Config | None = None
+        self.timings: dict[Config, float] = {}
+        self.__name__ = getattr(fn, "__name__", "kernel")
+
+    def _named(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        named = dict(zip(self.arg_names, args, strict=False))
+        named.update(kwargs)
+        return named
+
+    def _pruned(self, named: dict[str, Any]) -> list[Config]:
+        configs = self.configs
+        if self.early_prune is not None:
+            configs = list(self.early_prune(configs, named))
+        if self.perf_model is not None and self.top_k:
+            k = self.top_k if isinstance(self.top_k, int) else int(len(configs) * self.top_k)
+            configs = sorted(configs, key=lambda c: self.perf_model(**named, **c.all_kwargs()))[:max(1, k)]
+        return configs
+
+    def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        named = self._named(args, kwargs)
+        key = tuple(_key_of(named.get(k)) for k in self.key)
+        cfg = self.cache.get(key)
+        if cfg is None:
+            configs = self._pruned(named)
+            cfg = configs[0] if len(configs) == 1 else self._tune(configs, args, kwargs, grid, named)
+            self.cache[key] = cfg
+        self.best_config = cfg
+        clash = set(cfg.kwargs) & set(kwargs)
+        if clash:
+            raise E.LaunchError(f"{self.__name__}: {', '.join(sorted(clash))} are set by the autotuner's configs; "
+                                "do not pass them at launch")
+        if cfg.pre_hook is not None:
+            cfg.pre_hook({**named, **cfg.all_kwargs()})
+        return self.fn.run(*args, grid=grid, **kwargs, **cfg.all_kwargs())
+
+    def _tune(self, configs: list[Config], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
+              named: dict[str, Any]) -> Config:
+        saved = {n: named[n].clone() for n in self.restore_value if hasattr(named.get(n), "clone")}
+        best, best_t = configs[0], float("inf")
+        for cfg in configs:
+            try:
+                t = self._bench(cfg, args, kwargs, grid, named)
+            except E.CompilationError:
+                raise
+            except E.AnvilError:
+                continue
+            self.timings[cfg] = t
+            if t < best_t:
+                best, best_t = cfg, t
+            for n, v in saved.items():
+                named[n].copy_(v)
+        return best
+
+    def _bench(self, cfg: Config, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
+               named: dict[str, Any]) -> float:
+        def once() -> None:
+            for n in self.reset_to_zero:
+                t = named.get(n)
+                if t is not None and hasattr(t, "zero_"):
+                    t.zero_()
+            self.fn.run(*args, grid=grid, **kwargs, **cfg.all_kwargs())
+
+        once()  # compile + warm
+        times = []
+        deadline = time.perf_counter() + 0.2
+        while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 25):
+            t0 = time.perf_counter()
+            once()
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        return times[len(times) // 2]
+
+    def warmup(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return [self.fn.warmup(*args, **kwargs, **c.all_kwargs()) for c in self.configs]
+
+
+def _key_of(v: Any) -> Any:
+    if hasattr(v, "dtype") and hasattr(v, "shape"):
+        return str(v.dtype)
+    return v
+
+
+def autotune(configs: list[Config], key: list[str], prune_configs_by: Mapping[str, Any] | None = None,
+             reset_to_zero: Iterable[str] | None = None, restore_value: Iterable[str] | None = None,
+             pre_hook: Any = None, post_hook: Any = None, warmup: int | None = None, rep: int | None = None,
+             use_cuda_graph: bool = False, do_bench: Any = None, cache_results: bool = False) -> Any:
+    """Pick the fastest of `configs` for each value of the `key` arguments."""
+
+    def decorator(fn: Any) -> Autotuner:
+        from .jit import as_jit
+
+        inner = fn if isinstance(fn, KernelInterface) else as_jit(fn)
+        if inner is None:
+            inner = __import__("compiler").jit(fn)
+        names = inner.arg_names if hasattr(inner, "arg_names") else []
+        return Autotuner(inner, list(names), configs, key, reset_to_zero, restore_value, prune_configs_by,
+                         warmup, rep)
+
+    return decorator
+
+
+class Heuristics(KernelInterface):
+    def __init__(self, fn: Any, arg_names: list[str], values: Mapping[str, Callable[[dict[str, Any]], Any]]):
+        self.fn = fn
+        self.arg_names = arg_names
+        self.values = dict(values)
+        self.__name__ = getattr(fn, "__name__", "kernel")
+
+    def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        named = dict(zip(self.arg_names, args, strict=False))
+        named.update(kwargs)
+        for k, f in self.values.items():
+            kwargs[k] = f(named)
+            named[k] = kwargs[k]
+        return self.fn.run(*args, grid=grid, **kwargs)
+
+    def warmup(self, *args: Any, **kwargs: Any) -> Any:
+        named = dict(zip(self.arg_names, args, strict=False))
+        named.update(kwargs)
+        for k, f in self.values.items():
+            kwargs[k] = f(named)
+        return self.fn.warmup(*args, **kwargs)
+
+
+def heuristics(values: Mapping[str, Callable[[dict[str, Any]], Any]]) -> Any:
+    """Compute meta-parameters from the arguments: `@heuristics({"EVEN": lambda a: a["n"] % 128 == 0})`."""
+
+    def decorator(fn: Any) -> Heuristics:
+        from .jit import as_jit
+
+        inner = fn if isinstance(fn, KernelInterface) else as_jit(fn)
+        if inner is None:
+            inner = __import__("compiler").jit(fn)
+        return Heuristics(inner, list(getattr(inner, "arg_names", [])), values)
+
+    return decorator

@@ -1,0 +1,242 @@
+"""Compiled kernels: the pipeline from source to binary, caches, and the launch of one binary."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import sys
+import time
+from typing import Any
+
+from .. import __version__, knobs
+from .. import errors as E
+from ..ir import types as T
+from ..ir.core import Location
+from .specialize import LaunchOptions, torch_elem
+
+__all__ = ["CompiledKernel", "compile_kernel"]
+
+
+class CompiledKernel:
+    """One specialization of a kernel, compiled for a target and ready to launch."""
+
+    def __init__(self, name: str, target: str, tir: str, binary: Any, options: LaunchOptions,
+                 timings: dict[str, float], cache_key: str) -> None:
+        from ..backends.cpu import load_binary
+
+        self.name = name
+        self.target = target
+        self.binary = binary
+        self.options = options
+        self.cache_key = cache_key
+        self.kernel = load_binary(binary)
+        self.cfunc = self.kernel.cfunc
+        self.arg_types: list[T.Type] = binary.arg_types
+        self._is_ptr = [isinstance(t, T.PointerType) for t in self.arg_types]
+        self._tir = tir
+        self.metadata: dict[str, Any] = {
+            "name": name, "target": target, "compile_ms": timings, "num_warps": options.num_warps,
+            "num_stages": options.num_stages, "debug": options.debug, "arena_bytes": binary.arena_bytes,
+            "shared": 0, "n_regs": None, "n_spills": None,
+        }
+        self.asm = _Artifacts(self)
+
+    def launch(self, grid: tuple[int, int, int], args: list[Any]) -> None:
+        gx, gy, gz = grid
+        total = gx * gy * gz
+        if total == 0:
+            return
+        vals = [a.data_ptr() if p else a for a, p in zip(args, self._is_ptr, strict=True)]
+        if self.options.debug:
+            return self._launch_debug(grid, args, vals)
+        cfunc = self.cfunc
+        from .launch import run_grid
+
+        run_grid(lambda s, e: cfunc(*vals, s, e, gx, gy, gz, None, None), total)
+
+    def _launch_debug(self, grid: tuple[int, int, int], args: list[Any], vals: list[Any]) -> None:
+        from .launch import run_grid
+
+        gx, gy, gz = grid
+        bounds = (ctypes.c_int64 * max(2, 2 * len(args)))()
+        for i, (a, p) in enumerate(zip(args, self._is_ptr, strict=True)):
+            if p:
+                lo = a.data_ptr() - a.storage_offset() * a.element_size()
+                bounds[2 * i] = lo
+                bounds[2 * i + 1] = lo + a.untyped_storage().nbytes()
+        err = (ctypes.c_int64 * 5)()
+        run_grid(lambda s, e: self.cfunc(*vals, s, e, gx, gy, gz, err, bounds), gx * gy * gz)
+        if err[0]:
+            self._raise(err, args)
+
+    def _raise(self, err: Any, args: list[Any]) -> None:
+        kind, loc_id = err[0] >> 32, err[0] & 0xFFFFFFFF
+        loc: Location = self.binary.locs[loc_id - 1]
+        line = _source_line(loc)
+        where = f"{loc.file}:{loc.line}:{loc.col}"
+        pid = (err[1], err[2], err[3])
+        if kind == 2:
+            raise E.DeviceAssertError(f"device_assert failed in kernel {self.name} at {where}, program id {pid}\n"
+                                      f"    {line.strip()}")
+        addr = err[4]
+        detail = ""
+        for a, p, name in zip(args, self._is_ptr, self.binary.arg_names, strict=True):
+            if p:
+                base = a.data_ptr()
+                off = (addr - base) // max(1, a.element_size())
+                detail = f"; {off} elements from the start of {name!r} (which holds {a.numel()} elements)"
+                break
+        raise E.OutOfBoundsError(
+            f"out-of-bounds access in kernel {self.name} at {where}, program id {pid}, "
+            f"address 0x{addr:x}{detail}\n    {line.strip()}\n"
+            "hint: mask the load/store (mask=offs < n) or fix the offsets")
+
+    def __repr__(self) -> str:
+        return f"CompiledKernel({self.name}, {self.target})"
+
+
+def _source_line(loc: Location) -> str:
+    import linecache
+
+    return linecache.getline(loc.file, loc.line)
+
+
+class _Artifacts(dict):  # type: ignore[type-arg]
+    """`kernel.asm`: 'tir', 'llir', and 'asm' (host assembly, produced on first access)."""
+
+    def __init__(self, ck: CompiledKernel) -> None:
+        super().__init__(tir=ck._tir, llir=ck.binary.llir)
+        self._ck = ck
+
+    def __missing__(self, key: str) -> str:
+        if key in ("asm", "x86", "ptx"):
+            if key == "ptx":
+                raise KeyError("ptx exists only for CUDA targets; this kernel was compiled for the CPU")
+            from ..backends.cpu.engine import jit_engine
+            from ..backends.cpu import optimize_parsed
+
+            text = jit_engine().asm(optimize_parsed(self._ck.binary.llir))
+            self[key] = text
+            return text
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in ("tir", "llir", "asm")
+
+
+def _cache_key(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> str:
+    from ..backends.cpu.engine import host
+
+    parts = [fn.deep_hash, __version__, target, repr(opts), host().cpu, host().features]
+    for s in specs:
+        parts.append(f"{s.name}:{s.constant}:{s.value!r}:{s.type}:{s.divisibility}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+_MEMORY: dict[str, CompiledKernel] = {}
+
+
+def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> CompiledKernel:
+    """Frontend -> passes -> backend, through the memory and disk caches."""
+    key = _cache_key(fn, specs, opts, target)
+    hit = _MEMORY.get(key)
+    if hit is not None:
+        return hit
+    t0 = time.perf_counter()
+    disk = _disk_load(key) if knobs.cache_enabled() else None
+    if disk is not None:
+        tir, binary = disk
+        ck = CompiledKernel(fn.__name__, target, tir, binary, opts, {"cache_load_ms": (time.perf_counter() - t0) * 1e3},
+                            key)
+        _MEMORY[key] = ck
+        return ck
+    from ..backends import cpu
+    from ..frontend import GenOptions, generate_kernel
+    from ..ir.printer import print_function
+    from ..passes import run_pipeline
+    from .jit import as_jit
+
+    def resolve(obj: Any) -> Any:
+        j = as_jit(obj)
+        return j.source if j is not None else None
+
+    try:
+        ir_fn = generate_kernel(fn.source, specs, GenOptions(opts.debug, target, opts.num_warps), resolve)
+    except E.CompilationError:
+        raise
+    except RecursionError:
+        raise E.UnsupportedError(f"{fn.__name__}: the kernel nests too deeply to compile") from None
+    t1 = time.perf_counter()
+    run_pipeline(ir_fn)
+    tir = print_function(ir_fn)
+    if knobs.dump_ir():
+        sys.stderr.write(tir)
+    t2 = time.perf_counter()
+    symbol = f"anvil_{_sanitize(fn.__name__)}_{key[:16]}"
+    binary = cpu.compile_function(ir_fn, symbol, opts.debug)
+    binary.arg_names = list(ir_fn.arg_names)
+    if knobs.dump_llir():
+        sys.stderr.write(binary.llir)
+    timings = {"frontend_ms": (t1 - t0) * 1e3, "passes_ms": (t2 - t1) * 1e3, **binary.timings}
+    timings["total_ms"] = (time.perf_counter() - t0) * 1e3
+    ck = CompiledKernel(fn.__name__, target, tir, binary, opts, timings, key)
+    _MEMORY[key] = ck
+    if knobs.cache_enabled():
+        _disk_store(key, tir, binary)
+    return ck
+
+
+def _sanitize(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def _disk_store(key: str, tir: str, binary: Any) -> None:
+    d = knobs.cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "name": binary.name, "symbol": binary.symbol, "arena_bytes": binary.arena_bytes,
+            "locs": [[loc.file, loc.line, loc.col, loc.func] for loc in binary.locs],
+            "arg_types": [str(t) for t in binary.arg_types], "arg_names": binary.arg_names,
+            "debug": binary.debug, "tir": tir, "version": __version__,
+        }
+        tmp = d / f"{key}.tmp"
+        (d / f"{key}.ll").write_text(binary.llir)
+        if binary.obj:
+            (d / f"{key}.o").write_bytes(binary.obj)
+        tmp.write_text(json.dumps(meta))
+        tmp.replace(d / f"{key}.json")
+    except OSError:
+        pass  # the cache is an optimisation: an unwritable directory only costs recompiles
+
+
+def _parse_type(s: str) -> T.Type:
+    from .specialize import parse_signature_type
+
+    if s.startswith("!ptr<"):
+        return T.PointerType(T.scalar(s[5:-1]))
+    return parse_signature_type(s)
+
+
+def _disk_load(key: str) -> tuple[str, Any] | None:
+    from ..backends.cpu import CPUBinary
+
+    d = knobs.cache_dir()
+    try:
+        meta = json.loads((d / f"{key}.json").read_text())
+        llir = (d / f"{key}.ll").read_text()
+        objp = d / f"{key}.o"
+        obj = objp.read_bytes() if objp.exists() else None
+    except (OSError, ValueError):
+        return None
+    if meta.get("version") != __version__:
+        return None
+    binary = CPUBinary(meta["name"], meta["symbol"], llir, obj, meta["arena_bytes"],
+                       [Location(f, ln, c, fn) for f, ln, c, fn in meta["locs"]],
+                       [_parse_type(t) for t in meta["arg_types"]], meta["debug"])
+    binary.arg_names = meta["arg_names"]
+    return meta["tir"], binary
+
+
+_ = torch_elem

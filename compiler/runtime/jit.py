@@ -1,0 +1,220 @@
+"""`@jit` kernels: the function object, launch (`kernel[grid](...)`), specialization, warm-up.
+
+A warm launch binds the arguments, builds a small key (per-argument specialization plus
+constexpr values) and finds the compiled kernel in a dict; everything else is precomputed.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import linecache
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .. import errors as E
+
+__all__ = ["JITFunction", "jit", "compile_source", "KernelInterface"]
+
+
+class KernelInterface:
+    """`kernel[grid](*args, **kwargs)` sugar shared by JIT functions, autotuners, heuristics."""
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        def launcher(*args: Any, **kwargs: Any) -> Any:
+            return self.run(*args, grid=grid, **kwargs)  # type: ignore[attr-defined]
+
+        return launcher
+
+
+class JITFunction(KernelInterface):
+    """A kernel or device function compiled from Python source on first use."""
+
+    def __init__(self, fn: Callable[..., Any] | None = None, *, text: str | None = None,
+                 name: str | None = None, filename: str = "<kernel>", first_line: int = 1,
+                 globals: Mapping[str, Any] | None = None, debug: bool | None = None,
+                 do_not_specialize: Iterable[int | str] = (), noinline: bool = False) -> None:
+        self.fn = fn
+        if fn is not None:
+            try:
+                lines, first_line = inspect.getsourcelines(fn)
+            except (OSError, TypeError) as e:
+                raise E.AnvilError(f"cannot read the source of {getattr(fn, '__name__', fn)}: {e}; "
+                                   "kernels must be defined in a file (or passed as text to "
+                                   "compile_source)") from None
+            text = "".join(lines)
+            filename = inspect.getsourcefile(fn) or "<kernel>"
+            name = fn.__name__
+            g: dict[str, Any] = dict(fn.__globals__)
+            if fn.__closure__:
+                g.update({k: c.cell_contents for k, c in zip(fn.__code__.co_freevars, fn.__closure__, strict=True)
+                          if _cell_ok(c)})
+            globals = g
+            self.__doc__ = fn.__doc__
+            self.__module__ = fn.__module__
+        assert text is not None
+        self.text = text
+        self.__name__ = name or "kernel"
+        self.filename = filename
+        self.first_line = first_line
+        self.globals: Mapping[str, Any] = globals or {}
+        self.debug = debug
+        self.noinline = noinline
+        self._source: Any = None
+        self._deep_hash: str | None = None
+        self.cache: dict[Any, Any] = {}
+        self._launcher: Any = None
+        self._dns = tuple(do_not_specialize)
+
+    # ------------------------------------------------------------------ source
+    @property
+    def source(self) -> Any:
+        """The parsed FunctionSource (parsed once)."""
+        if self._source is None:
+            from ..frontend.source import parse_function
+
+            self._source = parse_function(self.text, self.filename, self.first_line, self.globals,
+                                          self.__name__)
+        return self._source
+
+    @property
+    def arg_names(self) -> list[str]:
+        return list(self.source.params)
+
+    @property
+    def constexpr_names(self) -> set[str]:
+        from ..frontend.source import is_constexpr_annotation
+
+        src = self.source
+        return {p for p, a in src.annotations.items() if is_constexpr_annotation(a, src.globals)}
+
+    @property
+    def deep_hash(self) -> str:
+        """Hash of this function's source and of every @jit function and constant it reaches."""
+        if self._deep_hash is None:
+            h = hashlib.sha256(self.text.encode())
+            self._deep_hash = "pending"
+            for name in sorted(_free_names(self.source.tree)):
+                obj = self.globals.get(name)
+                dep = as_jit(obj)
+                if dep is not None and dep is not self:
+                    h.update(f"{name}:{dep.deep_hash}".encode())
+                elif isinstance(obj, (int, float, bool, str)) or type(obj).__name__ == "constexpr":
+                    h.update(f"{name}={getattr(obj, 'value', obj)!r}".encode())
+            self._deep_hash = h.hexdigest()
+        return self._deep_hash
+
+    # ------------------------------------------------------------------ launching
+    @property
+    def launcher(self) -> Any:
+        if self._launcher is None:
+            from .launch import Launcher
+
+            self._launcher = Launcher(self)
+        return self._launcher
+
+    def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        """Launch on `grid` with `args` (torch tensors and scalars) and constexpr keywords."""
+        return self.launcher.run(args, kwargs, grid, warmup=False)
+
+    def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
+        """Compile for these arguments without running; returns the compiled kernel."""
+        return self.launcher.run(args, kwargs, grid, warmup=True)
+
+    def compile(self, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
+                target: str = "cpu", num_warps: int = 4, num_stages: int = 3, debug: bool = False) -> Any:
+        """Compile for an explicit Triton-style signature ({"x_ptr": "*fp32", "n": "i32"})."""
+        from .launch import compile_for_signature
+
+        return compile_for_signature(self, dict(signature), dict(constexprs or {}), target, num_warps,
+                                     num_stages, debug)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise E.AnvilError(f"{self.__name__} is a kernel: launch it as {self.__name__}[grid](...), "
+                           "or call it from another @jit function")
+
+    def __repr__(self) -> str:
+        return f"JITFunction({self.__name__})"
+
+
+def _cell_ok(c: Any) -> bool:
+    try:
+        c.cell_contents  # noqa: B018
+        return True
+    except ValueError:
+        return False
+
+
+def _free_names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+_TRITON_WRAPS: dict[int, JITFunction] = {}
+
+
+def as_jit(obj: Any) -> JITFunction | None:
+    """Our JITFunction for `obj`: one of ours, or a real `triton.JITFunction` (wrapped once)."""
+    if isinstance(obj, JITFunction):
+        return obj
+    tname = type(obj).__name__
+    if tname in ("JITFunction", "JITCallable") and type(obj).__module__.startswith("triton"):
+        fn = getattr(obj, "fn", None)
+        if fn is None:
+            return None
+        mod = getattr(fn, "__module__", "") or ""
+        if mod.startswith("triton.language"):
+            return None  # the stdlib: mapped to ours by name
+        key = id(obj)
+        wrapped = _TRITON_WRAPS.get(key)
+        if wrapped is None or wrapped.fn is not fn:
+            dns = getattr(obj, "do_not_specialize", ()) or ()
+            wrapped = JITFunction(fn, do_not_specialize=dns, debug=getattr(obj, "debug", None))
+            _TRITON_WRAPS[key] = wrapped
+        return wrapped
+    return None
+
+
+def jit(fn: Callable[..., Any] | None = None, *, debug: bool | None = None,
+        do_not_specialize: Iterable[int | str] = (), noinline: bool = False,
+        **_ignored: Any) -> Any:
+    """Compile a Triton-style kernel: `@jit def kernel(x_ptr, n, BLOCK: tl.constexpr): ...`.
+
+    Also accepts a `triton.JITFunction` (compiles its source with Anvil).
+    """
+
+    def wrap(f: Any) -> JITFunction:
+        existing = as_jit(f)
+        if existing is not None and existing.fn is not None and not isinstance(f, JITFunction):
+            return existing
+        if isinstance(f, JITFunction):
+            return f
+        return JITFunction(f, debug=debug, do_not_specialize=do_not_specialize, noinline=noinline)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def compile_source(source: str, kernel: str | None = None, *, filename: str = "<kernel>") -> JITFunction:
+    """A kernel from source text. The text is parsed, never executed: imports of `triton`,
+    `triton.language`, `compiler`, `compiler.language` and `math` are understood; other
+    `@jit` functions in the text can be called; module-level constants must be literals."""
+    from ..frontend.textmodule import load_text_module
+
+    funcs = load_text_module(source, filename)
+    if not funcs:
+        raise E.UnsupportedError("the source defines no @jit / @triton.jit function", None, "",
+                                 "decorate the kernel with @triton.jit (or @jit)")
+    if kernel is None:
+        if len(funcs) > 1:
+            raise E.ArgumentError(f"the source defines several kernels ({', '.join(funcs)}); "
+                                  "say which one with kernel=...")
+        return next(iter(funcs.values()))
+    if kernel not in funcs:
+        raise E.ArgumentError(f"no @jit function named {kernel!r} in the source "
+                              f"(found: {', '.join(funcs) or 'none'})")
+    return funcs[kernel]
+
+
+def register_source_lines(filename: str, text: str) -> None:
+    """Let tracebacks and inspect find lines of kernels given as text."""
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)

@@ -1,0 +1,192 @@
+"""Launching: bind arguments, specialize, look up or compile, split the grid across threads."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .. import errors as E
+from ..ir import types as T
+from .compiled import CompiledKernel, compile_kernel
+from .specialize import LaunchOptions, ParamInfo, arg_key, parse_signature_type, spec_for
+
+__all__ = ["Launcher", "compile_for_signature", "run_grid"]
+
+_OPTION_NAMES = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
+                 "launch_cooperative_grid", "launch_pdl"}
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _threads() -> int:
+    from .. import knobs
+
+    return max(1, knobs.cpu_threads())
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="anvil-grid")
+        return _pool
+
+
+def run_grid(call: Callable[[int, int], None], total: int) -> None:
+    """Run program ids [0, total) through `call(start, end)`, split across CPU threads."""
+    n = min(_threads(), total)
+    if n <= 1:
+        call(0, total)
+        return
+    chunk = (total + n - 1) // n
+    pool = _get_pool()
+    futs = [pool.submit(call, s, min(s + chunk, total)) for s in range(chunk, total, chunk)]
+    call(0, min(chunk, total))
+    for f in futs:
+        f.result()
+
+
+class Launcher:
+    """Per-JITFunction launch state: parameter facts computed once, the specialization cache."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        src = fn.source
+        self.names: list[str] = list(src.params)
+        cexpr = fn.constexpr_names
+        dns = set()
+        for d in fn._dns:
+            dns.add(self.names[d] if isinstance(d, int) else d)
+        self.params = [ParamInfo(n, n in cexpr, n in dns) for n in self.names]
+        self.defaults: dict[str, Any] = {}
+        import ast
+
+        for name, node in src.defaults.items():
+            try:
+                self.defaults[name] = ast.literal_eval(node)
+            except ValueError:
+                from ..frontend.textmodule import _literal
+
+                try:
+                    self.defaults[name] = _literal(node, dict(src.globals))
+                except Exception:  # noqa: BLE001 - any unresolvable default is simply required
+                    pass
+        self.cache: dict[Any, CompiledKernel] = {}
+        self.index = {n: i for i, n in enumerate(self.names)}
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], LaunchOptions]:
+        names = self.names
+        if len(args) > len(names):
+            raise E.LaunchError(f"{self.fn.__name__} takes {len(names)} arguments but {len(args)} were given")
+        vals: list[Any] = list(args) + [_MISSING] * (len(names) - len(args))
+        opts: dict[str, Any] = {}
+        for k, v in kwargs.items():
+            i = self.index.get(k)
+            if i is None:
+                if k in _OPTION_NAMES:
+                    opts[k] = v
+                    continue
+                raise E.LaunchError(
+                    f"{self.fn.__name__}() got an unexpected keyword argument {k!r}; parameters are "
+                    f"{', '.join(names)} and launch options {', '.join(sorted(_OPTION_NAMES))}")
+            if vals[i] is not _MISSING:
+                raise E.LaunchError(f"{self.fn.__name__}() got multiple values for argument {k!r}")
+            vals[i] = v
+        for i, v in enumerate(vals):
+            if v is _MISSING:
+                n = names[i]
+                if n in self.defaults:
+                    vals[i] = self.defaults[n]
+                else:
+                    raise E.LaunchError(f"{self.fn.__name__}() is missing argument {n!r}")
+        return vals, LaunchOptions.from_kwargs(opts, self.fn.debug)
+
+    def run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any, warmup: bool) -> CompiledKernel:
+        vals, opts = self.bind(args, kwargs)
+        key = (tuple(arg_key(p, v) for p, v in zip(self.params, vals, strict=True)), opts)
+        ck = self.cache.get(key)
+        if ck is None:
+            specs = [spec_for(p, v, self.fn.__name__) for p, v in zip(self.params, vals, strict=True)]
+            ck = compile_kernel(self.fn, specs, opts, _target_for(vals, self.fn.__name__))
+            self.cache[key] = ck
+        if warmup:
+            return ck
+        g = grid(dict(zip(self.names, vals, strict=True))) if callable(grid) else grid
+        ck.launch(_grid3(g), [v for p, v in zip(self.params, vals, strict=True) if not p.constexpr])
+        return ck
+
+
+_MISSING = object()
+
+
+def _grid3(g: Any) -> tuple[int, int, int]:
+    if isinstance(g, int):
+        g = (g,)
+    try:
+        dims = [int(x) for x in g]
+    except (TypeError, ValueError):
+        raise E.LaunchError(f"grid must be a tuple of 1-3 integers (or a function returning one), got {g!r}") from None
+    if not 1 <= len(dims) <= 3:
+        raise E.LaunchError(f"grid must have 1 to 3 dimensions, got {len(dims)}")
+    if any(d < 0 for d in dims):
+        raise E.LaunchError(f"grid dimensions must be non-negative, got {dims}")
+    if any(d >= 2**31 for d in dims):
+        raise E.LaunchError(f"grid dimension too large: {dims} (limit 2**31 - 1)")
+    dims += [1] * (3 - len(dims))
+    return dims[0], dims[1], dims[2]
+
+
+def _target_for(vals: list[Any], name: str) -> str:
+    devices = set()
+    for v in vals:
+        dev = getattr(v, "device", None)
+        if dev is not None and hasattr(v, "data_ptr"):
+            devices.add(str(dev.type))
+    if len(devices) > 1:
+        raise E.LaunchError(f"{name}: tensors are on different devices ({', '.join(sorted(devices))}); "
+                            "move them to one device (e.g. .cpu() or .cuda())")
+    dev = devices.pop() if devices else "cpu"
+    if dev != "cpu":
+        raise E.LaunchError(f"{name}: tensors on {dev!r} need the GPU backend, which this build cannot run "
+                            "yet; use CPU tensors (the CPU backend gives the same results)")
+    return "cpu"
+
+
+def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[str, Any], target: str,
+                          num_warps: int, num_stages: int, debug: bool) -> CompiledKernel:
+    """Compile for an explicit signature (no tensors needed): what the tools use."""
+    from ..frontend import ParamSpec
+
+    names = list(fn.source.params)
+    cexpr = fn.constexpr_names
+    launcher = fn.launcher
+    specs = []
+    for n in names:
+        if n in cexpr or n in constexprs:
+            if n in constexprs:
+                v = constexprs[n]
+            elif n in launcher.defaults:
+                v = launcher.defaults[n]
+            else:
+                raise E.ArgumentError(f"constexpr parameter {n!r} of {fn.__name__} needs a value")
+            specs.append(ParamSpec(n, True, getattr(v, "value", v)))
+            continue
+        if n not in signature:
+            raise E.ArgumentError(f"the signature gives no type for parameter {n!r} of {fn.__name__} "
+                                  "(e.g. '*fp32' for a tensor, 'i32' for an integer)")
+        ty = parse_signature_type(signature[n])
+        specs.append(ParamSpec(n, False, None, ty, 16 if isinstance(ty, T.PointerType) else 1))
+    extra = set(signature) - set(names)
+    if extra:
+        raise E.ArgumentError(f"the signature names unknown parameters: {', '.join(sorted(extra))}")
+    tgt = "cpu" if target in ("auto", "cpu") else target
+    if tgt != "cpu":
+        raise E.ArgumentError(f"target {target!r} is not available in this build; use 'cpu'")
+    return compile_kernel(fn, specs, LaunchOptions(num_warps, num_stages, debug), tgt)
+
+
+def env_flag(name: str, env: Mapping[str, str] = os.environ) -> bool:
+    return env.get(name, "").lower() in ("1", "true", "yes", "on")

@@ -1,0 +1,136 @@
+"""Specialization: how each launch argument shapes the compiled kernel (Triton's rules)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import errors as E
+from ..frontend import ParamSpec
+from ..ir import types as T
+from ..language import core as lc
+
+__all__ = ["ParamInfo", "LaunchOptions", "arg_key", "spec_for", "parse_signature_type", "torch_elem"]
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    name: str
+    constexpr: bool
+    no_specialize: bool
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    num_warps: int = 4
+    num_stages: int = 3
+    debug: bool = False
+
+    @staticmethod
+    def from_kwargs(kw: dict[str, Any], fn_debug: bool | None) -> LaunchOptions:
+        from .. import knobs
+
+        debug = kw.get("debug")
+        if debug is None:
+            debug = fn_debug if fn_debug is not None else knobs.debug()
+        nw = int(kw.get("num_warps", 4))
+        if nw <= 0 or nw & (nw - 1):
+            raise E.LaunchError(f"num_warps must be a power of two, got {nw}")
+        return LaunchOptions(nw, int(kw.get("num_stages", 3)), bool(debug))
+
+
+_TORCH_NAMES = {
+    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "i8",
+    "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+    "uint64": "u64", "bool": "i1", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+    "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16",
+}
+
+
+def torch_elem(dtype: Any) -> T.ScalarType:
+    name = str(dtype).removeprefix("torch.")
+    t = _TORCH_NAMES.get(name)
+    if t is None:
+        raise E.LaunchError(f"tensors of dtype {dtype} are not supported by kernels")
+    return T.SCALARS[t]
+
+
+def _is_tensor(v: Any) -> bool:
+    return hasattr(v, "data_ptr") and hasattr(v, "dtype")
+
+
+def arg_key(p: ParamInfo, v: Any) -> Any:
+    """The part of the cache key contributed by one argument (cheap: runs on every launch)."""
+    if p.constexpr:
+        v = v.value if isinstance(v, lc.constexpr) else v
+        return ("c", _hashable(v))
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "i1"
+    if isinstance(v, int):
+        if p.no_specialize:
+            return "i32" if -(2**31) <= v < 2**31 else "i64"
+        if v == 1:
+            return "one"
+        if -(2**31) <= v < 2**31:
+            return "i32/16" if v % 16 == 0 else "i32"
+        if -(2**63) <= v < 2**63:
+            return "i64/16" if v % 16 == 0 else "i64"
+        return "u64"
+    if isinstance(v, float):
+        return "fp32"
+    if _is_tensor(v):
+        return (v.dtype, p.no_specialize or v.data_ptr() % 16 == 0)
+    return ("?", type(v).__name__)
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    try:
+        hash(v)
+    except TypeError:
+        return repr(v)
+    return v
+
+
+def spec_for(p: ParamInfo, v: Any, kernel: str) -> ParamSpec:
+    """How to compile for argument value `v` of parameter `p`."""
+    if p.constexpr:
+        return ParamSpec(p.name, True, v.value if isinstance(v, lc.constexpr) else v)
+    if v is None:
+        return ParamSpec(p.name, True, None)
+    if isinstance(v, bool):
+        return ParamSpec(p.name, False, None, T.i1)
+    if isinstance(v, int):
+        if v == 1 and not p.no_specialize:
+            return ParamSpec(p.name, True, 1)
+        div = 16 if (v % 16 == 0 and not p.no_specialize) else 1
+        if -(2**31) <= v < 2**31:
+            return ParamSpec(p.name, False, None, T.i32, div)
+        if -(2**63) <= v < 2**63:
+            return ParamSpec(p.name, False, None, T.i64, div)
+        if v < 2**64:
+            return ParamSpec(p.name, False, None, T.u64, div)
+        raise E.LaunchError(f"argument {p.name!r} of {kernel} = {v} does not fit in 64 bits")
+    if isinstance(v, float):
+        return ParamSpec(p.name, False, None, T.fp32)
+    if _is_tensor(v):
+        div = 16 if (v.data_ptr() % 16 == 0 and not p.no_specialize) else 1
+        return ParamSpec(p.name, False, None, T.PointerType(torch_elem(v.dtype)), div)
+    raise E.LaunchError(f"argument {p.name!r} of {kernel} has unsupported type {type(v).__name__}; "
+                        "pass torch tensors, ints, floats, bools or None")
+
+
+def parse_signature_type(s: str) -> T.Type:
+    """Triton signature syntax: '*fp32' (pointer), 'i32', 'fp16', ..."""
+    s = s.strip()
+    try:
+        if s.startswith("*"):
+            inner = s[1:].strip().removeprefix("k")
+            return T.PointerType(T.scalar(inner))
+        return T.scalar(s)
+    except KeyError:
+        raise E.ArgumentError(f"unknown type {s!r} in signature; use e.g. '*fp32', '*fp16', '*bf16', "
+                              "'*i32', 'i32', 'i64', 'fp32'") from None
