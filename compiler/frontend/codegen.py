@@ -378,9 +378,12 @@ class CodeGenerator(ast.NodeVisitor):
                 raise self.error(E.ConstexprError, node, f"{fn.__name__}() needs compile-time arguments",
                                  "use the tl.* function for tensors")
             return fn(*[_unwrap(a) for a in args], **kwargs)
-        if isinstance(fn, type) and fn.__module__.startswith(("triton", "compiler")) and fn.__name__ in (
-                "constexpr",):
-            return _unwrap(args[0])
+        owner = getattr(fn, "__self__", None)
+        if owner is not None and isinstance(owner, _SAFE_METHOD_OWNERS) and not any(is_tensor(a) for a in args):
+            return fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+        mod = getattr(fn, "__module__", None)
+        if mod == "math" and not any(is_tensor(a) for a in args):
+            return fn(*[_unwrap(a) for a in args])
         raise self.error(E.UnsupportedError, node, f"cannot call {_describe(fn)} inside a kernel",
                          "only tl.* functions, @jit functions and a few Python builtins (len, min, max, "
                          "int, float, range) can be called")
@@ -568,6 +571,10 @@ class BlockPointer:
 class _BoundMethod:
     fn: Any
     self: Any
+
+
+# Compile-time objects whose methods kernels may call (e.g. x.dtype.is_floating(), shape.index(...)).
+_SAFE_METHOD_OWNERS = (lc.dtype, lc.block_type, str, tuple, list, int, float)
 
 
 def _unwrap(x: Any) -> Any:

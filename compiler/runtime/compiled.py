@@ -41,8 +41,11 @@ class CompiledKernel:
             "shared": 0, "n_regs": None, "n_spills": None,
         }
         self.asm = _Artifacts(self)
+        self.arg_index: list[int] = []
 
-    def launch(self, grid: tuple[int, int, int], args: list[Any]) -> None:
+    def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
+        """Run on `grid`; `params` holds a value for every kernel parameter (constants ignored)."""
+        args = [params[i] for i in self.arg_index]
         gx, gy, gz = grid
         total = gx * gy * gz
         if total == 0:
@@ -149,6 +152,7 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
         tir, binary = disk
         ck = CompiledKernel(fn.__name__, target, tir, binary, opts, {"cache_load_ms": (time.perf_counter() - t0) * 1e3},
                             key)
+        ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
         _MEMORY[key] = ck
         return ck
     from ..backends import cpu
@@ -181,6 +185,7 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
     timings = {"frontend_ms": (t1 - t0) * 1e3, "passes_ms": (t2 - t1) * 1e3, **binary.timings}
     timings["total_ms"] = (time.perf_counter() - t0) * 1e3
     ck = CompiledKernel(fn.__name__, target, tir, binary, opts, timings, key)
+    ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
     _MEMORY[key] = ck
     if knobs.cache_enabled():
         _disk_store(key, tir, binary)

@@ -116,19 +116,28 @@ class JITFunction(KernelInterface):
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Launch on `grid` with `args` (torch tensors and scalars) and constexpr keywords."""
-        return self.launcher.run(args, kwargs, grid, warmup=False)
+        try:
+            return self.launcher.run(args, kwargs, grid, warmup=False)
+        except E.AnvilError as e:
+            raise _clean(e) from None
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without running; returns the compiled kernel."""
-        return self.launcher.run(args, kwargs, grid, warmup=True)
+        try:
+            return self.launcher.run(args, kwargs, grid, warmup=True)
+        except E.AnvilError as e:
+            raise _clean(e) from None
 
     def compile(self, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
                 target: str = "cpu", num_warps: int = 4, num_stages: int = 3, debug: bool = False) -> Any:
         """Compile for an explicit Triton-style signature ({"x_ptr": "*fp32", "n": "i32"})."""
         from .launch import compile_for_signature
 
-        return compile_for_signature(self, dict(signature), dict(constexprs or {}), target, num_warps,
-                                     num_stages, debug)
+        try:
+            return compile_for_signature(self, dict(signature), dict(constexprs or {}), target, num_warps,
+                                         num_stages, debug)
+        except E.AnvilError as e:
+            raise _clean(e) from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise E.AnvilError(f"{self.__name__} is a kernel: launch it as {self.__name__}[grid](...), "
@@ -136,6 +145,13 @@ class JITFunction(KernelInterface):
 
     def __repr__(self) -> str:
         return f"JITFunction({self.__name__})"
+
+
+def _clean(e: E.AnvilError) -> E.AnvilError:
+    """Drop the compiler's internal frames unless ANVIL_TRACEBACK=1 asks for them."""
+    from .. import knobs
+
+    return e if knobs.traceback() else e.with_traceback(None)
 
 
 def _cell_ok(c: Any) -> bool:

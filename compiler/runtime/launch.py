@@ -115,7 +115,7 @@ class Launcher:
         if warmup:
             return ck
         g = grid(dict(zip(self.names, vals, strict=True))) if callable(grid) else grid
-        ck.launch(_grid3(g), [v for p, v in zip(self.params, vals, strict=True) if not p.constexpr])
+        ck.launch(_grid3(g), vals)
         return ck
 
 

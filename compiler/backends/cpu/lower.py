@@ -143,7 +143,7 @@ class Lowering:
         self._alloc_id += 1
         if self.stack_bytes + size <= _STACK_LIMIT:
             self.stack_bytes += size
-            p = self.entry_builder.alloca(ir.ArrayType(ty, n))
+            p = self.entry_builder.alloca(ty, size=ir.Constant(I64, n))
             p.align = 64
         else:
             off = (self.arena_bytes + 63) & ~63
