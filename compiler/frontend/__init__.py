@@ -52,7 +52,7 @@ def generate_kernel(src: FunctionSource, params: list[ParamSpec], options: GenOp
         gen.scope[p.name] = lc.Tensor(v)
     r = gen.visit_body(src.tree.body)
     if isinstance(r, Returned) and r.value is not None:
-        loc = src.loc(src.tree)
+        loc = src.loc(r.node or src.tree)
         raise E.UnsupportedError("a kernel cannot return a value", loc, src.source_line(loc),
                                  "store results through an output pointer with tl.store")
     return Function(src.name, body, arg_names, arg_attrs, src.loc(src.tree))

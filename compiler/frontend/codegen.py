@@ -49,6 +49,7 @@ class Returned:
     """A `return` was reached; `value` is what it returned (None for a bare return)."""
 
     value: Any
+    node: ast.AST | None = None
 
 
 _BINOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {

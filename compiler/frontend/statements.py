@@ -141,7 +141,7 @@ class KernelGenerator(CodeGenerator):
         return None
 
     def visit_Return(self, node: ast.Return) -> Returned:
-        return Returned(self.visit(node.value) if node.value is not None else None)
+        return Returned(self.visit(node.value) if node.value is not None else None, node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.visit(node.value)
