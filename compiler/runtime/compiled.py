@@ -65,9 +65,12 @@ class CompiledKernel:
         bounds = (ctypes.c_int64 * max(2, 2 * len(args)))()
         for i, (a, p) in enumerate(zip(args, self._is_ptr, strict=True)):
             if p:
-                lo = a.data_ptr() - a.storage_offset() * a.element_size()
-                bounds[2 * i] = lo
-                bounds[2 * i + 1] = lo + a.untyped_storage().nbytes()
+                lo_el = sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.stride(), strict=True))
+                hi_el = sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.stride(), strict=True)) + 1
+                if a.numel() == 0:
+                    lo_el = hi_el = 0
+                bounds[2 * i] = a.data_ptr() + lo_el * a.element_size()
+                bounds[2 * i + 1] = a.data_ptr() + hi_el * a.element_size()
         err = (ctypes.c_int64 * 5)()
         run_grid(lambda s, e: self.cfunc(*vals, s, e, gx, gy, gz, err, bounds), gx * gy * gz)
         if err[0]:

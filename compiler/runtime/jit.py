@@ -10,6 +10,7 @@ import ast
 import hashlib
 import inspect
 import linecache
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -46,11 +47,13 @@ class JITFunction(KernelInterface):
             text = "".join(lines)
             filename = inspect.getsourcefile(fn) or "<kernel>"
             name = fn.__name__
-            g: dict[str, Any] = dict(fn.__globals__)
+            # The module's live globals (not a copy): like Triton, a kernel may call a @jit
+            # function defined further down the file, resolved when the kernel is compiled.
+            cells: dict[str, Any] = {}
             if fn.__closure__:
-                g.update({k: c.cell_contents for k, c in zip(fn.__code__.co_freevars, fn.__closure__, strict=True)
-                          if _cell_ok(c)})
-            globals = g
+                cells = {k: c.cell_contents for k, c in zip(fn.__code__.co_freevars, fn.__closure__, strict=True)
+                         if _cell_ok(c)}
+            globals = ChainMap(cells, fn.__globals__)
             self.__doc__ = fn.__doc__
             self.__module__ = fn.__module__
         assert text is not None
