@@ -167,7 +167,10 @@ class KernelGenerator(CodeGenerator):
 
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
-            self.scope[target.id] = _unwrap(value)
+            value = _unwrap(value)
+            if is_tensor(value) and not value.handle.name and not target.id.startswith("_"):
+                value.handle.name = target.id  # readable IR: values named after their variables
+            self.scope[target.id] = value
             return
         if isinstance(target, (ast.Tuple, ast.List)):
             if is_tensor(value):
