@@ -1,0 +1,81 @@
+"""The language reference, rendered from the language's own signatures and docstrings.
+
+docs/language.md is this text (a test keeps it in sync); the MCP server serves it to agents.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+__all__ = ["render_reference"]
+
+_SECTIONS: list[tuple[str, list[str]]] = [
+    ("Programs", ["program_id", "num_programs"]),
+    ("Creating tiles", ["arange", "zeros", "full", "zeros_like", "cast", "to_tensor"]),
+    ("Memory", ["load", "store", "make_block_ptr", "advance"]),
+    ("Elementwise", ["where", "maximum", "minimum", "clamp", "fdiv", "div_rn", "umulhi", "fma", "exp", "exp2",
+                     "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "abs", "erf", "floor", "ceil",
+                     "sigmoid", "softmax", "cdiv"]),
+    ("Shapes", ["reshape", "view", "trans", "permute", "expand_dims", "broadcast", "broadcast_to", "join",
+                "split", "cat", "interleave", "ravel", "flip", "gather"]),
+    ("Reductions and scans", ["sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce_or", "reduce",
+                              "cumsum", "cumprod", "associative_scan", "histogram"]),
+    ("Matrix multiply", ["dot"]),
+    ("Atomics", ["atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
+                 "atomic_xchg", "atomic_cas"]),
+    ("Random numbers (Philox, bit-identical to Triton)", ["rand", "randn", "randint", "randint4x"]),
+    ("Compile time and debugging", ["static_assert", "static_print", "device_assert", "device_print",
+                                    "multiple_of", "max_contiguous", "assume", "debug_barrier"]),
+]
+
+_PREAMBLE = """# Anvil kernel language reference
+
+Kernels are written exactly as for Triton: `@jit` functions over block-level tiles, launched as
+`kernel[grid](*args, **constexprs)`. Write `import triton.language as tl` (source text sent to
+the server) or `import compiler.language as tl` (Python).
+
+- Parameters annotated `tl.constexpr` are compile-time constants (block sizes, flags); tile
+  shapes must be powers of two.
+- Integer `//` and `%` truncate toward zero like C. Tiles broadcast like numpy; add axes with
+  `x[:, None]` / `x[None, :]`.
+- Control flow: `if`, `for i in range(...)` / `tl.range(...)`, `while`, `break`, `continue`,
+  early `return`; `tl.static_range` unrolls at compile time. Loop-carried values keep their type.
+- Calls to other `@jit` functions are inlined. Python's `len`, `min`, `max`, `int`, `float`
+  work on compile-time values.
+- Dtypes: `tl.int1/int8/int16/int32/int64`, `tl.uint8..uint64`, `tl.float16`, `tl.bfloat16`,
+  `tl.float32`, `tl.float64`, `tl.float8e4nv`, `tl.float8e5`. Tensor methods: `x.to(dtype)`,
+  `x.sum(axis)`, `x.max(axis)`, `x.reshape(...)`, `x.T`, `x.shape`, `x.dtype`.
+- Math beyond the list below: `tl.extra.libdevice.<name>` (tanh, pow, erfinv, log1p, ...).
+- Debug mode (`@jit(debug=True)`, or ANVIL_DEBUG=1) checks every load and store against the
+  tensor it points into and activates `tl.device_assert`.
+"""
+
+
+def _signature(fn: Any) -> str:
+    target = getattr(fn, "fn", None) or getattr(fn, "__wrapped__", None) or fn
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return "(...)"
+    params = [p for p in sig.parameters.values() if p.name != "_sem"]
+    return "(" + ", ".join(str(p.replace(annotation=inspect.Parameter.empty)) for p in params) + ")"
+
+
+def _doc(fn: Any) -> str:
+    d = getattr(fn, "__doc__", None) or ""
+    return " ".join(line.strip() for line in d.strip().splitlines())
+
+
+def render_reference() -> str:
+    from .. import language as tl
+
+    out = [_PREAMBLE]
+    for title, names in _SECTIONS:
+        out.append(f"\n## {title}\n")
+        for name in names:
+            fn = getattr(tl, name)
+            src_fn = getattr(fn, "fn", None)
+            sig = _signature(src_fn if src_fn is not None else fn)
+            out.append(f"- `tl.{name}{sig}`: {_doc(fn)}")
+    return "\n".join(out) + "\n"
