@@ -52,7 +52,7 @@ class CompilationError(AnvilError):
             parts.append(f"    {stripped}")
             parts.append(f"    {' ' * col}^")
         if self.loc and self.loc.inlined_at is not None:
-            chain = self.loc.inlined_at
+            chain: Location | None = self.loc.inlined_at
             while chain is not None:
                 parts.append(f"  called from {chain.file}:{chain.line}:{chain.col}")
                 chain = chain.inlined_at

@@ -194,14 +194,16 @@ class Semantic:
         lt, rt = self.to_tensor(lhs), self.to_tensor(rhs)
         le, re = lt.ir_elem, rt.ir_elem
         for x, y, allow in ((le, re, allow_lhs_ptr), (re, le, allow_rhs_ptr)):
-            if isinstance(x, T.PointerType):
-                if not allow or (isinstance(y, T.PointerType) and x != y) or (
-                        isinstance(y, T.ScalarType) and y.is_float):
-                    raise DtypeError(f"incompatible operand types {le} and {re}",
-                                     hint="pointers combine only with integer offsets")
+            if isinstance(x, T.PointerType) and (not allow or (isinstance(y, T.PointerType) and x != y) or (
+                    isinstance(y, T.ScalarType) and y.is_float)):
+                raise DtypeError(f"incompatible operand types {le} and {re}",
+                                 hint="pointers combine only with integer offsets")
         if arithmetic and isinstance(le, T.ScalarType) and isinstance(re, T.ScalarType):
             ty = self.computation_type(le, ls, re, rs, div_or_mod)
             for is_s, v in ((ls, lhs), (rs, rhs)):
+                if not is_s:
+                    continue
+                assert not isinstance(v, Tensor)
                 if is_s and ty.is_unsigned and not ty.is_bool and v < 0:
                     raise DtypeError("cannot combine an unsigned tensor with a negative number",
                                      hint="cast one of them explicitly")
@@ -307,6 +309,13 @@ class Semantic:
         if not (isinstance(ae, T.ScalarType) and ae.is_int and isinstance(be, T.ScalarType) and be.is_int):
             raise DtypeError(f"bitwise operation on non-integer types {ae} and {be}")
         ty = self.integer_promote(ae, be)
+        lhs = x.ir_elem if isinstance(x, Tensor) else None
+        if opcode == "shr" and isinstance(lhs, T.ScalarType) and lhs.is_signed and ty.is_unsigned:
+            # Triton picks the shift by the left operand's own signedness: int8 >> uint8 is an
+            # arithmetic shift of the uint8 bits. Shift as the signed type of the same width.
+            sty = T.scalar(f"i{ty.bits}")
+            r = self._bin(opcode, self.cast(self.cast(a, ty), sty), self.cast(self.cast(b, ty), sty))
+            return self.cast(r, ty)
         return self._bin(opcode, self.cast(a, ty), self.cast(b, ty))
 
     def logical(self, opcode: str, x: Operand, y: Operand) -> Tensor:

@@ -257,7 +257,9 @@ class KernelGenerator(CodeGenerator):
                      and (scopes[0][n] is not before.get(n, _MISSING) or scopes[1][n] is not before.get(n, _MISSING))]
             vals = None
         branch_vals = [[s[n] for n in names] for s in scopes] if not returns else [[v] for v in rets]
-        kept_names, leaves_per_branch, rebuilders = [], [[], []], []
+        kept_names: list[str | None] = []
+        leaves_per_branch: list[list[list[Any]]] = [[], []]
+        rebuilders: list[Callable[[list[Any]], Any]] = []
         for j in range(len(branch_vals[0])):
             a, b = branch_vals[0][j], branch_vals[1][j]
             if not (_has_tensor(a) or _has_tensor(b)):
@@ -337,7 +339,8 @@ class KernelGenerator(CodeGenerator):
         it = node.iter
         fn = self.visit(it.func) if isinstance(it, ast.Call) else None
         if fn is lc.static_range or getattr(fn, "__name__", "") == "static_range" and fn is not lc.range:
-            args = [_unwrap(self.visit(a)) for a in it.args]  # type: ignore[union-attr]
+            assert isinstance(it, ast.Call)
+            args = [_unwrap(self.visit(a)) for a in it.args]
             if any(is_tensor(a) for a in args):
                 raise self.error(E.ConstexprError, it, "static_range bounds must be compile-time constants")
             return self._unrolled(node, list(py.range(*[int(a) for a in args])))

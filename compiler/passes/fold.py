@@ -66,8 +66,8 @@ def _const(op: Op | None) -> Any:
 def _fold_block(block: Block, mapping: dict[Value, Value]) -> None:
     for op in block.ops:
         op.operands = [mapping.get(v, v) for v in op.operands]
-        for r in op.regions:
-            _fold_block(r, mapping)
+        for region in op.regions:
+            _fold_block(region, mapping)
         if len(op.results) != 1 or isinstance(op.result.type, T.TileType):
             continue
         t = op.result.type
@@ -79,9 +79,8 @@ def _fold_block(block: Block, mapping: dict[Value, Value]) -> None:
             if r is not None:
                 op.opcode, op.operands, op.attrs = "constant", [], {"value": r}
             continue
-        if op.opcode in ("add", "sub") and vals[1] == 0 and not t.is_float:
-            mapping[op.result] = op.operands[0]
-        elif op.opcode == "mul" and vals[1] == 1 and not t.is_float:
+        identity_rhs = (op.opcode in ("add", "sub") and vals[1] == 0) or (op.opcode == "mul" and vals[1] == 1)
+        if identity_rhs and not t.is_float:
             mapping[op.result] = op.operands[0]
         elif op.opcode == "mul" and vals[0] == 1 and not t.is_float:
             mapping[op.result] = op.operands[1]

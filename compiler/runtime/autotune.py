@@ -65,9 +65,10 @@ class Autotuner(KernelInterface):
         configs = self.configs
         if self.early_prune is not None:
             configs = list(self.early_prune(configs, named))
-        if self.perf_model is not None and self.top_k:
+        model = self.perf_model
+        if model is not None and self.top_k:
             k = self.top_k if isinstance(self.top_k, int) else int(len(configs) * self.top_k)
-            configs = sorted(configs, key=lambda c: self.perf_model(**named, **c.all_kwargs()))[:max(1, k)]
+            configs = sorted(configs, key=lambda c: model(**named, **c.all_kwargs()))[:max(1, k)]
         return configs
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
@@ -115,7 +116,7 @@ class Autotuner(KernelInterface):
             self.fn.run(*args, grid=grid, **kwargs, **cfg.all_kwargs())
 
         once()  # compile + warm
-        times = []
+        times: list[float] = []
         deadline = time.perf_counter() + 0.2
         while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 25):
             t0 = time.perf_counter()

@@ -119,8 +119,8 @@ class _Artifacts(dict):  # type: ignore[type-arg]
         if key in ("asm", "x86", "ptx"):
             if key == "ptx":
                 raise KeyError("ptx exists only for CUDA targets; this kernel was compiled for the CPU")
-            from ..backends.cpu.engine import jit_engine
             from ..backends.cpu import optimize_parsed
+            from ..backends.cpu.engine import jit_engine
 
             text = jit_engine().asm(optimize_parsed(self._ck.binary.llir))
             self[key] = text

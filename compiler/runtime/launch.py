@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -70,10 +71,8 @@ class Launcher:
             except ValueError:
                 from ..frontend.textmodule import _literal
 
-                try:
+                with contextlib.suppress(Exception):  # an unresolvable default is simply required
                     self.defaults[name] = _literal(node, dict(src.globals))
-                except Exception:  # noqa: BLE001 - any unresolvable default is simply required
-                    pass
         self.cache: dict[Any, CompiledKernel] = {}
         self.index = {n: i for i, n in enumerate(self.names)}
 

@@ -51,7 +51,7 @@ def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
     b.position_at_end(exit_bb)
     lw.memo = memo
     out = []
-    for p, v in zip(phis, new, strict=True):
+    for v in new:
         q = b.phi(v.type)
         q.add_incoming(v, latch)
         out.append(q)

@@ -84,9 +84,13 @@ def _write_carried(lw: Lowering, yields: list[Value], bufs: list[Buf | None]) ->
     for k, tmp in temps.items():
         dst = bufs[k]
         assert dst is not None
-        lw.loop_nest(dst.shape, lambda idx, tmp=tmp, dst=dst: lw.b.store(
-            lw.b.load(tmp.addr(lw.b, idx), typ=llvm_type(tmp.elem)), dst.addr(lw.b, idx)))
+        _copy(lw, tmp, dst)
     return [None if bufs[k] is not None else lw.scalar(y) for k, y in enumerate(yields)]
+
+
+def _copy(lw: Lowering, src: Buf, dst: Buf) -> None:
+    lw.loop_nest(dst.shape, lambda idx: lw.b.store(lw.b.load(src.addr(lw.b, idx), typ=llvm_type(src.elem)),
+                                                   dst.addr(lw.b, idx)))
 
 
 def _carried_buffers(lw: Lowering, inits: list[Value]) -> list[Buf | None]:
@@ -241,16 +245,16 @@ def lower_while(lw: Lowering, op: Op) -> None:
                 fwd_vals.append(lw.scalar(v))
     b.cbranch(cond, body_bb, exit_bb)
     b.position_at_end(body_bb)
-    for arg, fb, fv in zip(after.args, fwd_bufs, fwd_vals, strict=True):
-        lw.vals[arg] = fb if fb is not None else fv
+    for arg, fbuf, fval in zip(after.args, fwd_bufs, fwd_vals, strict=True):
+        lw.vals[arg] = fbuf if fbuf is not None else fval
     with _region(lw):
         lw.lower_block(after)
         new = _write_carried(lw, list(after.ops[-1].operands), bufs)
     latch = b.block
-    for p, v in zip(phis, new, strict=True):
-        if p is not None:
-            p.add_incoming(v, latch)
+    for phi, nv in zip(phis, new, strict=True):
+        if phi is not None:
+            phi.add_incoming(nv, latch)
     b.branch(head_bb)
     b.position_at_end(exit_bb)
-    for r, fb, fv in zip(op.results, fwd_bufs, fwd_vals, strict=True):
-        lw.vals[r] = fb if fb is not None else fv
+    for r, fbuf, fval in zip(op.results, fwd_bufs, fwd_vals, strict=True):
+        lw.vals[r] = fbuf if fbuf is not None else fval

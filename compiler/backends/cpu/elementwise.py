@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir import types as T
-from ...ir.core import Op
+from ...ir.core import Op, Value
 from . import scalar as S
 from .scalar import I1, I32, I64, llvm_type
 
@@ -93,9 +93,9 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
     return phi
 
 
-def bounds_ok(lw: Lowering, op: Op, ptr_value: object, ptr: ir.Value) -> ir.Value | None:
+def bounds_ok(lw: Lowering, op: Op, ptr_value: Value, ptr: ir.Value) -> ir.Value | None:
     """Debug mode: is `ptr` inside the tensor its pointer came from? None if unknown."""
-    root = lw.roots.get(ptr_value)  # type: ignore[arg-type]
+    root = lw.roots.get(ptr_value)
     if root is None:
         return None
     idx = lw.fn.args.index(root)

@@ -18,7 +18,6 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Block, Function, Location, Op, Value
 from ...ir.ops import ELEMENTWISE
-from . import scalar as S
 from .scalar import I1, I8, I32, I64, PTR, llvm_type
 
 __all__ = ["Lowering", "Buf", "KernelABI"]
@@ -288,9 +287,7 @@ class Lowering:
                     stack.extend(x[0].operands)
         target_root = self.roots.get(op.operands[0]) if op.operands and not op.regions else None
         for v in list(self.pending):
-            if id(v) not in feeding:
-                self.materialize(v)
-            elif target_root is not None and _reads_root(self, v, target_root, op.operands[0]):
+            if id(v) not in feeding or target_root is not None and _reads_root(self, v, target_root, op.operands[0]):
                 self.materialize(v)
 
     # ------------------------------------------------------------------ debug support

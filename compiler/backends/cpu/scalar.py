@@ -7,7 +7,7 @@ loop nests around them are the lowering's business (lower.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from llvmlite import ir
 
@@ -17,10 +17,11 @@ __all__ = ["llvm_type", "BINARY", "CMP", "emit_math", "emit_cast", "emit_bitcast
            "I32", "I64", "PTR", "F32"]
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-F16, BF16, F32, F64 = ir.HalfType(), ir.BFloatType() if hasattr(ir, "BFloatType") else None, ir.FloatType(), ir.DoubleType()
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+BF16 = ir.BFloatType() if hasattr(ir, "BFloatType") else None
 PTR = ir.PointerType()
-B = ir.IRBuilder
-V = ir.Value
+B: TypeAlias = ir.IRBuilder
+V: TypeAlias = ir.Value
 
 
 def llvm_type(t: T.Type) -> ir.Type:
@@ -280,7 +281,7 @@ def _is_fp8(t: T.ElemType) -> bool:
 
 
 def emit_cast(b: B, src: T.ElemType, dst: T.ElemType, x: V, rounding: str | None = None) -> V:
-    from .fp8 import fp8_to_f32, f32_to_fp8
+    from .fp8 import f32_to_fp8, fp8_to_f32
 
     if src == dst:
         return x
