@@ -7,14 +7,69 @@ from typing import Any
 from . import extra, math, random  # noqa: F401
 from .builtins import *  # noqa: F403
 from .builtins import __all__ as _builtins_all
-from .core import (PropagateNan, Tensor, block_type, bfloat16, builtin, constexpr, dtype, float8e4b8,  # noqa: F401
-                   float8e4b15, float8e4nv, float8e5, float8e5b16, float16, float32, float64, int1, int8,
-                   int16, int32, int64, is_builtin, pointer_type, range, static_range, tensor, to_dtype,
-                   uint8, uint16, uint32, uint64, void)
-from .random import (pair_uniform_to_normal, philox, rand, rand4x, randint, randint4x, randn,  # noqa: F401
-                     randn4x, uint_to_uniform_float)
-from .standard import (argmax, argmin, cdiv, cumprod, cumsum, flip, interleave, max, min, ravel,  # noqa: F401
-                       reduce_or, sigmoid, softmax, sum, swizzle2d, xor_sum, zeros_like)
+from .core import (  # noqa: F401
+                   PropagateNan,
+                   Tensor,
+                   bfloat16,
+                   block_type,
+                   builtin,
+                   constexpr,
+                   dtype,
+                   float8e4b8,
+                   float8e4b15,
+                   float8e4nv,
+                   float8e5,
+                   float8e5b16,
+                   float16,
+                   float32,
+                   float64,
+                   int1,
+                   int8,
+                   int16,
+                   int32,
+                   int64,
+                   is_builtin,
+                   pointer_type,
+                   range,
+                   static_range,
+                   tensor,
+                   to_dtype,
+                   uint8,
+                   uint16,
+                   uint32,
+                   uint64,
+                   void,
+)
+from .random import (  # noqa: F401
+                   pair_uniform_to_normal,
+                   philox,
+                   rand,
+                   rand4x,
+                   randint,
+                   randint4x,
+                   randn,
+                   randn4x,
+                   uint_to_uniform_float,
+)
+from .standard import (  # noqa: F401
+                   argmax,
+                   argmin,
+                   cdiv,
+                   cumprod,
+                   cumsum,
+                   flip,
+                   interleave,
+                   max,
+                   min,
+                   ravel,
+                   reduce_or,
+                   sigmoid,
+                   softmax,
+                   sum,
+                   swizzle2d,
+                   xor_sum,
+                   zeros_like,
+)
 
 __all__ = [
     *_builtins_all, "PropagateNan", "Tensor", "tensor", "constexpr", "dtype", "pointer_type", "block_type",
@@ -35,6 +90,6 @@ TENSOR_METHODS: dict[str, Any] = {
         "abs", "sin", "cos", "erf", "floor", "ceil", "sigmoid", "softmax", "xor_sum", "ravel", "reduce",
         "associative_scan", "histogram", "gather", "flip", "cast", "reduce_or", "atomic_add",
         "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
-        "load", "store", "fma", "join", "interleave", "cdiv",
+        "load", "store", "fma", "join", "interleave", "cdiv", "sort",
     )
 }

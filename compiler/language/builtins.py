@@ -22,7 +22,7 @@ __all__ = [
     "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "static_assert", "static_print",
     "device_assert", "device_print", "multiple_of", "max_contiguous", "max_constancy", "assume",
     "debug_barrier", "inline_asm_elementwise", "to", "make_block_ptr", "advance", "to_tensor", "add",
-    "sub", "mul",
+    "sub", "mul", "sort",
 ]
 
 
@@ -397,6 +397,22 @@ def gather(src: Any, index: Any, axis: int, _sem: Any = None) -> Tensor:
     if len(s.shape) != len(i.shape) or not i.dtype.is_int():
         raise ShapeError("gather needs src and an integer index of the same rank")
     return Tensor(_sem.b.value("gather", [s.handle, i.handle], T.TileType(i.shape, s.ir_elem), axis=ax))
+
+
+@builtin
+def sort(x: Any, dim: Any = None, descending: Any = False, _sem: Any = None) -> Tensor:
+    """Sort along `dim` (only the last dimension; the default). `tl.sort(x, descending=True)`."""
+    t = _tensor(_sem, x)
+    if not t.is_tile():
+        return t
+    rank = len(t.shape)
+    d = rank - 1 if dim is None else _const_int(dim, "dim")
+    if d < 0:
+        d += rank
+    if d != rank - 1:
+        raise ShapeError(f"sort supports only the last dimension ({rank - 1}), got dim={dim}",
+                         hint="permute the tile so the sorted dimension is last")
+    return Tensor(_sem.b.value("sort", [t.handle], t.type, axis=d, descending=bool(descending)))
 
 
 # ------------------------------------------------------------------------- atomics

@@ -300,6 +300,53 @@ def _assume(lw: Lowering, op: Op) -> None:
     b.call(fn, [lw.scalar(c)])
 
 
+def _sort(lw: Lowering, op: Op) -> None:
+    """A bitonic sorting network along the last axis (its compare-exchange stages unrolled)."""
+    x = op.operands[0]
+    shape = T.shape_of(x.type)
+    et = T.elem_of(x.type)
+    n = shape[-1]
+    out = lw.alloc(shape, et)
+    lw.store_tile(x, out)
+    desc = bool(op.attrs["descending"])
+    ty = llvm_type(et)
+    stages = []
+    k = 2
+    while k <= n:
+        j = k // 2
+        while j >= 1:
+            stages.append((k, j))
+            j //= 2
+        k *= 2
+
+    def row(o: Idx) -> None:
+        for k, j in stages:
+            def step(i: ir.Value, k: int = k, j: int = j) -> None:
+                b = lw.b
+                partner = b.xor(i, ir.Constant(I64, j))
+                upper = b.icmp_unsigned(">", partner, i)
+
+                def swap() -> None:
+                    b2 = lw.b
+                    pa, pb = out.addr(b2, (*o, i)), out.addr(b2, (*o, partner))
+                    va, vb = b2.load(pa, typ=ty), b2.load(pb, typ=ty)
+                    ascending = b2.icmp_unsigned("==", b2.and_(i, ir.Constant(I64, k)), ir.Constant(I64, 0))
+                    if desc:
+                        ascending = b2.not_(ascending)
+                    gt = S.CMP(b2, et, "gt", va, vb)
+                    lt = S.CMP(b2, et, "lt", va, vb)
+                    do_swap = b2.select(ascending, gt, lt)
+                    b2.store(b2.select(do_swap, vb, va), pa)
+                    b2.store(b2.select(do_swap, va, vb), pb)
+
+                _guarded(lw, upper, swap)
+
+            lw.loop(n, step)
+
+    lw.loop_nest(shape[:-1], row) if len(shape) > 1 else row(())
+    lw.vals[op.result] = out
+
+
 def _noop(lw: Lowering, op: Op) -> None:
     return None
 
@@ -335,6 +382,7 @@ LOWER: dict[str, Callable[[Lowering, Op], None]] = {
     "assert": _assert,
     "assume": _assume,
     "barrier": _noop,
+    "sort": _sort,
     "for": _control("lower_for"),
     "if": _control("lower_if"),
     "while": _control("lower_while"),
