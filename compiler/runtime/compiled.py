@@ -150,7 +150,7 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
     if hit is not None:
         return hit
     t0 = time.perf_counter()
-    disk = _disk_load(key) if knobs.cache_enabled() else None
+    disk = _disk_load(key) if knobs.cache_enabled() and target == "cpu" else None
     if disk is not None:
         tir, binary = disk
         ck = CompiledKernel(fn.__name__, target, tir, binary, opts, {"cache_load_ms": (time.perf_counter() - t0) * 1e3},
@@ -181,6 +181,8 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
         sys.stderr.write(tir)
     t2 = time.perf_counter()
     symbol = f"anvil_{_sanitize(fn.__name__)}_{key[:16]}"
+    if target.startswith("cuda"):
+        return _finish_cuda(fn, specs, opts, target, key, ir_fn, tir, symbol, t0, t1, t2)
     binary = cpu.compile_function(ir_fn, symbol, opts.debug)
     binary.arg_names = list(ir_fn.arg_names)
     if knobs.dump_llir():
@@ -192,6 +194,21 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
     _MEMORY[key] = ck
     if knobs.cache_enabled():
         _disk_store(key, tir, binary)
+    return ck
+
+
+def _finish_cuda(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str, ir_fn: Any, tir: str,
+                 symbol: str, t0: float, t1: float, t2: float) -> Any:
+    from .cuda import CudaCompiledKernel, compile_cuda
+
+    binary = compile_cuda(ir_fn, symbol, opts, target)
+    if knobs.dump_llir():
+        sys.stderr.write(binary.llir)
+    timings = {"frontend_ms": (t1 - t0) * 1e3, "passes_ms": (t2 - t1) * 1e3, **binary.timings}
+    timings["total_ms"] = (time.perf_counter() - t0) * 1e3
+    ck = CudaCompiledKernel(fn.__name__, target, tir, binary, opts, timings, key)
+    ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
+    _MEMORY[key] = ck  # type: ignore[assignment]
     return ck
 
 

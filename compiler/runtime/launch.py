@@ -148,9 +148,12 @@ def _target_for(vals: list[Any], name: str) -> str:
         raise E.LaunchError(f"{name}: tensors are on different devices ({', '.join(sorted(devices))}); "
                             "move them to one device (e.g. .cpu() or .cuda())")
     dev = devices.pop() if devices else "cpu"
+    if dev == "cuda":
+        from ..backends.nvidia.driver import device_arch
+
+        return f"cuda:{device_arch()}"
     if dev != "cpu":
-        raise E.LaunchError(f"{name}: tensors on {dev!r} need the GPU backend, which this build cannot run "
-                            "yet; use CPU tensors (the CPU backend gives the same results)")
+        raise E.LaunchError(f"{name}: tensors on {dev!r} are not supported; use CPU or CUDA tensors")
     return "cpu"
 
 
@@ -182,8 +185,10 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
     if extra:
         raise E.ArgumentError(f"the signature names unknown parameters: {', '.join(sorted(extra))}")
     tgt = "cpu" if target in ("auto", "cpu") else target
-    if tgt != "cpu":
-        raise E.ArgumentError(f"target {target!r} is not available in this build; use 'cpu'")
+    if tgt == "cuda":
+        tgt = "cuda:sm_90a"
+    if tgt != "cpu" and not (tgt.startswith("cuda:sm_") and tgt[8:].rstrip("a").isdigit()):
+        raise E.ArgumentError(f"unknown target {target!r}; use 'cpu', 'cuda' or 'cuda:sm_80' / 'cuda:sm_90a'")
     return compile_kernel(fn, specs, LaunchOptions(num_warps, num_stages, debug), tgt)
 
 

@@ -1,0 +1,153 @@
+"""Structured control flow on NVIDIA GPUs: every register of a carried tile is one phi.
+
+Branch conditions are uniform scalars, so all threads of a program take the same path and
+barriers inside regions stay legal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Op, Value
+from .lower import GPUTile, nv_type
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+
+__all__ = ["lower_for", "lower_if", "lower_while"]
+
+
+def _flat(lw: NvLowering, v: Value, like: Any) -> list[ir.Value]:
+    """The registers of `v` in the layout of `like` (a GPUTile) or as one scalar."""
+    if isinstance(like, GPUTile):
+        return list(lw.tile(v, like.layout).regs)
+    return [lw.scalar(v)]
+
+
+def _phis(lw: NvLowering, like: list[Any], incoming: list[list[ir.Value]], blocks: list[ir.Block]) -> list[Any]:
+    out = []
+    for k, x in enumerate(like):
+        regs = []
+        n = len(incoming[0][k]) if isinstance(incoming[0][k], list) else 1
+        for i in range(n):
+            first = incoming[0][k][i]
+            p = lw.b.phi(first.type)
+            for vals, blk in zip(incoming, blocks, strict=True):
+                p.add_incoming(vals[k][i], blk)
+            regs.append(p)
+        out.append(GPUTile(x.layout, regs) if isinstance(x, GPUTile) else regs[0])
+    return out
+
+
+def _int_cmp(b: ir.IRBuilder, ity: T.ScalarType, sign: int, iv: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value:
+    cmp = b.icmp_unsigned if ity.is_unsigned else b.icmp_signed
+    if sign > 0:
+        return cmp("<", iv, ub)
+    if sign < 0:
+        return cmp(">", iv, ub)
+    up = b.icmp_signed(">", step, ir.Constant(step.type, 0))
+    return b.select(up, cmp("<", iv, ub), cmp(">", iv, ub))
+
+
+def lower_for(lw: NvLowering, op: Op) -> None:
+    b = lw.b
+    lb, ub, step = (lw.scalar(v) for v in op.operands[:3])
+    inits = op.operands[3:]
+    body = op.regions[0]
+    ity = body.args[0].type
+    assert isinstance(ity, T.ScalarType)
+    like: list[Any] = [lw.tile(v) if isinstance(v.type, T.TileType) else lw.scalar(v) for v in inits]
+    init_regs = [list(x.regs) if isinstance(x, GPUTile) else [x] for x in like]
+    sign = op.attrs.get("step_sign", 0)
+    pre = b.block
+    body_bb, exit_bb = b.append_basic_block("for"), b.append_basic_block("for.end")
+    b.cbranch(_int_cmp(b, ity, sign, lb, ub, step), body_bb, exit_bb)
+    b.position_at_end(body_bb)
+    iv = b.phi(nv_type(ity))
+    iv.add_incoming(lb, pre)
+    phis: list[list[ir.PhiInstr]] = []
+    for arg, x, regs in zip(body.args[1:], like, init_regs, strict=True):
+        ps = []
+        for r in regs:
+            p = b.phi(r.type)
+            p.add_incoming(r, pre)
+            ps.append(p)
+        phis.append(ps)
+        lw.vals[arg] = GPUTile(x.layout, list(ps)) if isinstance(x, GPUTile) else ps[0]
+    lw.vals[body.args[0]] = iv
+    lw.lower_block(body)
+    new = [_flat(lw, y, x) for y, x in zip(body.ops[-1].operands, like, strict=True)]
+    nxt = b.add(iv, step)
+    latch = b.block
+    iv.add_incoming(nxt, latch)
+    for ps, regs in zip(phis, new, strict=True):
+        for p, r in zip(ps, regs, strict=True):
+            p.add_incoming(r, latch)
+    b.cbranch(_int_cmp(b, ity, sign, nxt, ub, step), body_bb, exit_bb)
+    b.position_at_end(exit_bb)
+    res = _phis(lw, like, [init_regs, new], [pre, latch])
+    for r, v in zip(op.results, res, strict=True):
+        lw.vals[r] = v
+
+
+def lower_if(lw: NvLowering, op: Op) -> None:
+    b = lw.b
+    cond = lw.scalar(op.operands[0])
+    then_bb, else_bb, merge_bb = (b.append_basic_block(n) for n in ("then", "else", "endif"))
+    b.cbranch(cond, then_bb, else_bb)
+    outs: list[list[list[ir.Value]]] = []
+    blocks = []
+    likes: list[Any] = []
+    for region, bb in zip(op.regions, (then_bb, else_bb), strict=True):
+        b.position_at_end(bb)
+        lw.lower_block(region)
+        ys = list(region.ops[-1].operands)
+        if not likes:
+            likes = [lw.tile(y) if isinstance(y.type, T.TileType) else lw.scalar(y) for y in ys]
+        outs.append([_flat(lw, y, x) for y, x in zip(ys, likes, strict=True)])
+        blocks.append(b.block)
+        b.branch(merge_bb)
+    b.position_at_end(merge_bb)
+    for r, v in zip(op.results, _phis(lw, likes, outs, blocks), strict=True):
+        lw.vals[r] = v
+
+
+def lower_while(lw: NvLowering, op: Op) -> None:
+    b = lw.b
+    before, after = op.regions
+    like = [lw.tile(v) if isinstance(v.type, T.TileType) else lw.scalar(v) for v in op.operands]
+    init_regs = [list(x.regs) if isinstance(x, GPUTile) else [x] for x in like]
+    pre = b.block
+    head_bb, body_bb, exit_bb = (b.append_basic_block(n) for n in ("while", "while.body", "while.end"))
+    b.branch(head_bb)
+    b.position_at_end(head_bb)
+    phis: list[list[ir.PhiInstr]] = []
+    for arg, x, regs in zip(before.args, like, init_regs, strict=True):
+        ps = []
+        for r in regs:
+            p = b.phi(r.type)
+            p.add_incoming(r, pre)
+            ps.append(p)
+        phis.append(ps)
+        lw.vals[arg] = GPUTile(x.layout, list(ps)) if isinstance(x, GPUTile) else ps[0]
+    lw.lower_block(before)
+    cond_op = before.ops[-1]
+    cond = lw.scalar(cond_op.operands[0])
+    fwd = [lw.tile(v) if isinstance(v.type, T.TileType) else lw.scalar(v) for v in cond_op.operands[1:]]
+    b.cbranch(cond, body_bb, exit_bb)
+    b.position_at_end(body_bb)
+    for arg, x in zip(after.args, fwd, strict=True):
+        lw.vals[arg] = x
+    lw.lower_block(after)
+    new = [_flat(lw, y, x) for y, x in zip(after.ops[-1].operands, like, strict=True)]
+    latch = b.block
+    for ps, regs in zip(phis, new, strict=True):
+        for p, r in zip(ps, regs, strict=True):
+            p.add_incoming(r, latch)
+    b.branch(head_bb)
+    b.position_at_end(exit_bb)
+    for r, x in zip(op.results, fwd, strict=True):
+        lw.vals[r] = x

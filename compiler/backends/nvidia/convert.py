@@ -1,0 +1,133 @@
+"""Layout conversion of register tiles: a register gather when each thread already holds the
+elements it needs (same lane/warp map), otherwise a round trip through shared memory."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...layouts import LANE, REGISTER, WARP, LinearLayout
+from ..cpu.scalar import I32, I64
+from .lower import GPUTile, num_regs, reg_coords
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+
+__all__ = ["convert", "broadcast_tile", "linear_index"]
+
+
+def _hw_bases(layout: LinearLayout, proj: set[int] | None = None) -> tuple[tuple[int, ...], ...]:
+    out = []
+    for name in (LANE, WARP):
+        for basis in layout.bases(name):
+            out.append(tuple(0 if proj and d in proj else v for d, v in enumerate(basis)))
+    return tuple(out)
+
+
+def _register_map(src: LinearLayout, dst: LinearLayout, zero_dims: set[int]) -> list[int] | None:
+    """For each dst register, the src register holding the same element (dims in `zero_dims`
+    read at coordinate 0), if the thread->element maps agree; else None."""
+    if _hw_bases(src) != _hw_bases(dst, zero_dims):
+        return None
+    index: dict[tuple[int, ...], int] = {}
+    for r in range(num_regs(src)):
+        index.setdefault(reg_coords(src, r), r)
+    out = []
+    for r in range(num_regs(dst)):
+        c = tuple(0 if d in zero_dims else v for d, v in enumerate(reg_coords(dst, r)))
+        hit = index.get(c)
+        if hit is None:
+            return None
+        out.append(hit)
+    return out
+
+
+def linear_index(lw: NvLowering, layout: LinearLayout, r: int, shape: tuple[int, ...]) -> ir.Value:
+    """Row-major linear index (i32) of register r's element for this thread."""
+    b = lw.b
+    hw = lw.hw_coords(layout)
+    rc = reg_coords(layout, r)
+    idx: ir.Value = ir.Constant(I32, 0)
+    stride = 1
+    for d in reversed(range(len(shape))):
+        c = b.or_(hw[d], ir.Constant(I32, rc[d])) if rc[d] else hw[d]
+        term = b.mul(c, ir.Constant(I32, stride)) if stride != 1 else c
+        idx = b.add(idx, term)
+        stride *= shape[d]
+    return idx
+
+
+def _through_shared(lw: NvLowering, x: GPUTile, dst: LinearLayout, elem: T.ElemType) -> GPUTile:
+    from .lower import nv_type
+
+    shape = dst.out_shape
+    n = 1
+    for s in shape:
+        n *= s
+    ty = nv_type(elem)
+    size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
+    base = lw.scratch(n * size)
+    b = lw.b
+    lw.barrier()
+    for r, v in enumerate(x.regs):
+        b.store(v, _addr(lw, base, linear_index(lw, x.layout, r, shape), ty))
+    lw.barrier()
+    regs = [b.load(_addr(lw, base, linear_index(lw, dst, r, shape), ty), typ=ty) for r in range(num_regs(dst))]
+    return GPUTile(dst, regs)
+
+
+def _addr(lw: NvLowering, base: ir.Value, idx: ir.Value, ty: ir.Type) -> ir.Value:
+    """Address of element `idx` of type `ty` in the shared scratch area starting at `base`."""
+    b = lw.b
+    p = b.bitcast(base, ir.PointerType(ty, addrspace=3))
+    return b.gep(p, [b.zext(idx, I64)])
+
+
+def convert(lw: NvLowering, x: GPUTile, dst: LinearLayout, elem: T.ElemType) -> GPUTile:
+    if x.layout == dst:
+        return x
+    m = _register_map(x.layout, dst, set())
+    if m is not None:
+        return GPUTile(dst, [x.regs[i] for i in m])
+    return _through_shared(lw, x, dst, elem)
+
+
+def broadcast_tile(lw: NvLowering, x: GPUTile, dst: LinearLayout, src_shape: tuple[int, ...],
+                   elem: T.ElemType) -> GPUTile:
+    """Broadcast size-1 dims of `x` to `dst` (its shape), converting if the threads differ."""
+    zero = {d for d, s in enumerate(src_shape) if s == 1 and dst.out_shape[d] != 1}
+    m = _register_map(x.layout, dst, zero)
+    if m is not None:
+        return GPUTile(dst, [x.regs[i] for i in m])
+    # Materialise the source through shared memory, then read the broadcast coordinates.
+    from .lower import nv_type
+
+    n = 1
+    for s in src_shape:
+        n *= s
+    ty = nv_type(elem)
+    size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
+    base = lw.scratch(n * size)
+    b = lw.b
+    lw.barrier()
+    for r, v in enumerate(x.regs):
+        b.store(v, _addr(lw, base, linear_index(lw, x.layout, r, src_shape), ty))
+    lw.barrier()
+    hw = lw.hw_coords(dst)
+    regs = []
+    for r in range(num_regs(dst)):
+        rc = reg_coords(dst, r)
+        idx: ir.Value = ir.Constant(I32, 0)
+        stride = 1
+        for d in reversed(range(len(src_shape))):
+            if d not in zero and src_shape[d] > 1:
+                c = b.or_(hw[d], ir.Constant(I32, rc[d])) if rc[d] else hw[d]
+                idx = b.add(idx, b.mul(c, ir.Constant(I32, stride)))
+            stride *= src_shape[d]
+        regs.append(b.load(_addr(lw, base, idx, ty), typ=ty))
+    return GPUTile(dst, regs)
+
+
+_ = REGISTER

@@ -1,0 +1,222 @@
+"""Tile IR -> per-thread LLVM IR for NVPTX.
+
+Every tile value is distributed over the threads of the program by a linear layout
+(compiler.layouts): thread (lane, warp) holds register r = element L(r, lane, warp). An
+elementwise op is applied register by register; operands in another layout are converted
+(register gathers when the same thread already holds the element, else through shared memory).
+Scalars are uniform: every thread holds the same value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from ...errors import UnsupportedError
+from ...ir import types as T
+from ...ir.core import Block, Function, Op, Value
+from ...layouts import LANE, REGISTER, WARP, LinearLayout, blocked_layout
+from ...passes.axis_info import AxisInfo, analyze_axis_info
+from ..cpu import scalar as S
+from ..cpu.scalar import I1, I8, I32, I64
+
+__all__ = ["GPUTile", "NvLowering", "GPTR", "SPTR"]
+
+GPTR = ir.PointerType(addrspace=1)
+SPTR = ir.PointerType(addrspace=3)
+
+
+def nv_type(t: T.Type) -> ir.Type:
+    e = T.elem_of(t)
+    if isinstance(e, T.PointerType):
+        return GPTR
+    return S.llvm_type(e)
+
+
+@dataclass
+class GPUTile:
+    layout: LinearLayout
+    regs: list[ir.Value]
+
+
+def reg_coords(layout: LinearLayout, r: int) -> tuple[int, ...]:
+    out = [0] * len(layout.out_dims)
+    for k, basis in enumerate(layout.bases(REGISTER)):
+        if (r >> k) & 1:
+            out = [a ^ b for a, b in zip(out, basis, strict=True)]
+    return tuple(out)
+
+
+def num_regs(layout: LinearLayout) -> int:
+    return layout.in_dim_size(REGISTER)
+
+
+class NvLowering:
+    """Lowers one Tile IR function into an NVPTX kernel in `module`."""
+
+    def __init__(self, fn: Function, module: ir.Module, name: str, num_warps: int) -> None:
+        self.fn = fn
+        self.m = module
+        self.name = name
+        self.num_warps = num_warps
+        self.vals: dict[Value, Any] = {}
+        self.axis: dict[Value, AxisInfo] = analyze_axis_info(fn)
+        self.vec_hint = _vector_hints(fn, self.axis)
+        self.layout_cache: dict[tuple[int, ...], LinearLayout] = {}
+        self.hw_cache: dict[LinearLayout, list[ir.Value]] = {}
+        self.smem_bytes = 0
+        self.smem: ir.GlobalVariable | None = None
+        self.fmf: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ layouts
+    def canonical(self, shape: tuple[int, ...]) -> LinearLayout:
+        hit = self.layout_cache.get(shape)
+        if hit is not None:
+            return hit
+        rank = len(shape)
+        vec = min(self.vec_hint.get(shape, 4), shape[-1])
+        spt = [1] * rank
+        spt[-1] = vec
+        rem = [s // p for s, p in zip(shape, spt, strict=True)]
+        tpw, lanes = [1] * rank, 32
+        for d in reversed(range(rank)):
+            t = min(lanes, rem[d])
+            tpw[d], lanes, rem[d] = t, lanes // t, rem[d] // t
+        tpw[0] *= lanes
+        wpc, warps = [1] * rank, self.num_warps
+        for d in reversed(range(rank)):
+            w = min(warps, max(1, rem[d]))
+            wpc[d], warps, rem[d] = w, warps // w, max(1, rem[d] // w)
+        wpc[0] *= warps
+        layout = blocked_layout(shape, spt, tpw, wpc, list(reversed(range(rank))))
+        self.layout_cache[shape] = layout
+        return layout
+
+    def hw_coords(self, layout: LinearLayout) -> list[ir.Value]:
+        """Per output dim, the coordinate contributed by this thread's lane and warp (i32)."""
+        hit = self.hw_cache.get(layout)
+        if hit is not None:
+            return hit
+        b = self.entry
+        rank = len(layout.out_dims)
+        acc: list[ir.Value] = [ir.Constant(I32, 0)] * rank
+        for name, src in ((LANE, self.lane), (WARP, self.warp)):
+            for k, basis in enumerate(layout.bases(name)):
+                if not any(basis):
+                    continue
+                bit = b.and_(b.lshr(src, ir.Constant(I32, k)), ir.Constant(I32, 1))
+                for d, v in enumerate(basis):
+                    if v:
+                        acc[d] = b.or_(acc[d], b.mul(bit, ir.Constant(I32, v)))
+        self.hw_cache[layout] = acc
+        return acc
+
+    # ------------------------------------------------------------------ function
+    def build(self) -> ir.Function:
+        params = [nv_type(a.type) if a.type != T.i1 else I32 for a in self.fn.args]
+        f = ir.Function(self.m, ir.FunctionType(ir.VoidType(), params), self.name)
+        f.calling_convention = "ptx_kernel"
+        self.f = f
+        entry_bb = f.append_basic_block("entry")
+        body_bb = f.append_basic_block("body")
+        self.entry = ir.IRBuilder(entry_bb)
+        self.b = ir.IRBuilder(body_bb)
+        tid = self.sreg("tid.x", self.entry)
+        self.tid = tid
+        self.lane = self.entry.and_(tid, ir.Constant(I32, 31))
+        self.warp = self.entry.lshr(tid, ir.Constant(I32, 5))
+        self.pid = [self.sreg(f"ctaid.{a}", self.entry) for a in "xyz"]
+        self.nprog = [self.sreg(f"nctaid.{a}", self.entry) for a in "xyz"]
+        for a, p in zip(self.fn.args, f.args, strict=True):
+            self.vals[a] = self.entry.trunc(p, I1) if a.type == T.i1 else p
+        self.lower_block(self.fn.body)
+        self.b.ret_void()
+        self.entry.branch(body_bb)
+        return f
+
+    def sreg(self, name: str, b: ir.IRBuilder) -> ir.Value:
+        fname = f"llvm.nvvm.read.ptx.sreg.{name}"
+        fn = self.m.globals.get(fname) or ir.Function(self.m, ir.FunctionType(I32, []), fname)
+        return b.call(fn, [])
+
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        fn = self.m.globals.get(name) or ir.Function(self.m, ir.FunctionType(ret, [a.type for a in args]), name)
+        return self.b.call(fn, args)
+
+    def barrier(self) -> None:
+        self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [ir.Constant(I32, 0)])
+
+    def scratch(self, nbytes: int) -> ir.Value:
+        """The dynamic shared-memory scratch area (sized to the largest use)."""
+        self.smem_bytes = max(self.smem_bytes, nbytes)
+        if self.smem is None:
+            g = ir.GlobalVariable(self.m, ir.ArrayType(I8, 0), "__anvil_smem", addrspace=3)
+            g.linkage = "external"
+            g.align = 16
+            self.smem = g
+        return self.smem
+
+    # ------------------------------------------------------------------ values
+    def tile(self, v: Value, layout: LinearLayout | None = None) -> GPUTile:
+        """`v` as a tile in `layout` (converting if needed; splatting scalars)."""
+        x = self.vals[v]
+        shape = T.shape_of(v.type)
+        target = layout or (x.layout if isinstance(x, GPUTile) else self.canonical(shape))
+        if not isinstance(x, GPUTile):
+            return GPUTile(target, [x] * num_regs(target))
+        if x.layout == target:
+            return x
+        from .convert import convert
+
+        return convert(self, x, target, T.elem_of(v.type))
+
+    def scalar(self, v: Value) -> ir.Value:
+        x = self.vals[v]
+        if isinstance(x, GPUTile):
+            raise UnsupportedError("internal: a tile was used where a scalar was expected")
+        return x
+
+    def result_layout(self, op: Op) -> LinearLayout:
+        """Elementwise results keep their operands' layout when they all agree."""
+        shape = T.shape_of(op.results[0].type)
+        layouts = {self.vals[o].layout for o in op.operands if isinstance(self.vals.get(o), GPUTile)}
+        if len(layouts) == 1:
+            lay = layouts.pop()
+            if lay.out_shape == shape:
+                return lay
+        return self.canonical(shape)
+
+    # ------------------------------------------------------------------ ops
+    def lower_block(self, block: Block) -> None:
+        from .ops import lower_op
+
+        for op in block.ops:
+            if op.opcode in ("yield", "condition"):
+                continue
+            lower_op(self, op)
+
+
+def _vector_hints(fn: Function, axis: dict[Value, AxisInfo]) -> dict[tuple[int, ...], int]:
+    """Per tile shape, the widest vector (in elements) any load or store of that shape could use."""
+    hints: dict[tuple[int, ...], int] = {}
+    for op in fn.walk():
+        if op.opcode not in ("load", "store"):
+            continue
+        p = op.operands[0]
+        shape = T.shape_of(p.type)
+        if not shape:
+            continue
+        pe = T.elem_of(p.type)
+        assert isinstance(pe, T.PointerType)
+        size = 8 if isinstance(pe.elem, T.PointerType) else max(1, pe.elem.bits // 8)
+        info = axis.get(p)
+        vec = max(1, 16 // size)
+        if info is not None and info.contiguity:
+            vec = min(vec, info.contiguity[-1], max(1, info.divisibility[-1] // size))
+        hints[shape] = max(hints.get(shape, 1), vec)
+    return hints
+
+
+_ = (I64,)

@@ -1,0 +1,62 @@
+"""Elementwise math on NVIDIA GPUs: the fast approximate instructions Triton uses for fp32
+(ex2.approx, lg2.approx, rsqrt.approx, sin/cos.approx), generic LLVM intrinsics elsewhere."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...errors import UnsupportedError
+from ...ir import types as T
+from ..cpu import scalar as S
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+
+__all__ = ["emit_gpu_math"]
+
+F32 = S.F32
+_LOG2E = 1.4426950408889634
+_LN2 = 0.6931471805599453
+_GENERIC = {"neg", "not", "abs", "fma", "floor", "ceil", "trunc", "round", "rint", "nearbyint", "isnan", "isinf",
+            "isfinite", "signbit", "popc", "clz", "ffs", "brev", "sqrt_rn", "div_rn", "fast_dividef", "saturate"}
+
+
+def emit_gpu_math(lw: NvLowering, fn: str, t: T.ScalarType, args: list[ir.Value]) -> ir.Value:
+    b = lw.b
+    if fn in _GENERIC:
+        return S.emit_math(b, fn, t, args, fast=False)
+    x = args[0]
+    if t != T.fp32:
+        if t in (T.fp16, T.bf16):
+            r = emit_gpu_math(lw, fn, T.fp32, [b.fpext(a, F32) for a in args])
+            return b.fptrunc(r, x.type)
+        if fn == "sqrt" and t == T.fp64:
+            return S.emit_math(b, "sqrt_rn", t, args)
+        raise UnsupportedError(f"tl.{fn} on {t} is not supported by the NVIDIA backend yet",
+                               hint="cast to tl.float32 first")
+    ex2 = lambda v: lw.intrinsic("llvm.nvvm.ex2.approx.f32", F32, [v])  # noqa: E731
+    lg2 = lambda v: lw.intrinsic("llvm.nvvm.lg2.approx.f", F32, [v])  # noqa: E731
+    if fn in ("exp", "fast_expf"):
+        return ex2(b.fmul(x, ir.Constant(F32, _LOG2E)))
+    if fn == "exp2":
+        return ex2(x)
+    if fn in ("log", "fast_logf"):
+        return b.fmul(lg2(x), ir.Constant(F32, _LN2))
+    if fn == "log2":
+        return lg2(x)
+    if fn == "sqrt":
+        return lw.intrinsic("llvm.nvvm.sqrt.approx.f", F32, [x])
+    if fn == "rsqrt":
+        return lw.intrinsic("llvm.nvvm.rsqrt.approx.f", F32, [x])
+    if fn == "sin":
+        return lw.intrinsic("llvm.nvvm.sin.approx.f", F32, [x])
+    if fn == "cos":
+        return lw.intrinsic("llvm.nvvm.cos.approx.f", F32, [x])
+    if fn == "sigmoid":
+        one = ir.Constant(F32, 1.0)
+        e = ex2(b.fmul(b.fneg(x), ir.Constant(F32, _LOG2E)))
+        return lw.intrinsic("llvm.nvvm.div.full", F32, [one, b.fadd(one, e)])
+    raise UnsupportedError(f"tl.{fn} is not supported by the NVIDIA backend yet",
+                           hint="use exp/log/sqrt/rsqrt/sin/cos, or run on CPU tensors")

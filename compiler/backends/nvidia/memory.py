@@ -1,0 +1,358 @@
+"""Global memory on NVIDIA GPUs: vectorized, predicated loads and stores, and atomics.
+
+A thread's registers that hold consecutive elements along the fastest dimension are moved with
+one instruction of up to 16 bytes when axis info proves the addresses contiguous and aligned and
+the mask constant across the group; masked accesses are predicated PTX (no branches).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Op, Value
+from ...layouts import LANE, REGISTER, WARP, LinearLayout
+from ..cpu.scalar import I1, I8, I16, I32, I64
+from .lower import GPUTile, num_regs, nv_type
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+
+__all__ = ["lower_load", "lower_store", "lower_atomic_rmw", "lower_atomic_cas"]
+
+_ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
+
+
+def _elem_bytes(e: T.ElemType) -> int:
+    return 8 if isinstance(e, T.PointerType) else max(1, e.bits // 8)
+
+
+def _vec(lw: NvLowering, layout: LinearLayout, ptr: Value, mask: Value | None, elem: T.ElemType) -> int:
+    if isinstance(elem, T.PointerType) or (isinstance(elem, T.ScalarType) and elem.bits < 8):
+        return 1
+    rank = len(layout.out_dims)
+    k = 0
+    regb = layout.bases(REGISTER)
+    while k < len(regb) and regb[k] == tuple((1 << k) if d == rank - 1 else 0 for d in range(rank)):
+        k += 1
+    size = _elem_bytes(elem)
+    vec = min(1 << k, max(1, 16 // size))
+    info = lw.axis.get(ptr)
+    if info is None or len(info.contiguity) != rank:
+        return 1
+    vec = min(vec, info.contiguity[-1], max(1, info.divisibility[-1] // size))
+    if mask is not None:
+        minfo = lw.axis.get(mask)
+        vec = min(vec, minfo.constancy[-1] if minfo is not None and len(minfo.constancy) == rank else 1)
+    return max(1, vec & -vec)
+
+
+def _owner(lw: NvLowering, layout: LinearLayout) -> ir.Value | None:
+    """True in the one thread that owns each element (others hold broadcast copies)."""
+    b = lw.entry
+    conds = []
+    for name, src in ((LANE, lw.lane), (WARP, lw.warp)):
+        mask = 0
+        for k, basis in enumerate(layout.bases(name)):
+            if not any(basis):
+                mask |= 1 << k
+        if mask:
+            conds.append(b.icmp_unsigned("==", b.and_(src, ir.Constant(I32, mask)), ir.Constant(I32, 0)))
+    if not conds:
+        return None
+    c = conds[0]
+    for x in conds[1:]:
+        c = b.and_(c, x)
+    return c
+
+
+def _canonical_regs(layout: LinearLayout) -> list[int]:
+    dup = 0
+    for k, basis in enumerate(layout.bases(REGISTER)):
+        if not any(basis):
+            dup |= 1 << k
+    return [r for r in range(num_regs(layout)) if not r & dup]
+
+
+def _words(total: int) -> tuple[ir.IntType, int, str]:
+    if total >= 4:
+        return I32, total // 4, "r"
+    return (I16, 1, "h") if total == 2 else (I16, 1, "h")
+
+
+def _pack(b: ir.IRBuilder, vals: list[ir.Value], ety: ir.Type, total: int) -> list[ir.Value]:
+    wty, n, _ = _words(total)
+    if total == 1:
+        return [b.zext(b.bitcast(vals[0], I8) if vals[0].type != I8 else vals[0], I16)]
+    vec = ir.Constant(ir.VectorType(ety, len(vals)), None)
+    for i, v in enumerate(vals):
+        vec = b.insert_element(vec, v, ir.Constant(I32, i))
+    if n == 1:
+        return [b.bitcast(vec, wty)]
+    words = b.bitcast(vec, ir.VectorType(wty, n))
+    return [b.extract_element(words, ir.Constant(I32, i)) for i in range(n)]
+
+
+def _unpack(b: ir.IRBuilder, words: list[ir.Value], ety: ir.Type, count: int, total: int) -> list[ir.Value]:
+    if total == 1:
+        return [b.trunc(words[0], I8) if ety == I8 else b.bitcast(b.trunc(words[0], I8), ety)]
+    wty = words[0].type
+    if len(words) == 1:
+        vec = b.bitcast(words[0], ir.VectorType(ety, count))
+    else:
+        wv = ir.Constant(ir.VectorType(wty, len(words)), None)
+        for i, w in enumerate(words):
+            wv = b.insert_element(wv, w, ir.Constant(I32, i))
+        vec = b.bitcast(wv, ir.VectorType(ety, count))
+    return [b.extract_element(vec, ir.Constant(I32, i)) for i in range(count)]
+
+
+def _pred_load(lw: NvLowering, ptr: ir.Value, pred: ir.Value, defaults: list[ir.Value], total: int) -> list[ir.Value]:
+    b = lw.b
+    wty, n, cons = _words(total)
+    width = {1: "b8", 2: "b16"}.get(total, "b32")
+    outs = ", ".join(f"${i}" for i in range(n))
+    movs = "".join(f"mov.b{16 if cons == 'h' else 32} ${i}, ${n + 2 + i};\n\t" for i in range(n))
+    vec = f".v{n}" if n > 1 else ""
+    dst = f"{{ {outs} }}" if n > 1 else outs
+    asm = f"{movs}@${n + 1} ld.global{vec}.{width} {dst}, [ ${n} + 0 ];"
+    constraint = ",".join([f"={cons}"] * n + ["l", "b"] + [cons] * n)
+    rty = ir.LiteralStructType([wty] * n) if n > 1 else wty
+    fty = ir.FunctionType(rty, [ptr.type, I1] + [wty] * n)
+    res = b.asm(fty, asm, constraint, [ptr, pred, *defaults], side_effect=True)
+    return [b.extract_value(res, i) for i in range(n)] if n > 1 else [res]
+
+
+def _pred_store(lw: NvLowering, ptr: ir.Value, pred: ir.Value, words: list[ir.Value], total: int) -> None:
+    b = lw.b
+    wty, n, cons = _words(total)
+    width = {1: "b8", 2: "b16"}.get(total, "b32")
+    vals = ", ".join(f"${i + 1}" for i in range(n))
+    vec = f".v{n}" if n > 1 else ""
+    src = f"{{ {vals} }}" if n > 1 else vals
+    asm = f"@${n + 1} st.global{vec}.{width} [ $0 + 0 ], {src};"
+    constraint = ",".join(["l"] + [cons] * n + ["b", "~{memory}"])
+    fty = ir.FunctionType(ir.VoidType(), [ptr.type] + [wty] * n + [I1])
+    b.asm(fty, asm, constraint, [ptr, *words, pred], side_effect=True)
+
+
+def lower_load(lw: NvLowering, op: Op) -> None:
+    b = lw.b
+    ptr_v = op.operands[0]
+    mask_v = op.operands[1] if op.attrs["has_mask"] else None
+    other_v = op.operands[-1] if op.attrs["has_other"] else None
+    elem = T.elem_of(op.result.type)
+    ety = nv_type(elem)
+    if not isinstance(op.result.type, T.TileType):
+        p = lw.scalar(ptr_v)
+        m = lw.scalar(mask_v) if mask_v is not None else None
+        o = lw.scalar(other_v) if other_v is not None else ir.Constant(ety, None)
+        lw.vals[op.result] = _load_one(lw, p, m, o, ety, elem)
+        return
+    ptr = lw.tile(ptr_v)
+    layout = ptr.layout
+    mask = lw.tile(mask_v, layout) if mask_v is not None else None
+    other = lw.tile(other_v, layout) if other_v is not None else None
+    vec = _vec(lw, layout, ptr_v, mask_v, elem)
+    size = _elem_bytes(elem)
+    regs: list[ir.Value | None] = [None] * num_regs(layout)
+    for r0 in range(0, num_regs(layout), vec):
+        total = vec * size
+        p = ptr.regs[r0]
+        if vec == 1:
+            o = other.regs[r0] if other is not None else ir.Constant(ety, None)
+            regs[r0] = _load_one(lw, p, mask.regs[r0] if mask is not None else None, o, ety, elem)
+            continue
+        if mask is None:
+            v = b.load(p, typ=ir.VectorType(ety, vec))
+            v.align = total
+            for i in range(vec):
+                regs[r0 + i] = b.extract_element(v, ir.Constant(I32, i))
+            continue
+        defaults = [other.regs[r0 + i] if other is not None else ir.Constant(ety, 0) for i in range(vec)]
+        words = _pred_load(lw, p, mask.regs[r0], _pack(b, defaults, ety, total), total)
+        for i, v in enumerate(_unpack(b, words, ety, vec, total)):
+            regs[r0 + i] = v
+    lw.vals[op.result] = GPUTile(layout, regs)  # type: ignore[arg-type]
+
+
+def _load_one(lw: NvLowering, p: ir.Value, m: ir.Value | None, other: ir.Value, ety: ir.Type,
+              elem: T.ElemType) -> ir.Value:
+    b = lw.b
+    if m is None:
+        return b.load(p, typ=ety)
+    if isinstance(elem, T.PointerType):
+        pre = b.block
+        then_bb, end_bb = b.append_basic_block("ld"), b.append_basic_block("ld.end")
+        b.cbranch(m, then_bb, end_bb)
+        b.position_at_end(then_bb)
+        v = b.load(p, typ=ety)
+        b.branch(end_bb)
+        b.position_at_end(end_bb)
+        phi = b.phi(ety)
+        phi.add_incoming(v, then_bb)
+        phi.add_incoming(other, pre)
+        return phi
+    size = _elem_bytes(elem)
+    words = _pred_load(lw, p, m, _pack(b, [other], ety, size), size)
+    return _unpack(b, words, ety, 1, size)[0]
+
+
+def lower_store(lw: NvLowering, op: Op) -> None:
+    b = lw.b
+    ptr_v, val_v = op.operands[0], op.operands[1]
+    mask_v = op.operands[2] if op.attrs["has_mask"] else None
+    elem = T.elem_of(val_v.type)
+    ety = nv_type(elem)
+    if not isinstance(ptr_v.type, T.TileType):
+        first = b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0))
+        m = lw.scalar(mask_v) if mask_v is not None else None
+        pred = first if m is None else b.and_(first, m)
+        _store_one(lw, lw.scalar(ptr_v), lw.scalar(val_v), pred, ety, elem)
+        return
+    ptr = lw.tile(ptr_v)
+    layout = ptr.layout
+    val = lw.tile(val_v, layout)
+    mask = lw.tile(mask_v, layout) if mask_v is not None else None
+    owner = _owner(lw, layout)
+    vec = _vec(lw, layout, ptr_v, mask_v, elem)
+    size = _elem_bytes(elem)
+    canon = set(_canonical_regs(layout))
+    for r0 in range(0, num_regs(layout), vec):
+        if r0 not in canon:
+            continue
+        pred = mask.regs[r0] if mask is not None else None
+        if owner is not None:
+            pred = owner if pred is None else b.and_(pred, owner)
+        total = vec * size
+        if vec == 1:
+            _store_one(lw, ptr.regs[r0], val.regs[r0], pred, ety, elem)
+            continue
+        vals = val.regs[r0:r0 + vec]
+        if pred is None:
+            v = ir.Constant(ir.VectorType(ety, vec), None)
+            for i, x in enumerate(vals):
+                v = b.insert_element(v, x, ir.Constant(I32, i))
+            st = b.store(v, ptr.regs[r0])
+            st.align = total
+            continue
+        _pred_store(lw, ptr.regs[r0], pred, _pack(b, vals, ety, total), total)
+
+
+def _store_one(lw: NvLowering, p: ir.Value, v: ir.Value, pred: ir.Value | None, ety: ir.Type,
+               elem: T.ElemType) -> None:
+    b = lw.b
+    if pred is None:
+        b.store(v, p)
+        return
+    if isinstance(elem, T.PointerType):
+        then_bb, end_bb = b.append_basic_block("st"), b.append_basic_block("st.end")
+        b.cbranch(pred, then_bb, end_bb)
+        b.position_at_end(then_bb)
+        b.store(v, p)
+        b.branch(end_bb)
+        b.position_at_end(end_bb)
+        return
+    size = _elem_bytes(elem)
+    _pred_store(lw, p, pred, _pack(b, [v], ety, size), size)
+
+
+def _guarded(lw: NvLowering, pred: ir.Value | None, make: Callable[[], ir.Value], ety: ir.Type) -> ir.Value:
+    b = lw.b
+    if pred is None:
+        return make()
+    pre = b.block
+    then_bb, end_bb = b.append_basic_block("at"), b.append_basic_block("at.end")
+    b.cbranch(pred, then_bb, end_bb)
+    b.position_at_end(then_bb)
+    v = make()
+    then_end = b.block
+    b.branch(end_bb)
+    b.position_at_end(end_bb)
+    phi = b.phi(ety)
+    phi.add_incoming(v, then_end)
+    phi.add_incoming(ir.Constant(ety, None), pre)
+    return phi
+
+
+def _scalar_atomic(lw: NvLowering, op: Op, make: Callable[[], ir.Value], ety: ir.Type,
+                   pred: ir.Value | None) -> None:
+    """A scalar atomic runs once (thread 0); every thread receives the old value."""
+    from .convert import _addr
+
+    b = lw.b
+    first = b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0))
+    p = first if pred is None else b.and_(first, pred)
+    old = _guarded(lw, p, make, ety)
+    base = lw.scratch(8)
+    slot = _addr(lw, base, ir.Constant(I32, 0), ety)
+    lw.barrier()
+    _guarded(lw, first, lambda: (b.store(old, slot), ir.Constant(I32, 0))[1], I32)
+    lw.barrier()
+    lw.vals[op.result] = b.load(slot, typ=ety)
+
+
+def lower_atomic_rmw(lw: NvLowering, op: Op) -> None:
+    b = lw.b
+    ptr_v, val_v = op.operands[0], op.operands[1]
+    mask_v = op.operands[2] if op.attrs["has_mask"] else None
+    elem = T.elem_of(op.result.type)
+    ety = nv_type(elem)
+    kind = op.attrs["kind"]
+    order = _ORDER.get(op.attrs["sem"], "monotonic")
+    if not isinstance(ptr_v.type, T.TileType):
+        p, v = lw.scalar(ptr_v), lw.scalar(val_v)
+        m = lw.scalar(mask_v) if mask_v is not None else None
+        _scalar_atomic(lw, op, lambda: b.atomic_rmw(kind, p, v, order), ety, m)
+        return
+    ptr = lw.tile(ptr_v)
+    layout = ptr.layout
+    val = lw.tile(val_v, layout)
+    mask = lw.tile(mask_v, layout) if mask_v is not None else None
+    owner = _owner(lw, layout)
+    canon = set(_canonical_regs(layout))
+    regs = []
+    for r in range(num_regs(layout)):
+        if r not in canon:
+            regs.append(ir.Constant(ety, None))
+            continue
+        pred = mask.regs[r] if mask is not None else None
+        if owner is not None:
+            pred = owner if pred is None else b.and_(pred, owner)
+        regs.append(_guarded(lw, pred, functools.partial(b.atomic_rmw, kind, ptr.regs[r], val.regs[r], order), ety))
+    lw.vals[op.result] = GPUTile(layout, regs)
+
+
+def lower_atomic_cas(lw: NvLowering, op: Op) -> None:
+    b = lw.b
+    ptr_v, cmp_v, val_v = op.operands
+    elem = T.elem_of(op.result.type)
+    ety = nv_type(elem)
+    order = _ORDER.get(op.attrs["sem"], "acq_rel")
+    fail = "acquire" if order in ("acq_rel", "acquire") else "monotonic"
+
+    def cas(p: ir.Value, c: ir.Value, v: ir.Value) -> ir.Value:
+        if isinstance(ety, ir.IntType):
+            return b.extract_value(b.cmpxchg(p, c, v, order, fail), 0)
+        it = ir.IntType(elem.bits)  # type: ignore[union-attr]
+        old = b.extract_value(b.cmpxchg(p, b.bitcast(c, it), b.bitcast(v, it), order, fail), 0)
+        return b.bitcast(old, ety)
+
+    if not isinstance(ptr_v.type, T.TileType):
+        p, c, v = lw.scalar(ptr_v), lw.scalar(cmp_v), lw.scalar(val_v)
+        _scalar_atomic(lw, op, lambda: cas(p, c, v), ety, None)
+        return
+    ptr = lw.tile(ptr_v)
+    layout = ptr.layout
+    cv, vv = lw.tile(cmp_v, layout), lw.tile(val_v, layout)
+    owner = _owner(lw, layout)
+    regs = [_guarded(lw, owner, functools.partial(cas, ptr.regs[r], cv.regs[r], vv.regs[r]), ety)
+            for r in range(num_regs(layout))]
+    lw.vals[op.result] = GPUTile(layout, regs)
+
+
+_ = (I64,)

@@ -1,0 +1,65 @@
+"""Compiled kernels for NVIDIA GPUs: PTX and cubin, loaded lazily, launched on torch's stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir import types as T
+from .specialize import LaunchOptions
+
+__all__ = ["CudaCompiledKernel", "compile_cuda"]
+
+
+class CudaCompiledKernel:
+    """One specialization compiled for a CUDA architecture (compiling needs no GPU)."""
+
+    def __init__(self, name: str, target: str, tir: str, binary: Any, options: LaunchOptions,
+                 timings: dict[str, float], cache_key: str) -> None:
+        self.name = name
+        self.target = target
+        self.binary = binary
+        self.options = options
+        self.cache_key = cache_key
+        self.arg_index: list[int] = []
+        self.arg_types: list[T.Type] = binary.arg_types
+        self._is_ptr = [isinstance(t, T.PointerType) for t in self.arg_types]
+        self._fn: Any = None
+        rep = binary.report
+        self.metadata: dict[str, Any] = {
+            "name": name, "target": target, "arch": binary.arch, "compile_ms": timings,
+            "num_warps": binary.num_warps, "num_stages": options.num_stages, "debug": options.debug,
+            "shared": binary.shared_bytes, "n_regs": rep.registers if rep else None,
+            "n_spills": (rep.spill_stores + rep.spill_loads) if rep else None,
+        }
+        self.asm: dict[str, Any] = {"tir": tir, "llir": binary.llir, "ptx": binary.ptx}
+        if binary.cubin is not None:
+            self.asm["cubin"] = binary.cubin
+
+    @property
+    def function(self) -> Any:
+        if self._fn is None:
+            from ..backends.nvidia.driver import load_cubin
+
+            b = self.binary
+            self._fn = load_cubin(b.cubin, b.symbol, b.arg_types, b.num_warps, b.shared_bytes, self.name)
+            self.metadata["n_regs"] = self._fn.registers
+        return self._fn
+
+    def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
+        if grid[0] * grid[1] * grid[2] == 0:
+            return
+        import torch
+
+        vals = [params[i] for i in self.arg_index]
+        vals = [v.data_ptr() if p else v for v, p in zip(vals, self._is_ptr, strict=True)]
+        self.function.launch(grid, vals, torch.cuda.current_stream().cuda_stream)
+
+    def __repr__(self) -> str:
+        return f"CudaCompiledKernel({self.name}, {self.target})"
+
+
+def compile_cuda(ir_fn: Any, symbol: str, opts: LaunchOptions, target: str) -> Any:
+    from ..backends.nvidia import compile_function
+
+    arch = target.split(":", 1)[1] if ":" in target else "sm_90a"
+    return compile_function(ir_fn, symbol, opts.num_warps, arch)
