@@ -1,0 +1,123 @@
+"""NVIDIA backend: every kernel's GPU output matches the CPU backend's and torch's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import compiler.language as tl
+from compiler import cdiv, jit
+
+pytestmark = pytest.mark.gpu
+
+
+def _both(kernel, grid, make_args, **meta):  # type: ignore[no-untyped-def]
+    """Run on CUDA and CPU tensors made by make_args(device); return both argument lists."""
+    cpu_args = make_args("cpu")
+    gpu_args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in cpu_args]
+    kernel[grid](*cpu_args, **meta)
+    kernel[grid](*gpu_args, **meta)
+    torch.cuda.synchronize()
+    return cpu_args, gpu_args
+
+
+@jit
+def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 4096, 100003])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
+def test_add(n: int, dtype: torch.dtype) -> None:
+    def make(dev: str):  # type: ignore[no-untyped-def]
+        g = torch.Generator().manual_seed(n)
+        x = (torch.randn(n, generator=g) * 100).to(dtype)
+        y = (torch.randn(n, generator=g) * 100).to(dtype)
+        return [x, y, torch.full((n,), -7, dtype=dtype), n]
+
+    c, g = _both(add, (cdiv(n, 1024),), make, BLOCK=1024)
+    torch.testing.assert_close(g[2].cpu(), c[2])
+    torch.testing.assert_close(c[2], c[0] + c[1])
+
+
+@jit
+def softmax(out_ptr, in_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(in_ptr + row * stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    tl.store(out_ptr + row * stride + offs, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty),
+             mask=offs < n_cols)
+
+
+@pytest.mark.parametrize("shape", [(1, 8), (37, 781), (64, 4096)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+def test_softmax(shape: tuple[int, int], dtype: torch.dtype, num_warps: int) -> None:
+    m, k = shape
+    block = max(16, 1 << (k - 1).bit_length())
+
+    def make(dev: str):  # type: ignore[no-untyped-def]
+        x = torch.randn(m, k, generator=torch.Generator().manual_seed(k)).to(dtype)
+        return [torch.full_like(x, float("nan")), x, k, k]
+
+    c, g = _both(softmax, (m,), make, BLOCK=block, num_warps=num_warps)
+    torch.testing.assert_close(g[0].cpu().float(), torch.softmax(c[1].float(), -1), atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(g[0].cpu().float(), c[0].float(), atol=2e-3, rtol=2e-3)
+
+
+@jit
+def reduce2d(x_ptr, rows_ptr, cols_ptr, idx_ptr, M: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + offs)
+    tl.store(rows_ptr + tl.arange(0, M), tl.sum(x, axis=1))
+    tl.store(cols_ptr + tl.arange(0, N), tl.max(x, axis=0))
+    tl.store(idx_ptr + tl.arange(0, M), tl.argmax(x, axis=1))
+
+
+@pytest.mark.parametrize("mn", [(16, 16), (64, 128), (4, 256), (128, 8)])
+def test_2d_reductions_and_argmax(mn: tuple[int, int]) -> None:
+    m, n = mn
+
+    def make(dev: str):  # type: ignore[no-untyped-def]
+        x = torch.randn(m, n, generator=torch.Generator().manual_seed(m * n))
+        return [x, torch.full((m,), float("nan")), torch.full((n,), float("nan")), torch.full((m,), -1,
+                                                                                             dtype=torch.int32)]
+
+    c, g = _both(reduce2d, (1,), make, M=m, N=n)
+    x = c[0]
+    torch.testing.assert_close(g[1].cpu(), x.sum(1), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(g[2].cpu(), x.max(0).values)
+    assert torch.equal(g[3].cpu(), x.argmax(1).to(torch.int32))
+
+
+@jit
+def loops(x_ptr, out_ptr, counts_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(n):
+        acc += tl.load(x_ptr + i * BLOCK + offs)
+    j = 0
+    while j * j < n * 10:
+        j += 1
+    if n > 3:
+        acc = acc * 2
+    tl.store(out_ptr + offs, acc)
+    tl.atomic_add(counts_ptr + (offs % 4), 1)
+    tl.store(counts_ptr + 4, j)
+
+
+@pytest.mark.parametrize("n", [0, 3, 9])
+def test_loops_if_and_atomics(n: int) -> None:
+    def make(dev: str):  # type: ignore[no-untyped-def]
+        x = torch.randn(max(n, 1), 128, generator=torch.Generator().manual_seed(n))
+        return [x, torch.full((128,), float("nan")), torch.zeros(5, dtype=torch.int32), n]
+
+    c, g = _both(loops, (2,), make, BLOCK=128)
+    ref = c[0][:n].sum(0) * (2 if n > 3 else 1) if n else torch.zeros(128)
+    torch.testing.assert_close(g[1].cpu(), ref, atol=1e-4, rtol=1e-4)
+    assert g[2].cpu().tolist() == c[2].tolist()
+    assert c[2][:4].tolist() == [64, 64, 64, 64]
