@@ -77,6 +77,13 @@ def cases(quick: bool) -> list[dict[str, Any]]:
                         torch=lambda xs=xs: torch.softmax(xs, -1),
                         ref=lambda xs=xs: torch.softmax(xs.float(), -1), outs=(s1, s2)))
 
+    out += _norm_cases(quick, dev)
+    out += _other_cases(quick, dev)
+    return out
+
+
+def _norm_cases(quick: bool, dev: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     m, k = (2048 if quick else 16384), 8192
     xl = torch.randn(m, k, device=dev, dtype=torch.float16)
     w, bb = torch.rand(k, device=dev, dtype=torch.float16), torch.randn(k, device=dev, dtype=torch.float16)
@@ -100,6 +107,11 @@ def cases(quick: bool) -> list[dict[str, Any]]:
                     torch=lambda: torch.nn.functional.rms_norm(xr, (k,), wr, 1e-6),
                     ref=lambda: torch.nn.functional.rms_norm(xr.float(), (k,), wr.float(), 1e-6),
                     outs=(r1, r2)))
+    return out
+
+
+def _other_cases(quick: bool, dev: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
 
     rows, vocab = (1024 if quick else 8192), 128 * 1024
     lg = torch.randn(rows, vocab, device=dev)
