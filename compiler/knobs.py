@@ -6,6 +6,8 @@
 - ANVIL_DUMP_IR=1: print the Tile IR of every kernel compiled, to stderr.
 - ANVIL_DUMP_LLIR=1: print the LLVM IR of every kernel compiled, to stderr.
 - ANVIL_TRACEBACK=1: show internal tracebacks instead of only located errors.
+- ANVIL_CPU_TARGET: the CPU the CPU backend generates code for, "name[,+feature,...]"
+  (default: the host's, as LLVM detects it), e.g. "x86-64-v3".
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback"]
+__all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback", "cpu_target"]
 
 
 def _flag(name: str) -> bool:
@@ -49,6 +51,10 @@ def dump_ir() -> bool:
 
 def dump_llir() -> bool:
     return _flag("ANVIL_DUMP_LLIR")
+
+
+def cpu_target() -> str:
+    return os.environ.get("ANVIL_CPU_TARGET", "")
 
 
 def traceback() -> bool:

@@ -10,6 +10,13 @@ from .specialize import LaunchOptions
 __all__ = ["CudaCompiledKernel", "compile_cuda"]
 
 
+def _stream() -> int:
+    """torch's current CUDA stream on the current device (a raw handle; cheap)."""
+    import torch
+
+    return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+
+
 class CudaCompiledKernel:
     """One specialization compiled for a CUDA architecture (compiling needs no GPU)."""
 
@@ -48,11 +55,9 @@ class CudaCompiledKernel:
     def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
         if grid[0] * grid[1] * grid[2] == 0:
             return
-        import torch
-
-        vals = [params[i] for i in self.arg_index]
-        vals = [v.data_ptr() if p else v for v, p in zip(vals, self._is_ptr, strict=True)]
-        self.function.launch(grid, vals, torch.cuda.current_stream().cuda_stream)
+        fn = self._fn or self.function
+        vals = [params[i].data_ptr() if p else params[i] for i, p in zip(self.arg_index, self._is_ptr, strict=True)]
+        fn.launch(grid, vals, _stream())
 
     def __repr__(self) -> str:
         return f"CudaCompiledKernel({self.name}, {self.target})"

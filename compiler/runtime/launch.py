@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+@functools.cache
 def _threads() -> int:
     from .. import knobs
 
@@ -75,8 +77,31 @@ class Launcher:
                     self.defaults[name] = _literal(node, dict(src.globals))
         self.cache: dict[Any, CompiledKernel] = {}
         self.index = {n: i for i, n in enumerate(self.names)}
+        self._default_opts: LaunchOptions | None = None  # ANVIL_DEBUG is read at the first launch
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], LaunchOptions]:
+        names = self.names
+        if len(args) <= len(names):
+            # fast path: remaining parameters by keyword or default, no launch options
+            vals = list(args)
+            used = 0
+            for nm in names[len(args):]:
+                v = kwargs.get(nm, _MISSING)
+                if v is _MISSING:
+                    v = self.defaults.get(nm, _MISSING)
+                    if v is _MISSING:
+                        break
+                else:
+                    used += 1
+                vals.append(v)
+            else:
+                if used == len(kwargs):
+                    if self._default_opts is None:
+                        self._default_opts = LaunchOptions.from_kwargs({}, self.fn.debug)
+                    return vals, self._default_opts
+        return self._bind_slow(args, kwargs)
+
+    def _bind_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], LaunchOptions]:
         names = self.names
         if len(args) > len(names):
             raise E.LaunchError(f"{self.fn.__name__} takes {len(names)} arguments but {len(args)} were given")
@@ -101,11 +126,15 @@ class Launcher:
                     vals[i] = self.defaults[n]
                 else:
                     raise E.LaunchError(f"{self.fn.__name__}() is missing argument {n!r}")
+        if not opts:
+            if self._default_opts is None:
+                self._default_opts = LaunchOptions.from_kwargs({}, self.fn.debug)
+            return vals, self._default_opts
         return vals, LaunchOptions.from_kwargs(opts, self.fn.debug)
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any, warmup: bool) -> CompiledKernel:
         vals, opts = self.bind(args, kwargs)
-        key = (tuple(arg_key(p, v) for p, v in zip(self.params, vals, strict=True)), opts)
+        key = (tuple(map(arg_key, self.params, vals)), opts)
         ck = self.cache.get(key)
         if ck is None:
             specs = [spec_for(p, v, self.fn.__name__) for p, v in zip(self.params, vals, strict=True)]
@@ -114,7 +143,10 @@ class Launcher:
         if warmup:
             return ck
         g = grid(dict(zip(self.names, vals, strict=True))) if callable(grid) else grid
-        ck.launch(_grid3(g), vals)
+        if type(g) is tuple and len(g) == 1 and type(g[0]) is int and 0 <= g[0] < 2**31:
+            ck.launch((g[0], 1, 1), vals)  # the common case, without _grid3's checks
+        else:
+            ck.launch(_grid3(g), vals)
         return ck
 
 

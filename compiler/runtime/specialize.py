@@ -10,6 +10,11 @@ from ..frontend import ParamSpec
 from ..ir import types as T
 from ..language import core as lc
 
+try:
+    from torch import Tensor as _Tensor
+except ImportError:  # pragma: no cover - torch is a dependency
+    _Tensor = type(None)  # type: ignore[assignment,misc]
+
 __all__ = ["ParamInfo", "LaunchOptions", "arg_key", "spec_for", "parse_signature_type", "torch_elem"]
 
 
@@ -50,6 +55,12 @@ _TORCH_NAMES = {
 def torch_elem(dtype: Any) -> T.ScalarType:
     name = str(dtype).removeprefix("torch.")
     t = _TORCH_NAMES.get(name)
+    if t is None and not name.startswith("torch"):
+        # A tensor reinterpreted as another dtype (`triton.reinterpret` / TensorWrapper): the
+        # dtype is a language dtype, ours or the real triton.language's.
+        d = lc.to_dtype(dtype)
+        if d is not None and isinstance(d.ir, T.ScalarType):
+            return d.ir
     if t is None:
         raise E.LaunchError(f"tensors of dtype {dtype} are not supported by kernels")
     return T.SCALARS[t]
@@ -61,6 +72,9 @@ def _is_tensor(v: Any) -> bool:
 
 def arg_key(p: ParamInfo, v: Any) -> Any:
     """The part of the cache key contributed by one argument (cheap: runs on every launch)."""
+    if type(v) is _Tensor and not p.constexpr:
+        # the device is part of the key: the same dtypes on CPU and GPU are different kernels
+        return (v.dtype, v.is_cuda, p.no_specialize or v.data_ptr() & 15 == 0)
     if p.constexpr:
         v = v.value if isinstance(v, lc.constexpr) else v
         return ("c", _hashable(v))
@@ -81,7 +95,8 @@ def arg_key(p: ParamInfo, v: Any) -> Any:
     if isinstance(v, float):
         return "fp32"
     if _is_tensor(v):
-        return (v.dtype, p.no_specialize or v.data_ptr() % 16 == 0)
+        # the device is part of the key: the same dtypes on CPU and GPU are different kernels
+        return (v.dtype, getattr(v, "is_cuda", False), p.no_specialize or v.data_ptr() % 16 == 0)
     return ("?", type(v).__name__)
 
 

@@ -27,7 +27,14 @@ def _init() -> None:
 
 @cache
 def host() -> Host:
+    """The CPU to generate code for: the host's, or ANVIL_CPU_TARGET ("cpu-name[,+feature,...]")."""
+    from ... import knobs
+
     _init()
+    override = knobs.cpu_target()
+    if override:
+        name, _, feats = override.partition(",")
+        return Host(llvm.get_process_triple(), name, feats)
     return Host(llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
 
 
