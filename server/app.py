@@ -1,0 +1,464 @@
+"""The FastMCP 3.x app: Anvil's tools, resources and instructions for agents.
+
+Each tool is a thin wrapper: build the request model from the arguments, call the plain tool
+function in ``tools/`` with a progress callback, and return a :class:`ToolResult` whose first
+text block is a one-line summary, whose second is the JSON, and whose structured content
+matches the declared output schema. A caller-fixable problem (``ToolInputError``) becomes an
+error result (``isError``) whose text says what to change, with structured details where there
+are some (compiler diagnostics, the kind of a kernel fault).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.tools.tool import ToolResult
+from mcp.types import TextContent
+from pydantic import BaseModel, Field, ValidationError
+
+from tools import models as m
+from tools.bench import benchmark as run_benchmark
+from tools.compile import compile_kernel as run_compile
+from tools.compile import get_record
+from tools.compile import read_artifact as run_read_artifact
+from tools.device import device_info as run_device_info
+from tools.errors import ToolInputError
+from tools.launch import launch_kernel as run_launch
+from tools.limits import Limits
+from tools.runtime import Runtime, resolve_source_file
+
+INSTRUCTIONS = """\
+Anvil compiles, runs, checks and benchmarks GPU kernels written in a Triton-style Python DSL \
+(import triton; import triton.language as tl; @triton.jit). Nothing you send is executed as \
+Python: kernels go through Anvil's compiler, references through a whitelisting evaluator.
+
+Workflow:
+1. compile_kernel(source, constexprs={"BLOCK": 1024}) -> kernel_id, diagnostics with line/column/hint, \
+compile time per stage, optional artifacts (tir, llir, asm, ptx; page with read_artifact).
+2. launch_kernel(kernel_id, grid=["cdiv(n, BLOCK)"], args={...}, reference={"out_ptr": "x_ptr + y_ptr"}) \
+-> stats of each output and a check against the torch reference (dtype tolerances, atol/rtol to override). \
+args: a number for scalars, a tensor spec for pointers: {"shape": [1024], "dtype": "float32", \
+"init": "randn"} (init: randn, rand, randint, zeros, ones, arange, full, or a list of values); \
+outputs use init "empty" (poisoned, so unwritten elements are counted). source can replace kernel_id.
+3. benchmark(same launch spec, baseline="torch expression", configs=[{"constexprs": {"BLOCK": 512}}]) \
+-> median/p10/p90 us, GB/s, % of the device's measured peak, speedup over the baseline, re-checked outputs.
+
+device_info() lists devices, backends, versions and limits. The language reference: \
+language_reference(section) or resource anvil://docs/language.
+References are torch expressions over the argument names: torch.*, F.* (torch.nn.functional), tensor \
+methods such as .sum(dim=-1), .float(), .to(torch.float16); no imports, no other attributes.
+A kernel that crashes or hangs returns an error and the server recovers; launch again with debug=true \
+to locate out-of-bounds accesses.
+"""
+
+_Model = TypeVar("_Model", bound=BaseModel)
+SourceFile = Annotated[
+    str | None,
+    Field(
+        description="Path of a kernel source file, instead of source "
+        "(only inside the server's --allow-path directories)."
+    ),
+]
+
+
+def default_docs_path() -> Path:
+    """docs/language.md of this checkout, or ``ANVIL_DOCS``."""
+    env = os.environ.get("ANVIL_DOCS")
+    return Path(env) if env else Path(__file__).resolve().parents[1] / "docs" / "language.md"
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's top-level fields with their types and descriptions, nested objects left open.
+
+    Clients validate every result against the output schema, and the official SDK re-checks the
+    schema itself on each call (tens of ms for the full nested schemas of these models); a shallow
+    schema keeps that to a few ms while still naming and describing every field.
+    """
+    full = model.model_json_schema()
+    defs = full.get("$defs", {})
+
+    def shallow(prop: dict[str, Any]) -> dict[str, Any]:
+        if "$ref" in prop:
+            target = defs[prop["$ref"].rsplit("/", 1)[-1]]
+            return {"type": "object", "description": prop.get("description") or target.get("description", "")}
+        if "anyOf" in prop:
+            types = sorted({t for option in prop["anyOf"] for t in _types(shallow(option))})
+            out: dict[str, Any] = {"type": types[0] if len(types) == 1 else types}
+        else:
+            out = {"type": prop["type"]} if "type" in prop else {}
+            if prop.get("type") == "array":
+                out["items"] = {}
+        if "enum" in prop:
+            out["enum"] = prop["enum"]
+        if prop.get("description"):
+            out["description"] = prop["description"]
+        return out
+
+    properties = {name: shallow(prop) for name, prop in full["properties"].items()}
+    return {"type": "object", "properties": properties, "required": full.get("required", [])}
+
+
+def _types(schema: dict[str, Any]) -> list[str]:
+    kind = schema.get("type")
+    return kind if isinstance(kind, list) else [kind] if kind else ["object"]
+
+
+def _validation_message(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors()[:8]:
+        where = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "tagged-union")))
+        lines.append(f"{where or 'request'}: {err['msg']}")
+    return "invalid request: " + "; ".join(lines)
+
+
+def _build(model: type[_Model], **fields: Any) -> _Model:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        raise ToolError(_validation_message(exc)) from None
+
+
+def _result(result: BaseModel) -> ToolResult:
+    data = result.model_dump(mode="json")
+    summary = str(data.get("summary") or "")
+    blocks = [TextContent(type="text", text=json.dumps(data, separators=(",", ":")))]
+    if summary:
+        blocks.insert(0, TextContent(type="text", text=summary))
+    return ToolResult(content=blocks, structured_content=data)
+
+
+def _error(exc: ToolInputError) -> ToolResult:
+    return ToolResult(
+        content=[TextContent(type="text", text=exc.message)],
+        structured_content={"error": exc.message, **exc.data} if exc.data else None,
+        is_error=True,
+    )
+
+
+class _Gate:
+    """Counts calls in flight and refuses those beyond ``Limits.max_concurrent_calls``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+
+    @contextlib.contextmanager
+    def enter(self) -> Any:
+        if self.in_flight >= self.limit:
+            raise ToolError(f"server busy: {self.in_flight} calls in flight (limit {self.limit}); retry shortly.")
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
+
+def _progress(ctx: Context | None) -> Callable[[float, float | None, str], Awaitable[None]] | None:
+    if ctx is None:
+        return None
+
+    async def report(done: float, total: float | None, message: str) -> None:
+        with contextlib.suppress(Exception):  # a client gone away must not fail the call
+            await ctx.report_progress(done, total, message)
+
+    return report
+
+
+def create_app(
+    runtime: Runtime | None = None,
+    *,
+    limits: Limits | None = None,
+    allowed_paths: list[Path] | None = None,
+    docs_path: Path | None = None,
+    auth: Any = None,
+    prestart: bool = False,
+) -> FastMCP:
+    """The MCP app. Without ``runtime`` it creates one with process workers and stops them on exit."""
+    owns = runtime is None
+    if runtime is None:
+        from server.worker import ProcessExecutor
+
+        limits = limits or Limits.from_env()
+        runtime = Runtime(limits=limits, executor=ProcessExecutor(limits), allowed_paths=allowed_paths or [])
+    rt = runtime
+    docs = docs_path or default_docs_path()
+    gate = _Gate(rt.limits.max_concurrent_calls)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        prestart_workers = getattr(rt.executor, "prestart", None)
+        if prestart and prestart_workers is not None:
+            from tools.runtime import device_for, resolve_target
+
+            prestart_workers([device_for(resolve_target("auto"))])
+        try:
+            yield {"runtime": rt}
+        finally:
+            if owns:
+                rt.executor.close()
+
+    # Arguments are validated by pydantic from the signatures; a second jsonschema pass only adds latency.
+    mcp = FastMCP("anvil", instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth, strict_input_validation=False)
+
+    async def guarded(call: Callable[[], Awaitable[BaseModel]]) -> ToolResult:
+        with gate.enter():
+            try:
+                return _result(await call())
+            except ToolInputError as exc:
+                return _error(exc)
+
+    def source_of(source: str | None, source_file: str | None) -> str | None:
+        if source_file is None:
+            return source
+        if source is not None:
+            raise ToolError("pass source or source_file, not both.")
+        try:
+            return resolve_source_file(source_file, rt.allowed_paths)
+        except ToolInputError as exc:
+            raise ToolError(exc.message) from None
+
+    @mcp.tool(
+        output_schema=output_schema(m.CompileResult),
+        annotations={"title": "Compile a kernel", "readOnlyHint": True, "idempotentHint": True},
+    )
+    async def compile_kernel(
+        source: m.Source = None,
+        kernel_name: m.KernelName = None,
+        signature: m.Signature = None,
+        constexprs: m.Constexprs = None,
+        target: m.Target = "auto",
+        num_warps: m.NumWarps = None,
+        num_stages: m.NumStages = None,
+        artifacts: Annotated[
+            list[str],
+            Field(description="Compiler outputs to return: tir, llir, asm (CPU assembly), ptx, sass."),
+        ] = [],  # noqa: B006 - pydantic copies defaults
+        artifact_lines: Annotated[int | None, Field(ge=1, description="Lines per artifact page (default 200).")] = None,
+        debug: m.Debug = False,
+        source_file: SourceFile = None,
+        ctx: Context | None = None,
+    ) -> ToolResult:
+        """Compile a Triton-style kernel. Returns a kernel_id (a content hash: the same input gives the same
+        id, and a repeated compile is a cache hit), compile time per stage, resources, diagnostics with
+        line, column and hint, and the first page of each requested artifact. Errors show the source line
+        with a caret."""
+        req = _build(
+            m.CompileRequest,
+            source=source_of(source, source_file),
+            kernel_name=kernel_name,
+            signature=signature,
+            constexprs=constexprs,
+            target=target,
+            num_warps=num_warps,
+            num_stages=num_stages,
+            artifacts=artifacts,
+            artifact_lines=artifact_lines,
+            debug=debug,
+        )
+        return await guarded(lambda: run_compile(rt, req, _progress(ctx)))
+
+    @mcp.tool(
+        output_schema=output_schema(m.LaunchResult),
+        annotations={"title": "Launch and check a kernel", "readOnlyHint": True},
+    )
+    async def launch_kernel(
+        grid: m.Grid,
+        args: m.Args,
+        kernel_id: m.KernelId = None,
+        source: m.Source = None,
+        kernel_name: m.KernelName = None,
+        constexprs: m.Constexprs = None,
+        reference: m.ReferenceExprs = None,
+        atol: m.Tolerance = None,
+        rtol: m.Tolerance = None,
+        target: m.Target = "auto",
+        outputs: m.Outputs = None,
+        signature: m.Signature = None,
+        num_warps: m.NumWarps = None,
+        num_stages: m.NumStages = None,
+        debug: m.LaunchDebug = None,
+        source_file: SourceFile = None,
+        ctx: Context | None = None,
+    ) -> ToolResult:
+        """Run a kernel once on inputs the harness builds from tensor specs, then report each output's stats
+        (min/max/mean, NaN/Inf counts, elements never written, first values) and compare it with a torch
+        reference expression (max abs/rel error, pass/fail at the dtype's tolerance). A kernel that crashes
+        or hangs returns an error; the server recovers."""
+        req = _build(
+            m.LaunchRequest,
+            grid=grid,
+            args=args,
+            kernel_id=kernel_id,
+            source=source_of(source, source_file),
+            kernel_name=kernel_name,
+            signature=signature,
+            constexprs=constexprs,
+            reference=reference,
+            atol=atol,
+            rtol=rtol,
+            target=target,
+            outputs=outputs,
+            num_warps=num_warps,
+            num_stages=num_stages,
+            debug=debug,
+        )
+        return await guarded(lambda: run_launch(rt, req, _progress(ctx)))
+
+    @mcp.tool(
+        output_schema=output_schema(m.BenchmarkResult),
+        annotations={"title": "Benchmark a kernel", "readOnlyHint": True},
+    )
+    async def benchmark(
+        grid: m.Grid,
+        args: m.Args,
+        kernel_id: m.KernelId = None,
+        source: m.Source = None,
+        kernel_name: m.KernelName = None,
+        constexprs: m.Constexprs = None,
+        reference: m.ReferenceExprs = None,
+        baseline: Annotated[
+            str | None, Field(description="Torch expression over the args to time as the baseline.")
+        ] = None,
+        configs: Annotated[
+            list[m.BenchConfig] | None,
+            Field(description="Variants to time, e.g. [{'constexprs': {'BLOCK': 256}, 'num_warps': 4}]."),
+        ] = None,
+        bytes: Annotated[int | None, Field(ge=0, description="Bytes moved per run (default: all tensors).")] = None,
+        flops: Annotated[int | None, Field(ge=0, description="Flops per run, for TFLOP/s.")] = None,
+        warmup_ms: Annotated[float, Field(ge=0, le=2000, description="Warm-up time per config.")] = 25.0,
+        rep_ms: Annotated[float, Field(gt=0, le=10000, description="Measured time per config.")] = 100.0,
+        cache: Annotated[str, Field(description="'cold' (flush the cache before each run) or 'warm'.")] = "cold",
+        input_sets: Annotated[int, Field(ge=1, le=8, description="Input copies at distinct addresses.")] = 3,
+        atol: m.Tolerance = None,
+        rtol: m.Tolerance = None,
+        target: m.Target = "auto",
+        signature: m.Signature = None,
+        num_warps: m.NumWarps = None,
+        num_stages: m.NumStages = None,
+        source_file: SourceFile = None,
+        ctx: Context | None = None,
+    ) -> ToolResult:
+        """Time a kernel (and optional config variants and a torch baseline) on harness-owned inputs: warm-up
+        by time, cache flushed between runs, several input sets at distinct addresses. Reports
+        median/p10/p90 us and n, GB/s and TFLOP/s, percent of the device's measured peaks, speedup over the
+        baseline, the measurement method, and re-checks the timed outputs against the reference."""
+        req = _build(
+            m.BenchmarkRequest,
+            grid=grid,
+            args=args,
+            kernel_id=kernel_id,
+            source=source_of(source, source_file),
+            kernel_name=kernel_name,
+            constexprs=constexprs,
+            reference=reference,
+            baseline=baseline,
+            configs=configs,
+            bytes=bytes,
+            flops=flops,
+            warmup_ms=warmup_ms,
+            rep_ms=rep_ms,
+            cache=cache,
+            input_sets=input_sets,
+            atol=atol,
+            rtol=rtol,
+            target=target,
+            signature=signature,
+            num_warps=num_warps,
+            num_stages=num_stages,
+        )
+        return await guarded(lambda: run_benchmark(rt, req, _progress(ctx)))
+
+    @mcp.tool(
+        output_schema=output_schema(m.DeviceInfo),
+        annotations={"title": "Devices and limits", "readOnlyHint": True, "idempotentHint": True},
+    )
+    async def device_info(ctx: Context | None = None) -> ToolResult:
+        """Describe the CPU and each GPU (name, architecture, cores/SMs, memory, measured copy bandwidth and
+        matmul rate, measured once and cached), the available backends, what target 'auto' means, versions
+        and limits."""
+        return await guarded(lambda: run_device_info(rt, _progress(ctx)))
+
+    @mcp.tool(
+        output_schema=output_schema(m.ArtifactPage),
+        annotations={"title": "Read a compiler artifact", "readOnlyHint": True, "idempotentHint": True},
+    )
+    async def read_artifact(
+        kernel_id: Annotated[str, Field(description="A kernel_id from compile_kernel.")],
+        artifact: Annotated[str, Field(description="tir, llir, asm, ptx or sass.")],
+        start_line: Annotated[int, Field(ge=1, description="First line (1-based).")] = 1,
+        max_lines: Annotated[int | None, Field(ge=1, description="Lines to return (default 200).")] = None,
+    ) -> ToolResult:
+        """Read one page of a compiled kernel's artifact (Tile IR, LLVM IR, assembly, PTX); next_page says how
+        to continue."""
+
+        async def page() -> BaseModel:
+            return run_read_artifact(rt, kernel_id, artifact, start_line, max_lines)
+
+        return await guarded(page)
+
+    @mcp.tool(annotations={"title": "Language reference", "readOnlyHint": True, "idempotentHint": True})
+    async def language_reference(
+        section: Annotated[
+            str | None,
+            Field(description="A heading to look up (e.g. 'tl.load', 'reductions'); omit for all."),
+        ] = None,
+    ) -> str:
+        """The Anvil kernel language reference: every op with its signature and a one-line example."""
+        return language_text(docs, section)
+
+    @mcp.resource("anvil://docs/language", mime_type="text/markdown", name="language_reference")
+    def language_resource() -> str:
+        """The Anvil kernel language reference (Markdown)."""
+        return language_text(docs, None)
+
+    @mcp.resource("anvil://kernels/{kernel_id}/{artifact}{?start,count}", mime_type="text/plain")
+    def kernel_artifact(kernel_id: str, artifact: str, start: int = 1, count: int = 0) -> str:
+        """One page of a compiled kernel's artifact: lines start .. start+count-1."""
+        try:
+            get_record(rt, kernel_id)
+            page = run_read_artifact(rt, kernel_id, artifact, int(start), int(count) or None)
+        except ToolInputError as exc:
+            raise ValueError(exc.message) from None
+        footer = f"\n\n[lines {page.start_line}-{page.end_line} of {page.total_lines}"
+        footer += f"; next: {page.next_page}]" if page.next_page else "]"
+        return page.text + footer
+
+    return mcp
+
+
+_MAX_DOC_CHARS = 100_000
+
+
+def language_text(path: Path, section: str | None) -> str:
+    """The language reference, or the sections whose heading mentions ``section``."""
+    if not path.is_file():
+        return (
+            "The language reference (docs/language.md) is not installed on this server. Anvil's kernel "
+            "language follows Triton's triton.language: tl.program_id, tl.arange, tl.load/tl.store with "
+            "mask and other, tl.dot, tl.sum/tl.max/tl.min reductions, tl.where, tl.exp/tl.log/tl.sqrt, "
+            "tl.zeros, tl.cdiv, tl.constexpr parameters. compile_kernel reports unsupported constructs "
+            "with their line and column."
+        )
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not section:
+        if len(text) <= _MAX_DOC_CHARS:
+            return text
+        headings = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        return f"The reference is long; ask for a section. Headings:\n{headings}"
+    parts = re.split(r"(?m)^(?=#{1,6} )", text)
+    wanted = section.strip().lower()
+    hits = [p for p in parts if p.startswith("#") and wanted in p.splitlines()[0].lower()]
+    if not hits:
+        hits = [p for p in parts if wanted in p.lower()][:5]
+    if not hits:
+        headings = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        return f"No section mentions {section!r}. Headings:\n{headings}"
+    return "\n".join(hits)[:_MAX_DOC_CHARS]

@@ -1,0 +1,118 @@
+"""The ``anvil`` command: ``anvil serve`` (the MCP server) and ``anvil demo`` (an agent-style session)."""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import io
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tools.limits import Limits
+
+
+class _ProtocolStdout(io.TextIOBase):
+    """``sys.stdout`` while serving over stdio.
+
+    Text written with ``print`` goes to stderr; ``.buffer`` is the protocol channel (a duplicate of
+    the original fd 1), which only the MCP transport uses. fd 1 itself points at stderr, so native
+    code and child processes that write to it cannot corrupt the protocol.
+    """
+
+    def __init__(self, protocol: BinaryIO) -> None:
+        super().__init__()
+        self.buffer = protocol
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def fileno(self) -> int:
+        return 2
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+
+def isolate_stdout() -> None:
+    """Keep the stdio protocol on a duplicate of fd 1 and point fd 1 at stderr."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = _ProtocolStdout(os.fdopen(protocol_fd, "wb"))
+
+
+def _token_verifier(token: str) -> Any:
+    from fastmcp.server.auth.providers.debug import DebugTokenVerifier
+
+    return DebugTokenVerifier(validate=lambda offered: hmac.compare_digest(offered, token), client_id="anvil")
+
+
+def serve(args: argparse.Namespace) -> int:
+    from server.app import create_app
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING)
+    if not args.verbose:
+        logging.getLogger("fastmcp").setLevel(logging.WARNING)
+    if not args.http:
+        isolate_stdout()
+    overrides = {"launch_timeout_s": args.launch_timeout, "max_concurrent_calls": args.max_concurrent}
+    limits = Limits.from_env(**overrides)
+    token = args.token or os.environ.get("ANVIL_TOKEN")
+    if token and not args.http:
+        print("anvil: --token applies to --http only; ignored for stdio", file=sys.stderr)
+    app = create_app(
+        limits=limits,
+        allowed_paths=[Path(p).resolve() for p in args.allow_path],
+        auth=_token_verifier(token) if token and args.http else None,
+        prestart=args.prestart,
+    )
+    if args.http:
+        print(f"anvil: serving MCP over HTTP at http://{args.host}:{args.port}/mcp", file=sys.stderr)
+        app.run(transport="http", host=args.host, port=args.port, path="/mcp", show_banner=False)
+    else:
+        app.run(transport="stdio", show_banner=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="anvil", description="Anvil: write, compile, check and benchmark kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    p_serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    p_serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
+    p_serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    p_serve.add_argument("--token", default=None, help="require this bearer token over HTTP (or ANVIL_TOKEN)")
+    p_serve.add_argument(
+        "--allow-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="let tools read kernel files under DIR",
+    )
+    p_serve.add_argument("--launch-timeout", type=float, default=None, help="seconds per launch (default 30)")
+    p_serve.add_argument("--max-concurrent", type=int, default=None, help="tool calls in flight (default 32)")
+    p_serve.add_argument(
+        "--prestart", action="store_true", help="start the worker processes now instead of on first use"
+    )
+    p_serve.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    p_demo = sub.add_parser("demo", help="run an agent-style session against `anvil serve` over stdio")
+    p_demo.add_argument("--quiet", action="store_true", help="print only the one-line summaries")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    from server.demo import run_demo
+
+    return run_demo(verbose=not args.quiet)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

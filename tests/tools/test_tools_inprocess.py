@@ -1,0 +1,173 @@
+"""The tool functions as plain Python, running jobs in this process (no MCP, no workers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from server.demo import VECTOR_ADD
+from tools.bench import benchmark
+from tools.compile import compile_kernel, read_artifact
+from tools.errors import ToolInputError
+from tools.launch import launch_kernel
+from tools.limits import Limits
+from tools.models import BenchmarkRequest, CompileRequest, LaunchRequest
+from tools.runtime import Runtime
+
+N = 1000
+ARGS: dict[str, Any] = {
+    "x_ptr": {"shape": [N]},
+    "y_ptr": {"shape": [N]},
+    "out_ptr": {"shape": [N], "init": "empty"},
+    "n": N,
+}
+
+
+def run(coro_fn: Any, *args: Any) -> Any:
+    return anyio.run(coro_fn, *args)
+
+
+@pytest.fixture(scope="module")
+def rt() -> Runtime:
+    return Runtime(limits=Limits(max_grid_programs=4096))
+
+
+def test_compile_is_cached_by_content(rt: Runtime) -> None:
+    req = CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, artifacts=["tir"], artifact_lines=3)
+    first = run(compile_kernel, rt, req)
+    again = run(compile_kernel, rt, req)
+    assert first.kernel_id == again.kernel_id and again.cached and not first.cached
+    assert first.signature == {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+    assert first.diagnostics[0].severity == "note" and "assumed" in first.diagnostics[0].message
+    page = first.artifacts["tir"]
+    assert page.start_line == 1 and page.end_line == 3 and "add_kernel" in page.text
+    if page.total_lines > 3:
+        assert page.next_page and "start_line=4" in page.next_page
+        nxt = read_artifact(rt, first.kernel_id, "tir", 4, 3)
+        assert nxt.start_line == 4
+    other = run(compile_kernel, rt, CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}))
+    assert other.kernel_id != first.kernel_id
+
+
+def test_launch_checks_against_reference(rt: Runtime) -> None:
+    req = LaunchRequest(
+        source=VECTOR_ADD,
+        constexprs={"BLOCK": 256},
+        grid=["cdiv(n, BLOCK)"],
+        args=ARGS,
+        reference={"out_ptr": "x_ptr + y_ptr"},
+    )
+    result = run(launch_kernel, rt, req)
+    assert result.passed and result.grid == [4]
+    assert result.outputs["out_ptr"].unwritten_count == 0
+    assert result.checks["out_ptr"].max_abs_error == 0
+
+
+def test_launch_reports_unwritten_and_mismatch(rt: Runtime) -> None:
+    req = LaunchRequest(
+        source=VECTOR_ADD,
+        constexprs={"BLOCK": 256},
+        grid=[2],
+        args=ARGS,
+        reference={"out_ptr": "x_ptr + y_ptr"},
+    )
+    result = run(launch_kernel, rt, req)
+    assert result.passed is False
+    assert result.outputs["out_ptr"].unwritten_count == N - 512
+    check = result.checks["out_ptr"]
+    assert check.mismatched == N - 512 and check.first_mismatch and check.first_mismatch.index == [512]
+    assert "FAILED" in result.summary and "never written" in result.summary
+
+
+def test_launch_by_id_with_other_dtype_recompiles(rt: Runtime) -> None:
+    compiled = run(compile_kernel, rt, CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}))
+    args16 = {name: ({**v, "dtype": "float16"} if isinstance(v, dict) else v) for name, v in ARGS.items()}
+    req = LaunchRequest(
+        kernel_id=compiled.kernel_id,
+        grid=["cdiv(n, BLOCK)"],
+        args=args16,
+        reference={"out_ptr": "x_ptr + y_ptr"},
+    )
+    result = run(launch_kernel, rt, req)
+    assert result.passed and result.kernel_id != compiled.kernel_id
+    assert result.outputs["out_ptr"].dtype == "float16"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"args": {**ARGS, "bogus": 1}}, "'bogus' is not a parameter"),
+        ({"args": {k: v for k, v in ARGS.items() if k != "n"}}, "missing 'n' (i32)"),
+        ({"args": {**ARGS, "BLOCK": 4}}, "'BLOCK' is a tl.constexpr parameter"),
+        ({"args": {**ARGS, "n": {"shape": [1]}}, "signature": {"n": "i32"}}, "'n' is a scalar (i32)"),
+        ({"args": {**ARGS, "x_ptr": 3}, "signature": {"x_ptr": "*fp32"}}, "'x_ptr' is a pointer"),
+        (
+            {"args": {**ARGS, "x_ptr": {"shape": [N], "dtype": "fp16"}}, "signature": {"x_ptr": "*fp32"}},
+            "dtype float16",
+        ),
+        ({"args": {**ARGS, "n": 1 << 40}, "signature": {"n": "i32"}}, "does not fit its type i32"),
+        ({"reference": {"n": "x_ptr"}}, "not a tensor argument"),
+        ({"reference": {"out_ptr": "out_ptr * 2"}}, "has init 'empty'"),
+        ({"reference": {"out_ptr": "x_ptr.__class__"}}, "attribute '__class__' is not allowed"),
+        ({"reference": {"out_ptr": "x_ptr[:10]"}}, "has shape [10] but out_ptr has shape [1000]"),
+        ({"grid": ["cdiv(n, BLOCK) * 100000"]}, "the limit is 4096"),
+        ({"kernel_id": "k0000"}, "pass either kernel_id or source"),
+    ],
+)
+def test_launch_errors(rt: Runtime, change: dict[str, Any], message: str) -> None:
+    fields: dict[str, Any] = {
+        "source": VECTOR_ADD,
+        "constexprs": {"BLOCK": 256},
+        "grid": ["cdiv(n, BLOCK)"],
+        "args": ARGS,
+        "reference": {"out_ptr": "x_ptr + y_ptr"},
+    } | change
+    with pytest.raises(ToolInputError) as info:
+        run(launch_kernel, rt, LaunchRequest.model_validate(fields))
+    assert message in str(info.value)
+
+
+def test_unknown_kernel_id(rt: Runtime) -> None:
+    with pytest.raises(ToolInputError, match="unknown kernel_id 'k123'"):
+        run(launch_kernel, rt, LaunchRequest(kernel_id="k123", grid=[1], args=ARGS))
+
+
+def test_compile_errors(rt: Runtime) -> None:
+    broken = VECTOR_ADD.replace("x + y", "x + undefined_name")
+    with pytest.raises(ToolInputError) as info:
+        run(compile_kernel, rt, CompileRequest(source=broken, constexprs={"BLOCK": 256}))
+    diag = info.value.data["diagnostics"][0]
+    assert diag["line"] == 12 and diag["column"] and "undefined_name" in diag["source_line"]
+    assert "^" in str(info.value)
+    with pytest.raises(ToolInputError, match="no value for tl.constexpr parameter"):
+        run(compile_kernel, rt, CompileRequest(source=VECTOR_ADD))
+    with pytest.raises(ToolInputError, match="not a parameter"):
+        run(compile_kernel, rt, CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 2, "WIDTH": 3}))
+    small = Runtime(limits=Limits(max_source_bytes=100))
+    with pytest.raises(ToolInputError, match="the limit is 100"):
+        run(compile_kernel, small, CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}))
+
+
+def test_benchmark_configs_and_baseline(rt: Runtime) -> None:
+    req = BenchmarkRequest(
+        source=VECTOR_ADD,
+        constexprs={"BLOCK": 256},
+        grid=["cdiv(n, BLOCK)"],
+        args=ARGS,
+        reference={"out_ptr": "x_ptr + y_ptr"},
+        baseline="x_ptr + y_ptr",
+        configs=[{"constexprs": {"BLOCK": 128}}, {"constexprs": {"BLOCK": 512}}],
+        warmup_ms=2,
+        rep_ms=10,
+        input_sets=2,
+    )
+    result = run(benchmark, rt, req)
+    assert len(result.results) == 2 and result.best in (0, 1)
+    for config in result.results:
+        assert config.timing and config.timing.n >= 2 and config.passed
+        assert config.timing.p10_us <= config.timing.median_us <= config.timing.p90_us
+        assert config.gbps and config.gbps > 0
+    assert result.baseline and result.speedup and result.passed
+    assert result.bytes == 3 * N * 4 and "median" in result.summary and "flushed" in result.method

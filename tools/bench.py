@@ -1,0 +1,345 @@
+"""benchmark: time a kernel (and its config variants, and a torch baseline) on harness-owned inputs.
+
+Conditions of every measurement are reported in ``method``. The harness builds the inputs
+itself, in ``input_sets`` copies at distinct addresses used in rotation; outputs are restored
+(re-poisoned) before every run; with ``cache="cold"`` the last-level cache is flushed before
+every run by writing a buffer twice its size; warm-up is by time. Times are per run: on the
+CPU the wall clock around the synchronous launch, on a GPU CUDA events. Median, p10 and p90
+are reported, never a bare mean. After timing, the outputs of the last timed run of every
+input set are checked against the reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import torch
+
+from tools.checks import compare
+from tools.device import measure_ceilings
+from tools.errors import ToolInputError
+from tools.launch import (
+    build_args,
+    evaluate_references,
+    get_kernel,
+    is_device_fault,
+    launch_once,
+    plan_launch,
+    resolve_kernel,
+)
+from tools.models import BenchConfig, BenchmarkRequest, BenchmarkResult
+from tools.reference import evaluate, parse_reference
+from tools.runtime import Progress, Report, Runtime, WorkerState, noop_progress
+from tools.store import KernelRecord
+
+MAX_REPS = 10_000
+
+
+async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | None = None) -> BenchmarkResult:
+    """The benchmark tool."""
+    progress = progress or noop_progress
+    limits = rt.limits
+    configs = req.configs or [BenchConfig()]
+    if len(configs) > limits.max_benchmark_configs:
+        raise ToolInputError(f"{len(configs)} configs; the limit is {limits.max_benchmark_configs}.")
+    per_config_ms = req.warmup_ms + req.rep_ms
+    if per_config_ms > limits.benchmark_time_s * 1e3:
+        raise ToolInputError(
+            f"warmup_ms + rep_ms = {per_config_ms:.0f} ms per config; the limit is {limits.benchmark_time_s * 1e3:.0f}."
+        )
+    base = await resolve_kernel(rt, req, progress)
+    await progress(0, len(configs) + 1, f"compiling {len(configs)} config(s)")
+    records: list[KernelRecord | ToolInputError] = [base] * len(configs)
+
+    async def compile_config(i: int, cfg: BenchConfig) -> None:
+        if cfg == BenchConfig():
+            return
+        variant = req.model_copy(
+            update={"kernel_id": base.kernel_id, "source": None, "constexprs": cfg.constexprs,
+                    "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        )  # fmt: skip
+        try:
+            records[i] = await resolve_kernel(rt, variant, None)
+        except ToolInputError as exc:
+            records[i] = exc
+
+    async with anyio.create_task_group() as tg:
+        for i, cfg in enumerate(configs):
+            tg.start_soon(compile_config, i, cfg)
+    entries: list[dict[str, Any]] = []
+    plan = None
+    for cfg, record in zip(configs, records, strict=True):
+        if isinstance(record, ToolInputError):
+            entries.append({"config": cfg.model_dump(), "error": str(record)})
+            continue
+        config_plan = plan_launch(rt, req, record, copies=req.input_sets + 1)
+        plan = plan or config_plan
+        entries.append({"config": cfg.model_dump(), "kernel": record.launch_info(), "grid": config_plan.grid})
+    if plan is None:
+        raise ToolInputError("no config compiled: " + "; ".join(e["error"] for e in entries))
+    if req.baseline is not None:
+        parse_reference(req.baseline, names=list(req.args), label="baseline", max_chars=limits.max_reference_chars)
+    payload = plan.payload(rt) | {
+        "entries": entries,
+        "baseline": req.baseline,
+        "bytes": req.bytes,
+        "flops": req.flops,
+        "warmup_ms": req.warmup_ms,
+        "rep_ms": req.rep_ms,
+        "cache": req.cache,
+        "input_sets": req.input_sets,
+    }
+    out = await rt.executor.run(
+        plan.device, "benchmark", payload, timeout=limits.benchmark_timeout_s, progress=progress
+    )
+    return BenchmarkResult.model_validate(out)
+
+
+# --- in the device worker ------------------------------------------------------------------------------
+
+
+def _llc_bytes() -> int:
+    """Size of the largest CPU cache (from sysfs), 32 MiB if unknown."""
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    return best or (32 << 20)
+
+
+def _flush_buffer(device: str) -> torch.Tensor:
+    if device.startswith("cuda"):
+        return torch.empty(256 << 20, dtype=torch.int8, device=device)
+    return torch.empty(min(max(2 * _llc_bytes(), 8 << 20), 512 << 20), dtype=torch.int8)
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))]
+
+
+def time_runs(
+    fn: Callable[[dict[str, Any]], Any],
+    sets: list[dict[str, Any]],
+    restore: Callable[[dict[str, Any]], None],
+    *,
+    device: str,
+    warmup_ms: float,
+    rep_ms: float,
+    flush: torch.Tensor | None,
+    deadline: float,
+) -> list[float]:
+    """Per-run times in microseconds: warm-up by time (every set at least once), then timed runs."""
+    gpu = device.startswith("cuda")
+    end_warmup = time.perf_counter() + warmup_ms / 1e3
+    runs = 0
+    while runs < len(sets) or time.perf_counter() < end_warmup:
+        restore(sets[runs % len(sets)])
+        fn(sets[runs % len(sets)])
+        runs += 1
+    if gpu:
+        torch.cuda.synchronize()
+    times: list[float] = []
+    measured = 0.0
+    while (measured < rep_ms * 1e3 or len(times) < len(sets)) and len(times) < MAX_REPS:
+        if time.perf_counter() > deadline and len(times) >= len(sets):
+            break
+        current = sets[len(times) % len(sets)]
+        restore(current)
+        if flush is not None:
+            flush.zero_()
+        if gpu:
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            fn(current)
+            stop.record()
+            stop.synchronize()
+            us = start.elapsed_time(stop) * 1e3
+        else:
+            t0 = time.perf_counter_ns()
+            fn(current)
+            us = (time.perf_counter_ns() - t0) / 1e3
+        times.append(us)
+        measured += us
+    return times
+
+
+def _timing(times: list[float]) -> dict[str, Any]:
+    ordered = sorted(times)
+    return {
+        "median_us": round(_quantile(ordered, 0.5), 3),
+        "p10_us": round(_quantile(ordered, 0.1), 3),
+        "p90_us": round(_quantile(ordered, 0.9), 3),
+        "min_us": round(ordered[0], 3),
+        "n": len(ordered),
+    }
+
+
+def _copy_set(values: dict[str, Any]) -> dict[str, Any]:
+    return {n: v.clone() if isinstance(v, torch.Tensor) else v for n, v in values.items()}
+
+
+def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Report) -> dict[str, Any]:
+    """Time every config (and the baseline) on harness-owned inputs; return a BenchmarkResult dict."""
+    device = payload["device"]
+    entries = payload["entries"]
+    steps = len(entries) + (1 if payload["baseline"] else 0) + 1
+    report(0, steps, "building inputs")
+    values = build_args(payload)
+    expected = evaluate_references(payload, values)
+    sets = [values] + [_copy_set(values) for _ in range(payload["input_sets"] - 1)]
+    restored = [n for n in payload["outputs"] if isinstance(values.get(n), torch.Tensor)]
+    initial = {n: values[n].clone() for n in restored}
+
+    def restore(current: dict[str, Any]) -> None:
+        for name in restored:
+            current[name].copy_(initial[name])
+
+    flush = _flush_buffer(device) if payload["cache"] == "cold" else None
+    nbytes = payload["bytes"]
+    if nbytes is None:
+        nbytes = sum(v.nbytes for v in values.values() if isinstance(v, torch.Tensor))
+    flops = payload["flops"]
+    ceilings = measure_ceilings(state)
+    deadline = time.perf_counter() + (payload["warmup_ms"] + payload["rep_ms"]) / 1e3 * 3 + 5
+    results: list[dict[str, Any]] = []
+    for i, entry in enumerate(entries):
+        result: dict[str, Any] = {"config": entry["config"]}
+        results.append(result)
+        if "error" in entry:
+            result["error"] = entry["error"]
+            continue
+        kernel = entry["kernel"]
+        result["kernel_id"] = kernel["kernel_id"]
+        report(i + 1, steps, f"config {i + 1}/{len(entries)}: timing {kernel['kernel_name']} {entry['config']}")
+        try:
+            jit, _ = get_kernel(state, kernel)
+            run_once = functools.partial(launch_once, jit, kernel, entry["grid"])
+            times = time_runs(
+                run_once,
+                sets,
+                restore,
+                device=device,
+                warmup_ms=payload["warmup_ms"],
+                rep_ms=payload["rep_ms"],
+                flush=flush,
+                deadline=deadline,
+            )
+        except ToolInputError as exc:
+            result["error"] = str(exc)
+            continue
+        except Exception as exc:
+            if is_device_fault(exc):
+                raise
+            result["error"] = f"{type(exc).__name__}: {exc}"
+            continue
+        timing = _timing(times)
+        result["timing"] = timing
+        seconds = timing["median_us"] / 1e6
+        result["gbps"] = round(nbytes / seconds / 1e9, 3) if seconds > 0 else None
+        if flops is not None and seconds > 0:
+            result["tflops"] = round(flops / seconds / 1e12, 5)
+            if ceilings.get("matmul_tflops"):
+                result["pct_of_peak_flops"] = round(100 * result["tflops"] / ceilings["matmul_tflops"], 2)
+        if result["gbps"] is not None and ceilings.get("copy_gbps"):
+            result["pct_of_peak_bandwidth"] = round(100 * result["gbps"] / ceilings["copy_gbps"], 2)
+        if expected:
+            checks: dict[str, Any] = {}
+            for name, value in expected.items():
+                worst = None
+                for current in sets:  # the last timed run of each set
+                    check = compare(current[name], value, reference=payload["references"][name],
+                                    atol=payload["atol"], rtol=payload["rtol"])  # fmt: skip
+                    if worst is None or not check.passed:
+                        worst = check
+                assert worst is not None
+                checks[name] = worst.model_dump()
+            result["checks"] = checks
+            result["passed"] = all(c["passed"] for c in checks.values())
+        deadline = time.perf_counter() + (payload["warmup_ms"] + payload["rep_ms"]) / 1e3 * 3 + 5
+    baseline = None
+    if payload["baseline"]:
+        report(steps - 1, steps, "timing the baseline")
+        ref = parse_reference(payload["baseline"], names=list(values), label="baseline")
+        max_elements = payload["max_reference_elements"]
+
+        def run_baseline(current: dict[str, Any]) -> Any:
+            with torch.no_grad():
+                return evaluate(ref, current, max_elements=max_elements)
+
+        baseline = _timing(
+            time_runs(run_baseline, sets, lambda s: None, device=device, warmup_ms=payload["warmup_ms"],
+                      rep_ms=payload["rep_ms"], flush=flush, deadline=deadline)
+        )  # fmt: skip
+    return _result(payload, results, baseline, nbytes, flops, ceilings)
+
+
+def _result(
+    payload: dict[str, Any],
+    results: list[dict[str, Any]],
+    baseline: dict[str, Any] | None,
+    nbytes: int,
+    flops: int | None,
+    ceilings: dict[str, Any],
+) -> dict[str, Any]:
+    device = payload["device"]
+    timed = [(i, r) for i, r in enumerate(results) if r.get("timing") and r.get("passed") is not False]
+    best = min(timed, key=lambda ir: ir[1]["timing"]["median_us"])[0] if timed else None
+    speedup = None
+    if best is not None and baseline is not None:
+        speedup = round(baseline["median_us"] / max(results[best]["timing"]["median_us"], 1e-9), 3)
+    timer = (
+        "CUDA events around each launch" if device.startswith("cuda") else "wall clock around each synchronous launch"
+    )
+    cache = "last-level cache flushed before every run" if payload["cache"] == "cold" else "warm cache (no flush)"
+    method = (
+        f"{timer}; warm-up {payload['warmup_ms']:g} ms then up to {payload['rep_ms']:g} ms "
+        f"of timed runs per config; {payload['input_sets']} input set(s) at distinct addresses in "
+        f"rotation; outputs restored before every run; {cache}; median/p10/p90 over n runs; "
+        f"peaks measured on this device: {ceilings.get('copy_gbps')} GB/s copy, "
+        f"{ceilings.get('matmul_tflops')} TFLOP/s {ceilings.get('matmul_dtype')}"
+    )
+    checked = [r["passed"] for r in results if r.get("passed") is not None]
+    kernel_name = next((e["kernel"]["kernel_name"] for e in payload["entries"] if "kernel" in e), "kernel")
+    if best is not None:
+        t = results[best]["timing"]
+        summary = (
+            f"{kernel_name} on {device}: best config #{best} median {t['median_us']:.1f} us "
+            f"(p10 {t['p10_us']:.1f}, p90 {t['p90_us']:.1f}, n={t['n']})"
+        )
+        if results[best].get("gbps") is not None:
+            summary += f", {results[best]['gbps']:.1f} GB/s"
+        if speedup is not None:
+            summary += f", {speedup:.2f}x vs baseline"
+        if checked:
+            summary += ", outputs " + ("PASSED" if all(checked) else "FAILED in some configs")
+    else:
+        errors = [r.get("error") or "outputs failed the reference check" for r in results]
+        why = "; ".join(map(str, errors))[:500]
+        summary = f"{kernel_name} on {device}: no config produced a passing timing ({why})"
+    return {
+        "kernel_name": kernel_name,
+        "target": payload["kernel"]["target"],
+        "device": device,
+        "method": method,
+        "results": results,
+        "best": best,
+        "best_kernel_id": results[best]["kernel_id"] if best is not None else None,
+        "baseline": baseline,
+        "speedup": speedup,
+        "bytes": nbytes,
+        "flops": flops,
+        "passed": all(checked) if checked else None,
+        "summary": summary,
+    }

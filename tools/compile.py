@@ -1,0 +1,334 @@
+"""compile_kernel: source text -> a kernel_id, stage timings, resources, diagnostics, artifacts.
+
+The calling process only validates and hashes (:func:`plan_compile`); the compiler itself runs
+as the "compile" job (:func:`run_compile_job`) in a worker, because compiling untrusted source
+can crash a process (LLVM aborts) or take unbounded time. Records are cached by kernel_id.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from functools import cache
+from typing import Any
+
+import anyio
+
+from tools.errors import ToolInputError
+from tools.models import ArtifactPage, CompileRequest, CompileResult, Diagnostic, Resources
+from tools.runtime import Progress, Report, Runtime, WorkerState, noop_progress, resolve_target
+from tools.specs import Scalar, check_signature_type
+from tools.store import CompileSpec, KernelRecord
+
+# Artifact names agents may ask for, and the compiler's ``asm`` keys that can satisfy each.
+ARTIFACT_KEYS: dict[str, tuple[str, ...]] = {
+    "tir": ("tir", "ttir"),
+    "llir": ("llir",),
+    "asm": ("asm", "ptx", "amdgcn"),
+    "ptx": ("ptx",),
+    "sass": ("sass",),
+    "amdgcn": ("amdgcn",),
+}
+_RESOURCE_KEYS: dict[str, tuple[str, ...]] = {
+    "registers": ("registers", "num_regs", "n_regs"),
+    "spills": ("spills", "n_spills", "spill_bytes"),
+    "shared_memory_bytes": ("shared_memory_bytes", "shared", "shared_mem"),
+    "occupancy": ("occupancy",),
+    "num_warps": ("num_warps",),
+    "num_stages": ("num_stages",),
+}
+
+
+@cache
+def compiler_version() -> str:
+    """Part of every kernel_id, so an upgraded compiler never reuses old records."""
+    try:
+        return importlib.metadata.version("anvil")
+    except importlib.metadata.PackageNotFoundError:
+        return "dev"
+
+
+def plan_compile(
+    rt: Runtime,
+    *,
+    source: str | None,
+    kernel_name: str | None = None,
+    signature: dict[str, str] | None = None,
+    hints: dict[str, str] | None = None,
+    constexprs: dict[str, Scalar] | None = None,
+    target: str = "auto",
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    debug: bool = False,
+) -> CompileSpec:
+    """Validate what can be checked without the compiler and build the CompileSpec."""
+    if source is None or not source.strip():
+        raise ToolInputError("source is empty: pass the kernel's source text (or a kernel_id where accepted).")
+    size = len(source.encode("utf-8", errors="replace"))
+    if size > rt.limits.max_source_bytes:
+        raise ToolInputError(f"source is {size} bytes; the limit is {rt.limits.max_source_bytes}.")
+    checked = {name: check_signature_type(t, where=f"signature[{name!r}]") for name, t in (signature or {}).items()}
+    return CompileSpec(
+        source=source,
+        kernel_name=kernel_name,
+        signature=checked,
+        hints={k: v for k, v in (hints or {}).items() if k not in checked},
+        constexprs=dict(constexprs or {}),
+        target=resolve_target(target),
+        num_warps=num_warps,
+        num_stages=num_stages,
+        debug=debug,
+        compiler_version=compiler_version(),
+    )
+
+
+async def ensure_compiled(
+    rt: Runtime, spec: CompileSpec, progress: Progress | None = None
+) -> tuple[KernelRecord, bool]:
+    """The record for ``spec``: from the store, or compiled now. Concurrent equal requests compile once."""
+    kernel_id = spec.kernel_id
+    while True:
+        record = rt.store.get(kernel_id)
+        if record is not None:
+            return record, True
+        pending = rt._compiling.get(kernel_id)
+        if pending is None:
+            break
+        await pending.wait()  # another call is compiling the same kernel; it may fail, so look again
+        if rt.store.get(kernel_id) is None:
+            break
+    done = rt._compiling[kernel_id] = anyio.Event()
+    try:
+        out = await rt.executor.compile(spec.to_dict(), timeout=rt.limits.compile_timeout_s, progress=progress)
+    finally:
+        rt._compiling.pop(kernel_id, None)
+        done.set()
+    record = KernelRecord(spec=spec, **out)
+    rt.store.put(record)
+    return record, False
+
+
+async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | None = None) -> CompileResult:
+    """The compile_kernel tool: compile (or find) the kernel and describe it."""
+    progress = progress or noop_progress
+    spec = plan_compile(
+        rt,
+        source=req.source,
+        kernel_name=req.kernel_name,
+        signature=req.signature,
+        constexprs=req.constexprs,
+        target=req.target,
+        num_warps=req.num_warps,
+        num_stages=req.num_stages,
+        debug=req.debug,
+    )
+    for name in req.artifacts:
+        if name not in ARTIFACT_KEYS:
+            raise ToolInputError(f"unknown artifact {name!r}; choose from {', '.join(ARTIFACT_KEYS)}.")
+    record, cached = await ensure_compiled(rt, spec, progress)
+    lines = min(req.artifact_lines or rt.limits.artifact_page_lines, rt.limits.max_artifact_page_lines)
+    pages = {name: artifact_page(record, name, 1, lines) for name in req.artifacts}
+    total = record.compile_ms.get("total", sum(record.compile_ms.values()))
+    sig = ", ".join(f"{k}: {v}" for k, v in record.signature.items())
+    summary = (
+        f"{'found cached' if cached else 'compiled'} {record.kernel_name}({sig}) for {spec.target}"
+        f"{'' if cached else f' in {total:.0f} ms'}; kernel_id={record.kernel_id}"
+    )
+    notes = [d for d in record.diagnostics if d.get("severity") != "note"]
+    if notes:
+        summary += f"; {len(notes)} warning(s)"
+    return CompileResult(
+        kernel_id=record.kernel_id,
+        kernel_name=record.kernel_name,
+        target=spec.target,
+        cached=cached,
+        signature=record.signature,
+        constexprs=spec.constexprs,
+        compile_ms={**record.compile_ms, "total": round(total, 3)},
+        resources=Resources(**record.resources),
+        diagnostics=[Diagnostic(**d) for d in record.diagnostics],
+        artifacts=pages,
+        available_artifacts=available_artifacts(record),
+        summary=summary,
+    )
+
+
+def available_artifacts(record: KernelRecord) -> list[str]:
+    return [name for name, keys in ARTIFACT_KEYS.items() if any(k in record.asm for k in keys)]
+
+
+def artifact_text(record: KernelRecord, name: str) -> str:
+    for key in ARTIFACT_KEYS.get(name, (name,)):
+        if key in record.asm:
+            return record.asm[key]
+    raise ToolInputError(
+        f"kernel {record.kernel_id} has no artifact {name!r} for target {record.spec.target}; "
+        f"available: {', '.join(available_artifacts(record)) or '(none)'}."
+    )
+
+
+def artifact_page(record: KernelRecord, name: str, start_line: int, count: int) -> ArtifactPage:
+    """Lines ``start_line .. start_line + count - 1`` of an artifact, with how to get the next page."""
+    lines = artifact_text(record, name).splitlines()
+    start = max(1, start_line)
+    end = min(len(lines), start + count - 1)
+    next_page = None
+    if end < len(lines):
+        next_page = (
+            f"read_artifact(kernel_id='{record.kernel_id}', artifact='{name}', start_line={end + 1}, "
+            f"max_lines={count}) or resource "
+            f"anvil://kernels/{record.kernel_id}/{name}?start={end + 1}&count={count}"
+        )
+    return ArtifactPage(
+        name=name,
+        start_line=start,
+        end_line=end,
+        total_lines=len(lines),
+        text="\n".join(lines[start - 1 : end]),
+        next_page=next_page,
+    )
+
+
+def read_artifact(
+    rt: Runtime, kernel_id: str, artifact: str, start_line: int = 1, max_lines: int | None = None
+) -> ArtifactPage:
+    """The read_artifact tool: one page of a compiled kernel's artifact."""
+    record = get_record(rt, kernel_id)
+    count = min(max_lines or rt.limits.artifact_page_lines, rt.limits.max_artifact_page_lines)
+    return artifact_page(record, artifact, start_line, max(1, count))
+
+
+def get_record(rt: Runtime, kernel_id: str) -> KernelRecord:
+    record = rt.store.get(kernel_id)
+    if record is None:
+        raise ToolInputError(
+            f"unknown kernel_id {kernel_id!r}: compile the kernel with compile_kernel "
+            "(or pass source) first. "
+            f"This server keeps the {rt.limits.max_kernels} most recently used kernels while it runs."
+        )
+    return record
+
+
+# --- the job, run in a compile worker ---------------------------------------------------------------
+
+
+def diagnostic_from(exc: BaseException) -> dict[str, Any]:
+    """A Diagnostic dict from a compiler.CompilationError (any attribute may be missing)."""
+    message = getattr(exc, "message", None) or str(exc).splitlines()[0]
+    return {
+        "severity": "error",
+        "message": str(message),
+        "line": getattr(exc, "lineno", None),
+        "column": getattr(exc, "col", None),
+        "source_line": getattr(exc, "source_line", None),
+        "hint": getattr(exc, "hint", None),
+        "text": str(exc),
+    }
+
+
+def compile_error(exc: BaseException) -> ToolInputError:
+    diag = diagnostic_from(exc)
+    return ToolInputError(f"compilation failed:\n{diag['text']}", data={"diagnostics": [diag]})
+
+
+def _assumed_type(name: str) -> str:
+    return "*fp32" if "ptr" in name.lower() else "i32"
+
+
+def load_kernel(source: str, kernel_name: str | None) -> Any:
+    """compiler.compile_source with compile errors turned into ToolInputError."""
+    import compiler
+
+    try:
+        return compiler.compile_source(source, kernel_name, filename="<source>")
+    except compiler.CompilationError as exc:
+        raise compile_error(exc) from None
+
+
+def run_compile_job(payload: dict[str, Any], state: WorkerState, report: Report) -> dict[str, Any]:
+    """Compile a CompileSpec; return the fields of a KernelRecord (except the spec)."""
+    import compiler
+
+    spec = CompileSpec.from_dict(payload)
+    report(0, 2, "parsing")
+    jit = load_kernel(spec.source, spec.kernel_name)
+    arg_names = list(jit.arg_names)
+    constexpr_names = [a for a in arg_names if a in set(jit.constexpr_names)]
+    runtime = [a for a in arg_names if a not in constexpr_names]
+    kernel_name = getattr(jit, "__name__", None) or spec.kernel_name or "kernel"
+    problems: list[str] = []
+    for name in spec.signature:
+        if name in constexpr_names:
+            problems.append(f"signature gives a type for {name!r}, a tl.constexpr parameter: pass it in constexprs")
+        elif name not in arg_names:
+            problems.append(f"signature names {name!r}, which is not a parameter of {kernel_name}")
+    for name in spec.constexprs:
+        if name not in constexpr_names:
+            kind = "a runtime parameter (pass it in args)" if name in arg_names else "not a parameter"
+            problems.append(f"constexprs has {name!r}, which is {kind} of {kernel_name}")
+    missing = [n for n in constexpr_names if n not in spec.constexprs]
+    if missing:
+        example = ", ".join(f"'{n}': ..." for n in missing)
+        problems.append(f"no value for tl.constexpr parameter(s) {', '.join(missing)}: pass constexprs={{{example}}}")
+    if problems:
+        params = ", ".join(f"{a}{': tl.constexpr' if a in constexpr_names else ''}" for a in arg_names)
+        raise ToolInputError("; ".join(problems) + f". The parameters of {kernel_name} are ({params}).")
+    notes: list[dict[str, Any]] = []
+    signature: dict[str, str] = {}
+    for name in runtime:
+        signature[name] = spec.signature.get(name) or spec.hints.get(name) or _assumed_type(name)
+    assumed = {n: t for n, t in signature.items() if n not in spec.signature and n not in spec.hints}
+    if assumed:
+        listed = ", ".join(f"{n}: {t}" for n, t in assumed.items())
+        message = f"no types given for {', '.join(assumed)}; assumed {listed}"
+        notes.append({
+            "severity": "note",
+            "message": message,
+            "hint": "pass signature={'x_ptr': '*fp16', ...} to change them; launch_kernel infers them",
+            "text": "note: " + message,
+        })  # fmt: skip
+    report(1, 2, "compiling")
+    options: dict[str, Any] = {"target": spec.target, "debug": spec.debug}
+    if spec.num_warps is not None:
+        options["num_warps"] = spec.num_warps
+    if spec.num_stages is not None:
+        options["num_stages"] = spec.num_stages
+    try:
+        compiled = jit.compile(signature, dict(spec.constexprs), **options)
+    except compiler.CompilationError as exc:
+        raise compile_error(exc) from None
+    except Exception as exc:  # a compiler bug: still the agent's only lead, so report it as such
+        raise ToolInputError(
+            f"internal compiler error while compiling {kernel_name}: {type(exc).__name__}: {exc}. "
+            "This is a bug in Anvil's compiler, not necessarily in your kernel; rewriting the construct "
+            "involved (or simplifying the kernel) may avoid it.",
+            data={"internal": True},
+        ) from None
+    metadata = dict(getattr(compiled, "metadata", {}) or {})
+    stages = metadata.get("compile_ms") or {}
+    compile_ms = {str(k): float(v) for k, v in stages.items() if isinstance(v, int | float)}
+    resources = {
+        field: metadata[key]
+        for field, keys in _RESOURCE_KEYS.items()
+        for key in keys
+        if isinstance(metadata.get(key), int | float) and not isinstance(metadata.get(key), bool)
+    }
+    asm = {
+        str(k): v if isinstance(v, str) else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+        for k, v in (getattr(compiled, "asm", {}) or {}).items()
+    }
+    for warning in metadata.get("warnings", []) or []:
+        if isinstance(warning, BaseException):
+            notes.append(diagnostic_from(warning) | {"severity": "warning"})
+        else:
+            notes.append({"severity": "warning", "message": str(warning), "text": str(warning)})
+    report(2, 2, "compiled")
+    return {
+        "kernel_name": kernel_name,
+        "arg_names": arg_names,
+        "constexpr_names": constexpr_names,
+        "signature": signature,
+        "compile_ms": compile_ms,
+        "resources": resources,
+        "diagnostics": notes,
+        "asm": asm,
+    }

@@ -1,0 +1,360 @@
+"""launch_kernel: run a kernel once on harness-built inputs and check its outputs.
+
+In the calling process: find or compile the kernel (:func:`resolve_kernel`), then check the
+args against its parameters, the limits, the grid and the reference expressions
+(:func:`plan_launch`). In the device worker (:func:`run_launch_job`): build the tensors,
+evaluate the references on the pristine inputs, launch, synchronise, report stats and checks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tools.checks import compare, reference_shape_error, tensor_stats
+from tools.compile import ensure_compiled, get_record, load_kernel, plan_compile
+from tools.errors import ToolInputError
+from tools.grid import evaluate_grid
+from tools.models import LaunchRequest, LaunchResult
+from tools.reference import evaluate, parse_reference
+from tools.runtime import Progress, Report, Runtime, WorkerState, device_for, noop_progress, resolve_target
+from tools.specs import (
+    BY_TRITON,
+    Scalar,
+    TensorSpec,
+    build_tensor,
+    check_args_limits,
+    scalar_fits,
+    signature_of,
+)
+from tools.store import KernelRecord
+
+
+async def resolve_kernel(rt: Runtime, req: LaunchRequest, progress: Progress | None = None) -> KernelRecord:
+    """The kernel to launch: ``kernel_id`` (recompiled if types, constexprs or options differ) or source."""
+    hints = {name: signature_of(value) for name, value in req.args.items()}
+    if req.kernel_id and req.source:
+        raise ToolInputError("pass either kernel_id or source, not both.")
+    if req.source:
+        spec = plan_compile(
+            rt,
+            source=req.source,
+            kernel_name=req.kernel_name,
+            signature=req.signature,
+            hints=hints,
+            constexprs=req.constexprs,
+            target=req.target,
+            num_warps=req.num_warps,
+            num_stages=req.num_stages,
+            debug=bool(req.debug),
+        )
+        return (await ensure_compiled(rt, spec, progress))[0]
+    if not req.kernel_id:
+        raise ToolInputError("pass kernel_id (returned by compile_kernel) or the kernel's source.")
+    base = get_record(rt, req.kernel_id)
+    if req.kernel_name and req.kernel_name != base.kernel_name:
+        raise ToolInputError(f"kernel_id {req.kernel_id} is kernel {base.kernel_name!r}, not {req.kernel_name!r}.")
+    explicit = {**base.spec.signature, **(req.signature or {})}
+    wanted = {n: explicit.get(n) or hints.get(n) or base.signature[n] for n in base.runtime_args}
+    spec = base.spec.with_changes(
+        signature=explicit,
+        hints={n: t for n, t in wanted.items() if n not in explicit},
+        constexprs={**base.spec.constexprs, **(req.constexprs or {})},
+        target=base.spec.target if req.target == "auto" else resolve_target(req.target),
+        num_warps=req.num_warps if req.num_warps is not None else base.spec.num_warps,
+        num_stages=req.num_stages if req.num_stages is not None else base.spec.num_stages,
+        debug=base.spec.debug if req.debug is None else req.debug,
+    )
+    unchanged = (
+        wanted == base.signature
+        and spec.constexprs == base.spec.constexprs
+        and (spec.target, spec.num_warps, spec.num_stages, spec.debug)
+        == (base.spec.target, base.spec.num_warps, base.spec.num_stages, base.spec.debug)
+    )
+    if unchanged:
+        return base
+    spec = plan_compile(rt, **{k: v for k, v in spec.to_dict().items() if k != "compiler_version"})
+    return (await ensure_compiled(rt, spec, progress))[0]
+
+
+@dataclass
+class LaunchPlan:
+    """A launch checked against its kernel: ready to send to a device worker."""
+
+    record: KernelRecord
+    grid: list[int]
+    args: dict[str, TensorSpec | Scalar]
+    references: dict[str, str]
+    outputs: list[str]
+    atol: float | None
+    rtol: float | None
+    device: str
+
+    def payload(self, rt: Runtime) -> dict[str, Any]:
+        return {
+            "kernel": self.record.launch_info(),
+            "grid": self.grid,
+            "args": {n: v.model_dump() if isinstance(v, TensorSpec) else v for n, v in self.args.items()},
+            "references": self.references,
+            "outputs": self.outputs,
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "device": self.device,
+            "max_reference_elements": rt.limits.max_reference_elements,
+            "reference_limits": _reference_limits(rt),
+        }
+
+
+def _reference_limits(rt: Runtime) -> dict[str, int]:
+    return {
+        "max_chars": rt.limits.max_reference_chars,
+        "max_nodes": rt.limits.max_reference_nodes,
+        "max_depth": rt.limits.max_reference_depth,
+    }
+
+
+def _parameters(record: KernelRecord) -> str:
+    parts = [
+        f"{a}: tl.constexpr" if a in record.constexpr_names else f"{a}: {record.signature.get(a, '?')}"
+        for a in record.arg_names
+    ]
+    return f"{record.kernel_name}({', '.join(parts)})"
+
+
+def check_args(record: KernelRecord, args: Mapping[str, TensorSpec | Scalar]) -> None:
+    """Every runtime parameter has an arg of a matching type; nothing else is passed."""
+    problems: list[str] = []
+    for name in args:
+        if name in record.constexpr_names:
+            problems.append(f"{name!r} is a tl.constexpr parameter: pass it in constexprs, not args")
+        elif name not in record.arg_names:
+            problems.append(f"{name!r} is not a parameter")
+    for name in record.runtime_args:
+        sig = record.signature[name]
+        if name not in args:
+            kind = "a tensor spec" if sig.startswith("*") else "a number"
+            problems.append(f"missing {name!r} ({sig}): give {kind}")
+            continue
+        value = args[name]
+        if isinstance(value, TensorSpec):
+            if not sig.startswith("*"):
+                problems.append(f"{name!r} is a scalar ({sig}) but got a tensor spec")
+            elif signature_of(value) != sig:
+                problems.append(
+                    f"{name!r} was compiled as {sig} but the spec has dtype {value.dtype}; "
+                    f"use dtype {BY_TRITON[sig[1:]].name if sig[1:] in BY_TRITON else '?'} or recompile"
+                )
+        elif sig.startswith("*"):
+            problems.append(f"{name!r} is a pointer ({sig}): give a tensor spec, e.g. {{'shape': [1024]}}")
+        elif not scalar_fits(value, sig):
+            problems.append(f"{name!r} = {value!r} does not fit its type {sig}")
+    if problems:
+        raise ToolInputError("args: " + "; ".join(problems) + f". The kernel is {_parameters(record)}.")
+
+
+def plan_launch(rt: Runtime, req: LaunchRequest, record: KernelRecord, *, copies: int = 1) -> LaunchPlan:
+    """Check a launch request against its kernel and the limits (no tensors are built here)."""
+    check_args(record, req.args)
+    check_args_limits(dict(req.args), rt.limits, copies=copies)
+    scalars = {n: v for n, v in req.args.items() if not isinstance(v, TensorSpec)}
+    grid = evaluate_grid(req.grid, {**scalars, **record.spec.constexprs}, max_programs=rt.limits.max_grid_programs)
+    tensors = [n for n, v in req.args.items() if isinstance(v, TensorSpec)]
+    empty = {n for n in tensors if req.args[n].init == "empty"}  # type: ignore[union-attr]
+    references = dict(req.reference or {})
+    for name, expression in references.items():
+        if name not in tensors:
+            raise ToolInputError(
+                f"reference has an entry for {name!r}, which is not a tensor argument; "
+                f"references are keyed by output tensors ({', '.join(tensors) or 'none'})."
+            )
+        ref = parse_reference(expression, names=list(req.args), label=f"reference[{name!r}]", **_reference_limits(rt))
+        unset = sorted(ref.names_used & empty)
+        if unset:
+            raise ToolInputError(
+                f"reference[{name!r}] reads {', '.join(unset)}, which has init 'empty' (no defined "
+                "value before the launch); give it an init such as 'zeros' or leave it out of the expression."
+            )
+    outputs = list(req.outputs) if req.outputs is not None else [n for n in tensors if n in references or n in empty]
+    for name in outputs:
+        if name not in tensors:
+            raise ToolInputError(f"outputs names {name!r}, which is not a tensor argument.")
+    ordered = {n: req.args[n] for n in record.runtime_args}
+    return LaunchPlan(
+        record,
+        grid,
+        ordered,
+        references,
+        outputs or tensors,
+        req.atol,
+        req.rtol,
+        device_for(record.spec.target),
+    )
+
+
+async def launch_kernel(rt: Runtime, req: LaunchRequest, progress: Progress | None = None) -> LaunchResult:
+    """The launch_kernel tool."""
+    progress = progress or noop_progress
+    record = await resolve_kernel(rt, req, progress)
+    plan = plan_launch(rt, req, record)
+    out = await rt.executor.run(
+        plan.device, "launch", plan.payload(rt), timeout=rt.limits.launch_timeout_s, progress=progress
+    )
+    return LaunchResult.model_validate(out)
+
+
+# --- in the device worker ------------------------------------------------------------------------------
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def get_kernel(state: WorkerState, kernel: dict[str, Any]) -> tuple[Any, bool]:
+    """The loaded kernel for a launch_info dict, and whether it was already loaded in this worker."""
+    jit = state.jit_cache.get(kernel["kernel_id"])
+    if jit is not None:
+        return jit, True
+    return state.remember(kernel["kernel_id"], load_kernel(kernel["source"], kernel["kernel_name"])), False
+
+
+def build_args(payload: dict[str, Any]) -> dict[str, Any]:
+    """Tensors and scalars by name, in parameter order, on the payload's device."""
+    signature = payload["kernel"]["signature"]
+    values: dict[str, Any] = {}
+    for name, value in payload["args"].items():
+        if isinstance(value, dict):
+            values[name] = build_tensor(name, TensorSpec.model_validate(value), payload["device"])
+        elif signature[name].startswith(("fp", "bf")):
+            values[name] = float(value)
+        else:
+            values[name] = value
+    return values
+
+
+def evaluate_references(payload: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Each reference evaluated on the inputs as built (before the kernel can change them)."""
+    expected: dict[str, Any] = {}
+    storages = {v.untyped_storage().data_ptr() for v in values.values() if isinstance(v, torch.Tensor)}
+    limits = payload.get("reference_limits", {})
+    for name, expression in payload["references"].items():
+        ref = parse_reference(expression, names=list(values), label=f"reference[{name!r}]", **limits)
+        with torch.no_grad():
+            value = evaluate(ref, values, max_elements=payload["max_reference_elements"])
+        problem = reference_shape_error(name, value, values[name], expression)
+        if problem:
+            raise ToolInputError(problem)
+        if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() in storages:
+            value = value.clone()  # an alias of an argument would change with the launch
+        expected[name] = value
+    return expected
+
+
+def launch_once(jit: Any, kernel: dict[str, Any], grid: list[int], values: dict[str, Any]) -> None:
+    """One launch, exactly like Triton: ``kernel[grid](*args, **constexprs)``."""
+    options: dict[str, Any] = dict(kernel["constexprs"])
+    if kernel.get("num_warps") is not None:
+        options["num_warps"] = kernel["num_warps"]
+    if kernel.get("num_stages") is not None:
+        options["num_stages"] = kernel["num_stages"]
+    args = [values[name] for name in kernel["arg_names"] if name not in kernel["constexpr_names"]]
+    try:
+        jit[tuple(grid)](*args, **options)
+    except ToolInputError:
+        raise
+    except Exception as exc:
+        import compiler
+
+        if isinstance(exc, compiler.CompilationError):
+            from tools.compile import compile_error
+
+            raise compile_error(exc) from None
+        if is_device_fault(exc):
+            raise
+        raise ToolInputError(
+            f"launching {kernel['kernel_name']} raised {type(exc).__name__}: {str(exc).strip()[:2000]}"
+        ) from None
+
+
+def is_device_fault(exc: BaseException) -> bool:
+    """A GPU error after which the device context is unusable (the worker must be replaced)."""
+    text = str(exc).lower()
+    return any(s in text for s in ("illegal memory access", "illegal address", "unspecified launch failure",
+                                   "cuda error", "misaligned address", "hip error"))  # fmt: skip
+
+
+def check_outputs(
+    payload: dict[str, Any], values: dict[str, Any], expected: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(stats by output, checks by referenced output) as JSON-ready dicts."""
+    poisoned = {n for n, v in payload["args"].items() if isinstance(v, dict) and v.get("init") == "empty"}
+    stats = {name: tensor_stats(values[name], poisoned=name in poisoned).model_dump() for name in payload["outputs"]}
+    checks = {
+        name: compare(
+            values[name],
+            value,
+            reference=payload["references"][name],
+            atol=payload["atol"],
+            rtol=payload["rtol"],
+        ).model_dump()
+        for name, value in expected.items()
+    }
+    return stats, checks
+
+
+def launch_summary(
+    kernel_name: str, device: str, grid: list[int], stats: dict[str, Any], checks: dict[str, Any]
+) -> str:
+    parts = []
+    for name, check in checks.items():
+        if check["passed"]:
+            parts.append(f"{name} PASSED (max abs err {check['max_abs_error']:.3g})")
+        else:
+            first = check["first_mismatch"] or {}
+            parts.append(
+                f"{name} FAILED: {check['mismatched']}/{check['total']} mismatched, "
+                f"first at {first.get('index')} got {first.get('got')} expected {first.get('expected')}"
+            )
+    for name, s in stats.items():
+        if s.get("unwritten_count"):
+            parts.append(f"{name}: {s['unwritten_count']} elements never written")
+    if not parts:
+        parts = [f"{n}: min {s['min']} max {s['max']}" for n, s in list(stats.items())[:3]]
+    return f"{kernel_name} on {device}, grid {grid}: " + "; ".join(parts)
+
+
+def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) -> dict[str, Any]:
+    """Build inputs, evaluate references, launch once, check; return a LaunchResult dict."""
+    kernel = payload["kernel"]
+    report(0, 3, "building inputs")
+    jit, was_loaded = get_kernel(state, kernel)
+    values = build_args(payload)
+    expected = evaluate_references(payload, values)
+    report(1, 3, "launching")
+    synchronize(payload["device"])
+    start = time.perf_counter()
+    launch_once(jit, kernel, payload["grid"], values)
+    synchronize(payload["device"])
+    elapsed_ms = (time.perf_counter() - start) * 1e3
+    report(2, 3, "checking outputs")
+    stats, checks = check_outputs(payload, values, expected)
+    passed = all(c["passed"] for c in checks.values()) if checks else None
+    summary = launch_summary(kernel["kernel_name"], payload["device"], payload["grid"], stats, checks)
+    if not was_loaded:
+        summary += " (first launch in this worker: elapsed_ms includes loading the kernel)"
+    return {
+        "kernel_id": kernel["kernel_id"],
+        "kernel_name": kernel["kernel_name"],
+        "target": kernel["target"],
+        "device": payload["device"],
+        "grid": payload["grid"],
+        "outputs": stats,
+        "checks": checks,
+        "passed": passed,
+        "elapsed_ms": round(elapsed_ms, 4),
+        "summary": summary,
+    }

@@ -1,0 +1,679 @@
+"""Evaluate torch reference expressions from agents without running them as Python.
+
+An agent checks a kernel against an expression such as ``torch.softmax(x, dim=-1)`` or
+``(x_ptr + y_ptr).half()``. The text is parsed with :mod:`ast` and interpreted node by node
+over whitelists; nothing is passed to ``eval``, ``exec`` or ``compile``. What resolves:
+
+- the names of the launch's arguments (tensors and scalars), ``torch``, ``F`` (for
+  ``torch.nn.functional``) and ``math``;
+- numeric, boolean, ``None`` and short string literals, tuples and lists of them;
+- arithmetic, comparison, bitwise and unary operators, subscripts and slices;
+- calls of the functions in :data:`NAMESPACES` (``torch.*``, ``torch.nn.functional.*``,
+  ``torch.special.*``, ``torch.linalg.*``, ``math.*``) and of a few numeric builtins;
+- tensor methods in :data:`TENSOR_METHODS`, tensor properties in :data:`TENSOR_PROPERTIES`,
+  dtypes such as ``torch.float16``.
+
+Everything else (other attributes, dunders, imports, lambdas, comprehensions, keyword ``out=``,
+in-place methods) is refused with a message that gives the column and what to write instead.
+Sizes are bounded: expression length, node count and depth, the elements of every
+intermediate tensor, and the magnitude of Python integer arithmetic.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import torch
+
+from tools.errors import ToolInputError
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+TORCH_FUNCTIONS = _words(
+    """
+    abs absolute acos add addcdiv addcmul addmm all allclose amax amin any arange argmax argmin
+    argsort asin atan atan2 baddbmm bitwise_and bitwise_not bitwise_or bitwise_xor bmm
+    broadcast_to bucketize cat ceil chunk clamp clip clone concat cos cosh count_nonzero cumprod
+    cumsum diag diagonal diff div divide dot einsum eq erf erfc exp exp2 expm1 eye flatten flip
+    float_power floor floor_divide fmod full full_like gather ge gt isclose isfinite isinf isnan
+    kron le lerp linspace log log10 log1p log2 log_softmax logaddexp logical_and logical_not
+    logical_or logical_xor logsumexp lt matmul max maximum mean median min minimum mm mul
+    multiply nan_to_num narrow ne neg negative norm ones ones_like outer permute pow prod
+    reciprocal relu remainder repeat_interleave reshape roll round rsqrt searchsorted sigmoid
+    sign sin sinh softmax sort sqrt square squeeze stack std sub subtract sum t tan tanh
+    tensordot tile topk transpose tril triu trunc unsqueeze var where zeros zeros_like
+    """
+)
+FUNCTIONAL = _words(
+    """
+    celu cosine_similarity elu embedding gelu glu group_norm hardsigmoid hardswish hardtanh
+    layer_norm leaky_relu linear log_softmax logsigmoid mish normalize pad relu relu6
+    rms_norm scaled_dot_product_attention selu sigmoid silu softmax softmin softplus softsign
+    tanh tanhshrink conv1d conv2d mse_loss cross_entropy
+    """
+)
+SPECIAL = _words("erf erfc erfinv expit exp2 expm1 log1p logit logsumexp ndtr sinc softmax")
+LINALG = _words("matmul norm vector_norm matrix_norm vecdot")
+MATH = _words("sqrt exp log log2 log10 cos sin tan tanh ceil floor prod erf fabs")
+TORCH_CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
+MATH_CONSTANTS: dict[str, float] = {**TORCH_CONSTANTS, "tau": math.tau}
+
+TENSOR_METHODS = _words(
+    """
+    abs add all amax amin any argmax argmin argsort bfloat16 bitwise_and bitwise_not bitwise_or
+    bitwise_xor bmm bool broadcast_to ceil chunk clamp clip clone contiguous cos cumprod cumsum
+    diag diagonal dim div double eq erf exp exp2 expand expand_as expm1 flatten flip float floor
+    fmod ge gather gt half int isfinite isinf isnan le lerp log log10 log1p log2 log_softmax
+    logical_and logical_not logical_or logsumexp long lt masked_fill matmul max maximum mean min
+    minimum mm mul narrow ne neg nan_to_num norm numel outer permute pow prod reciprocal relu
+    remainder repeat repeat_interleave reshape reshape_as roll round rsqrt sigmoid sign sin size
+    softmax sort split sqrt square squeeze std sub sum t tanh tile to topk transpose tril triu
+    trunc type_as unflatten unsqueeze var view view_as where
+    """
+)
+TENSOR_PROPERTIES = frozenset({"T", "mT", "shape", "dtype", "ndim"})
+RESULT_FIELDS = frozenset({"values", "indices"})
+
+DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name)
+    for name in _words(
+        "float16 float32 float64 bfloat16 half float double int8 int16 int32 int64 uint8 "
+        "short int long bool float8_e4m3fn float8_e5m2 complex64"
+    )
+    if isinstance(getattr(torch, name, None), torch.dtype)
+}
+
+BUILTINS: dict[str, Callable[..., Any]] = {
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "float": float,
+    "int": int,
+    "round": round,
+    "len": len,
+}
+
+# Functions whose arguments are sizes: the elements they would create are bounded before the call.
+_SIZE_FUNCTIONS = frozenset({"zeros", "ones", "full", "eye", "arange", "linspace"})
+_SIZE_METHODS = frozenset({"repeat", "tile", "expand", "repeat_interleave"})
+# Functions whose output can be much larger than their inputs: sized on the meta device first.
+_EXPANDING = _words("matmul mm bmm baddbmm addmm outer kron diag einsum tensordot pad")
+
+NAMESPACES: dict[str, frozenset[str]] = {
+    "torch": TORCH_FUNCTIONS,
+    "torch.nn.functional": FUNCTIONAL,
+    "F": FUNCTIONAL,
+    "torch.special": SPECIAL,
+    "torch.linalg": LINALG,
+    "math": MATH,
+}
+_NAMESPACE_OBJECTS: dict[str, Any] = {
+    "torch": torch,
+    "torch.nn.functional": torch.nn.functional,
+    "F": torch.nn.functional,
+    "torch.special": torch.special,
+    "torch.linalg": torch.linalg,
+    "math": math,
+}
+_ROOTS = frozenset({"torch", "F", "math"})
+
+_BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.MatMult: operator.matmul,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
+_UNARYOPS: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Invert: operator.invert,
+}
+_CMPOPS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+_MAX_INT_BITS = 256
+_PRIVATE = "Private and dunder attributes are never accessible."
+_MAX_STRING = 64
+
+_REFUSED_NODES: dict[type[ast.AST], str] = {
+    ast.Lambda: "lambda is not supported; write the computation inline",
+    ast.ListComp: "comprehensions are not supported; use tensor operations",
+    ast.SetComp: "comprehensions are not supported; use tensor operations",
+    ast.DictComp: "comprehensions are not supported; use tensor operations",
+    ast.GeneratorExp: "generator expressions are not supported; use tensor operations",
+    ast.BoolOp: "`and`/`or` are not supported on tensors; use `&`, `|` or torch.logical_and/or",
+    ast.IfExp: "`a if c else b` is not supported; use torch.where(c, a, b)",
+    ast.NamedExpr: "`:=` is not supported",
+    ast.Await: "`await` is not supported",
+    ast.JoinedStr: "f-strings are not supported",
+    ast.Dict: "dict literals are not supported",
+    ast.Set: "set literals are not supported",
+    ast.Starred: "`*` unpacking is not supported; pass arguments one by one",
+    ast.Yield: "`yield` is not supported",
+}
+
+
+def _hint_names(names: Collection[str]) -> str:
+    shown = sorted(names)
+    return ", ".join(shown) if shown else "(none)"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A parsed and validated expression, ready to evaluate against tensors."""
+
+    expression: str
+    tree: ast.Expression
+    label: str
+    names_used: frozenset[str]
+
+
+def _fail(expression: str, label: str, node: ast.AST | None, what: str, hint: str = "") -> NoReturn:
+    col = getattr(node, "col_offset", None)
+    if isinstance(node, ast.Attribute) and node.end_col_offset is not None:
+        col = node.end_col_offset - len(node.attr)  # point at the attribute's name, not its receiver
+    # ast columns are UTF-8 byte offsets; expressions are almost always ASCII.
+    where = f" (column {col + 1})" if col is not None else ""
+    lines = [f"{label}: {what}{where}", f"  {expression}"]
+    if col is not None:
+        lines.append("  " + " " * col + "^")
+    if hint:
+        lines.append(hint)
+    raise ToolInputError("\n".join(lines))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``torch.nn.functional.softmax`` -> "torch.nn.functional.softmax"; None if not a name chain."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _split_namespace(dotted: str) -> tuple[str, str] | None:
+    namespace, _, member = dotted.rpartition(".")
+    return (namespace, member) if namespace else None
+
+
+class _Validator(ast.NodeVisitor):
+    """Checks the shape of an expression before any tensor exists: nodes, names, attributes."""
+
+    def __init__(self, expression: str, label: str, names: Collection[str]) -> None:
+        self.expression = expression
+        self.label = label
+        self.names = frozenset(names)
+        self.used: set[str] = set()
+
+    def fail(self, node: ast.AST | None, what: str, hint: str = "") -> NoReturn:
+        _fail(self.expression, self.label, node, what, hint)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        refused = _REFUSED_NODES.get(type(node))
+        if refused is not None:
+            self.fail(node, refused)
+        allowed = (
+            ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.Slice,
+            ast.Tuple, ast.List, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.keyword,
+        )  # fmt: skip
+        if not isinstance(node, allowed):
+            self.fail(node, f"{type(node).__name__} is not supported in a reference expression")
+        super().generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if isinstance(node.op, ast.Not):
+            self.fail(node, "`not` is not supported on tensors", "Use `~mask` or torch.logical_not(mask).")
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        if len(node.ops) != 1:
+            self.fail(node, "chained comparisons are not supported", "Write (a < b) & (b < c).")
+        if type(node.ops[0]) not in _CMPOPS:
+            self.fail(node, "only ==, !=, <, <=, >, >= comparisons are supported")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if isinstance(value, bool) or value is None or value is Ellipsis or isinstance(value, float):
+            return
+        if isinstance(value, int):
+            if value.bit_length() > _MAX_INT_BITS:
+                self.fail(node, "integer literal too large")
+            return
+        if isinstance(value, str):
+            if len(value) > _MAX_STRING:
+                self.fail(node, f"string literal longer than {_MAX_STRING} characters")
+            return
+        self.fail(node, f"{type(value).__name__} literals are not supported")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id.startswith("__"):
+            self.fail(node, f"name {node.id!r} is not allowed", "Dunder names are never accessible.")
+        if node.id in self.names:
+            self.used.add(node.id)
+            return
+        if node.id in _ROOTS:
+            self.fail(
+                node,
+                f"{node.id!r} cannot be used on its own",
+                f"Use a member, e.g. {node.id}.exp(x)." if node.id != "math" else "Use e.g. math.sqrt(2).",
+            )
+        if node.id in BUILTINS:
+            self.fail(node, f"builtin {node.id!r} can only be called")
+        self.fail(
+            node,
+            f"unknown name {node.id!r}",
+            f"Names available: the launch's arguments ({_hint_names(self.names)}), "
+            "torch, F (torch.nn.functional), math.",
+        )
+
+    def _namespace_member(self, node: ast.Attribute) -> tuple[str, str] | None:
+        dotted = _dotted(node)
+        if dotted is None or dotted.split(".")[0] not in _ROOTS or dotted.split(".")[0] in self.names:
+            return None
+        split = _split_namespace(dotted)
+        return split
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr.startswith("_"):
+            self.fail(node, f"attribute {node.attr!r} is not allowed", _PRIVATE)
+        member = self._namespace_member(node)
+        if member is not None:
+            namespace, name = member
+            if namespace == "torch" and (name in DTYPES or name in TORCH_CONSTANTS):
+                return
+            if namespace == "math" and name in MATH_CONSTANTS:
+                return
+            if namespace in NAMESPACES and name in NAMESPACES[namespace]:
+                self.fail(node, f"{namespace}.{name} can only be called")
+            self.fail(
+                node,
+                f"{namespace}.{name} is not an allowed value",
+                "Allowed: dtypes (torch.float16, ...), constants (torch.pi, math.inf), and calls of allowed functions.",
+            )
+        if node.attr not in TENSOR_PROPERTIES | RESULT_FIELDS:
+            self.fail(
+                node,
+                f"attribute {node.attr!r} is not allowed",
+                f"Allowed tensor attributes: {_hint_names(TENSOR_PROPERTIES | RESULT_FIELDS)}; "
+                "methods must be called, e.g. x.sum(dim=-1).",
+            )
+        self.visit(node.value)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        for kw in node.keywords:
+            if kw.arg is None:
+                self.fail(kw.value, "`**` unpacking is not supported")
+            if kw.arg == "out":
+                self.fail(kw.value, "keyword `out=` is not allowed", "References never write into tensors.")
+        if isinstance(func, ast.Name):
+            if func.id not in BUILTINS:
+                self.fail(
+                    func,
+                    f"function {func.id!r} is not allowed",
+                    f"Callable names: {_hint_names(BUILTINS)}, and torch./F./math. functions.",
+                )
+        elif isinstance(func, ast.Attribute):
+            if func.attr.startswith("_"):
+                self.fail(func, f"attribute {func.attr!r} is not allowed", _PRIVATE)
+            member = self._namespace_member(func)
+            if member is not None:
+                namespace, name = member
+                if namespace not in NAMESPACES:
+                    self.fail(
+                        func,
+                        f"namespace {namespace!r} is not allowed",
+                        f"Allowed namespaces: {_hint_names(NAMESPACES)}.",
+                    )
+                target = getattr(_NAMESPACE_OBJECTS[namespace], name, None)
+                if name not in NAMESPACES[namespace] or not callable(target):
+                    allowed = ", ".join(sorted(NAMESPACES[namespace])[:40])
+                    self.fail(
+                        func,
+                        f"{namespace}.{name} is not an allowed function",
+                        f"Allowed {namespace} functions include: {allowed}, ...",
+                    )
+            else:
+                self.visit(func.value)  # an unknown receiver is the better message
+                if func.attr not in TENSOR_METHODS:
+                    if func.attr.endswith("_"):
+                        hint = "In-place methods are never allowed; use the out-of-place form."
+                    else:
+                        hint = f"Allowed tensor methods include: {', '.join(sorted(TENSOR_METHODS)[:40])}, ..."
+                    self.fail(func, f"tensor method {func.attr!r} is not allowed", hint)
+        else:
+            self.visit(func)  # e.g. a lambda: its own message is the clearer one
+            self.fail(func, "only named functions and tensor methods can be called")
+        for arg in node.args:
+            self.visit(arg)
+        for kw in node.keywords:
+            self.visit(kw.value)
+
+
+def _measure(tree: ast.AST) -> tuple[int, int]:
+    """(node count, depth) of a tree."""
+    count, deepest = 0, 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return count, deepest
+
+
+def parse_reference(
+    expression: str,
+    *,
+    names: Collection[str],
+    label: str = "reference",
+    max_chars: int = 2000,
+    max_nodes: int = 400,
+    max_depth: int = 40,
+) -> Reference:
+    """Parse and validate ``expression`` over the argument ``names``; raise ToolInputError if refused."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise ToolInputError(f"{label}: the expression is empty; write e.g. 'x_ptr + y_ptr'.")
+    if len(expression) > max_chars:
+        raise ToolInputError(f"{label}: expression has {len(expression)} characters; the limit is {max_chars}.")
+    text = expression.strip()
+    if "\n" in text or "\r" in text:
+        raise ToolInputError(f"{label}: write the expression on one line.")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        col = (exc.offset or 1) - 1
+        marker = "  " + " " * max(col, 0) + "^"
+        raise ToolInputError(
+            f"{label}: syntax error (column {col + 1}): {exc.msg}\n  {text}\n{marker}\n"
+            "Write a single Python expression over the arguments, e.g. torch.softmax(x, dim=-1)."
+        ) from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ToolInputError(f"{label}: the expression is too deeply nested or invalid.") from None
+    count, depth = _measure(tree)
+    if count > max_nodes:
+        raise ToolInputError(f"{label}: expression has {count} syntax nodes; the limit is {max_nodes}.")
+    if depth > max_depth:
+        raise ToolInputError(f"{label}: expression nests {depth} levels deep; the limit is {max_depth}.")
+    validator = _Validator(text, label, names)
+    validator.visit(tree)
+    return Reference(text, tree, label, frozenset(validator.used))
+
+
+class _Evaluator:
+    """Interprets a validated tree. Re-checks every rule the validator enforced."""
+
+    def __init__(self, ref: Reference, env: Mapping[str, Any], max_elements: int) -> None:
+        self.ref = ref
+        self.env = env
+        self.max_elements = max_elements
+
+    def fail(self, node: ast.AST | None, what: str, hint: str = "") -> NoReturn:
+        _fail(self.ref.expression, self.ref.label, node, what, hint)
+
+    def check_size(self, node: ast.AST, value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.numel() > self.max_elements:
+            self.fail(node, f"creates a tensor of {value.numel()} elements; the limit is {self.max_elements}")
+        return value
+
+    def check_elements(self, node: ast.AST, elements: float) -> None:
+        if elements > self.max_elements:
+            self.fail(node, f"would create {int(elements)} elements; the limit is {self.max_elements}")
+
+    def eval(self, node: ast.AST) -> Any:
+        method = getattr(self, "eval_" + type(node).__name__, None)
+        if method is None:
+            self.fail(node, f"{type(node).__name__} is not supported")
+        return method(node)
+
+    def eval_Expression(self, node: ast.Expression) -> Any:
+        return self.eval(node.body)
+
+    def eval_Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def eval_Tuple(self, node: ast.Tuple) -> Any:
+        return tuple(self.eval(e) for e in node.elts)
+
+    def eval_List(self, node: ast.List) -> Any:
+        return [self.eval(e) for e in node.elts]
+
+    def eval_Name(self, node: ast.Name) -> Any:
+        if node.id not in self.env or node.id.startswith("__"):
+            self.fail(node, f"unknown name {node.id!r}")
+        return self.env[node.id]
+
+    def _namespace_member(self, node: ast.AST) -> tuple[str, str] | None:
+        dotted = _dotted(node)
+        if dotted is None:
+            return None
+        root = dotted.split(".")[0]
+        if root not in _ROOTS or root in self.env:
+            return None
+        return _split_namespace(dotted)
+
+    def eval_Attribute(self, node: ast.Attribute) -> Any:
+        if node.attr.startswith("_"):
+            self.fail(node, f"attribute {node.attr!r} is not allowed")
+        member = self._namespace_member(node)
+        if member is not None:
+            namespace, name = member
+            if namespace == "torch" and name in DTYPES:
+                return DTYPES[name]
+            if namespace == "torch" and name in TORCH_CONSTANTS:
+                return TORCH_CONSTANTS[name]
+            if namespace == "math" and name in MATH_CONSTANTS:
+                return MATH_CONSTANTS[name]
+            self.fail(node, f"{namespace}.{name} is not an allowed value")
+        value = self.eval(node.value)
+        if isinstance(value, torch.Tensor) and node.attr in TENSOR_PROPERTIES:
+            return getattr(value, node.attr)
+        if type(value).__module__ == "torch.return_types" and node.attr in RESULT_FIELDS:
+            return getattr(value, node.attr)
+        self.fail(node, f"attribute {node.attr!r} is not available on a {type(value).__name__}")
+
+    def eval_BinOp(self, node: ast.BinOp) -> Any:
+        left, right = self.eval(node.left), self.eval(node.right)
+        for side in (left, right):
+            if not isinstance(side, torch.Tensor | int | float | bool):
+                self.fail(node, f"operator needs tensors or numbers, got a {type(side).__name__}")
+        if isinstance(node.op, ast.MatMult):
+            self.check_elements(node, _meta_elements(torch.matmul, [left, right], {}))
+        elif isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
+            shapes = [v.shape for v in (left, right) if isinstance(v, torch.Tensor)]
+            try:
+                shape = torch.broadcast_shapes(*shapes)
+            except RuntimeError as exc:
+                self.fail(node, f"shapes do not broadcast: {exc}")
+            self.check_elements(node, math.prod(shape))
+        else:
+            self._check_int_arith(node, left, right)
+        return self.check_size(node, self._apply(node, _BINOPS[type(node.op)], left, right))
+
+    def _check_int_arith(self, node: ast.BinOp, left: Any, right: Any) -> None:
+        if not (isinstance(left, int) and isinstance(right, int)):
+            return
+        bits = max(abs(left), 1).bit_length(), max(abs(right), 1).bit_length()
+        if isinstance(node.op, ast.Pow) and right > 0 and abs(left) > 1 and bits[0] * right > _MAX_INT_BITS:
+            self.fail(node, "integer power too large")
+        if isinstance(node.op, ast.Mult) and sum(bits) > _MAX_INT_BITS:
+            self.fail(node, "integer product too large")
+        if isinstance(node.op, ast.LShift) and right > _MAX_INT_BITS:
+            self.fail(node, "shift too large")
+
+    def _apply(self, node: ast.AST, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ToolInputError:
+            raise
+        except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self.fail(node, f"evaluation failed: {message}")
+
+    def eval_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        op = _UNARYOPS.get(type(node.op))
+        if op is None:
+            self.fail(node, "`not` is not supported; use ~ or torch.logical_not")
+        operand = self.eval(node.operand)
+        if not isinstance(operand, torch.Tensor | int | float | bool):
+            self.fail(node, f"operator needs a tensor or a number, got a {type(operand).__name__}")
+        return self._apply(node, op, operand)
+
+    def eval_Compare(self, node: ast.Compare) -> Any:
+        if len(node.ops) != 1 or type(node.ops[0]) not in _CMPOPS:
+            self.fail(node, "only single ==, !=, <, <=, >, >= comparisons are supported")
+        left, right = self.eval(node.left), self.eval(node.comparators[0])
+        return self.check_size(node, self._apply(node, _CMPOPS[type(node.ops[0])], left, right))
+
+    def eval_Slice(self, node: ast.Slice) -> Any:
+        parts = [None if p is None else self.eval(p) for p in (node.lower, node.upper, node.step)]
+        for part in parts:
+            if part is not None and not isinstance(part, int | torch.Tensor):
+                self.fail(node, "slice bounds must be integers")
+        return slice(*parts)
+
+    def eval_Subscript(self, node: ast.Subscript) -> Any:
+        value = self.eval(node.value)
+        index = self.eval(node.slice)
+        if not isinstance(value, torch.Tensor | tuple | list | torch.Size):
+            self.fail(node, f"cannot index a {type(value).__name__}")
+        if isinstance(index, list):
+            index = tuple(index) if any(isinstance(i, slice | torch.Tensor) for i in index) else index
+        return self.check_size(node, self._apply(node, operator.getitem, value, index))
+
+    def eval_Call(self, node: ast.Call) -> Any:
+        args = [self.eval(a) for a in node.args]
+        kwargs: dict[str, Any] = {}
+        for kw in node.keywords:
+            if kw.arg is None or kw.arg == "out" or kw.arg.startswith("_"):
+                self.fail(kw.value, "this keyword argument is not allowed")
+            kwargs[kw.arg] = self.eval(kw.value)
+        func = node.func
+        if isinstance(func, ast.Name):
+            builtin = BUILTINS.get(func.id)
+            if builtin is None:
+                self.fail(func, f"function {func.id!r} is not allowed")
+            if any(isinstance(a, torch.Tensor) for a in args) and func.id in ("min", "max", "round"):
+                self.fail(
+                    func,
+                    f"builtin {func.id}() on a tensor is not supported",
+                    "Use torch.minimum/maximum, x.min() or torch.round.",
+                )
+            return self.check_size(node, self._apply(node, builtin, *args, **kwargs))
+        if not isinstance(func, ast.Attribute) or func.attr.startswith("_"):
+            self.fail(func, "only named functions and tensor methods can be called")
+        member = self._namespace_member(func)
+        if member is not None:
+            namespace, name = member
+            if namespace not in NAMESPACES or name not in NAMESPACES[namespace]:
+                self.fail(func, f"{namespace}.{name} is not an allowed function")
+            if name in _SIZE_FUNCTIONS and namespace == "torch":
+                self.check_elements(node, _creation_elements(name, args, kwargs))
+            target = getattr(_NAMESPACE_OBJECTS[namespace], name)
+            if name in _EXPANDING:
+                self.check_elements(node, _meta_elements(target, args, kwargs))
+            return self.check_size(node, self._apply(node, target, *args, **kwargs))
+        receiver = self.eval(func.value)
+        if not isinstance(receiver, torch.Tensor):
+            self.fail(func, f"method {func.attr!r} needs a tensor, got a {type(receiver).__name__}")
+        if func.attr not in TENSOR_METHODS:
+            self.fail(func, f"tensor method {func.attr!r} is not allowed")
+        if func.attr == "to" and not all(isinstance(a, torch.dtype) for a in [*args, *kwargs.values()]):
+            self.fail(func, "tensor.to() takes only a dtype here", "Write x.to(torch.float16).")
+        if func.attr in _SIZE_METHODS:
+            self.check_elements(node, _repeat_elements(func.attr, receiver, args))
+        if func.attr in _EXPANDING:
+            self.check_elements(node, _meta_elements(getattr(torch, func.attr), [receiver, *args], kwargs))
+        return self.check_size(node, self._apply(node, getattr(receiver, func.attr), *args, **kwargs))
+
+
+def _ints(values: list[Any]) -> list[int]:
+    flat: list[Any] = []
+    for v in values:
+        flat.extend(v if isinstance(v, tuple | list | torch.Size) else [v])
+    return [int(v) for v in flat if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def _creation_elements(name: str, args: list[Any], kwargs: dict[str, Any]) -> float:
+    """Upper bound of the elements a size-taking torch function would create."""
+    if name == "arange":
+        nums = [a for a in args if isinstance(a, int | float) and not isinstance(a, bool)]
+        if not nums:
+            return 0
+        start, end = (0.0, float(nums[0])) if len(nums) == 1 else (float(nums[0]), float(nums[1]))
+        step = abs(float(nums[2])) if len(nums) > 2 and nums[2] else 1.0
+        return abs(end - start) / step
+    if name == "linspace":
+        steps = kwargs.get("steps", args[2] if len(args) > 2 else 0)
+        return float(steps) if isinstance(steps, int | float) else 0
+    if name == "eye":
+        dims = _ints(args[:2]) or [0]
+        return float(dims[0]) * float(dims[-1])
+    sizes = args[:1] if name == "full" else args
+    size_kw = kwargs.get("size")
+    dims = _ints([size_kw] if size_kw is not None else sizes)
+    return float(math.prod(max(d, 0) for d in dims))
+
+
+def _meta_elements(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> float:
+    """Elements of ``fn``'s result computed on the meta device (no data); 0 when that fails."""
+
+    def meta(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return v.to("meta")
+        if isinstance(v, list | tuple):
+            return type(v)(meta(x) for x in v)
+        return v
+
+    try:
+        out = fn(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+    except Exception:
+        return 0
+    return float(out.numel()) if isinstance(out, torch.Tensor) else 0
+
+
+def _repeat_elements(method: str, tensor: torch.Tensor, args: list[Any]) -> float:
+    dims = _ints(args)
+    if method in ("repeat", "tile"):
+        return float(tensor.numel()) * float(math.prod(max(d, 1) for d in dims))
+    if method == "repeat_interleave":
+        return float(tensor.numel()) * float(dims[0] if dims else 1)
+    return float(math.prod(max(d, 1) for d in dims))
+
+
+def evaluate(ref: Reference, env: Mapping[str, Any], *, max_elements: int = 1 << 27) -> Any:
+    """Evaluate a validated reference against ``env`` (argument name -> tensor or number)."""
+    return _Evaluator(ref, env, max_elements).eval(ref.tree)
+
+
+def evaluate_expression(
+    expression: str, env: Mapping[str, Any], *, label: str = "reference", max_elements: int = 1 << 27
+) -> Any:
+    """Parse, validate and evaluate in one step (for tests and scripts)."""
+    return evaluate(parse_reference(expression, names=list(env), label=label), env, max_elements=max_elements)

@@ -1,0 +1,116 @@
+"""Compiled kernels by id: what was asked (a CompileSpec) and what the compiler produced.
+
+A kernel_id is a content hash of everything that changes the binary: source, kernel name,
+argument types, constexprs, target, options, and the compiler's version. The same input always
+gives the same id, so a repeated compile is a lookup. The store keeps the most recently used
+records (``Limits.max_kernels``); an id that fell out is reported as unknown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from tools.specs import Scalar
+
+
+@dataclass(frozen=True)
+class CompileSpec:
+    """The inputs of one compilation (hashable, JSON-serialisable)."""
+
+    source: str
+    kernel_name: str | None
+    signature: dict[str, str]  # types the caller gave, by parameter
+    hints: dict[str, str]  # types implied by launch args, used where the caller gave none
+    constexprs: dict[str, Scalar]
+    target: str
+    num_warps: int | None = None
+    num_stages: int | None = None
+    debug: bool = False
+    compiler_version: str = ""
+
+    @property
+    def kernel_id(self) -> str:
+        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return "k" + hashlib.sha256(canonical.encode()).hexdigest()[:20]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompileSpec:
+        return cls(**data)
+
+    def with_changes(self, **changes: Any) -> CompileSpec:
+        return replace(self, **changes)
+
+
+@dataclass
+class KernelRecord:
+    """A successful compilation: the spec plus what the compiler reported."""
+
+    spec: CompileSpec
+    kernel_name: str
+    arg_names: list[str]
+    constexpr_names: list[str]
+    signature: dict[str, str]  # resolved type of every runtime parameter
+    compile_ms: dict[str, float]
+    resources: dict[str, Any]
+    diagnostics: list[dict[str, Any]]
+    asm: dict[str, str]
+    created: float = field(default_factory=time.time)
+
+    @property
+    def kernel_id(self) -> str:
+        return self.spec.kernel_id
+
+    @property
+    def runtime_args(self) -> list[str]:
+        return [a for a in self.arg_names if a not in self.constexpr_names]
+
+    def launch_info(self) -> dict[str, Any]:
+        """What a worker needs to launch this kernel (no artifacts)."""
+        return {
+            "kernel_id": self.kernel_id,
+            "source": self.spec.source,
+            "kernel_name": self.kernel_name,
+            "arg_names": self.arg_names,
+            "constexpr_names": self.constexpr_names,
+            "signature": self.signature,
+            "constexprs": self.spec.constexprs,
+            "target": self.spec.target,
+            "num_warps": self.spec.num_warps,
+            "num_stages": self.spec.num_stages,
+            "debug": self.spec.debug,
+        }
+
+
+class KernelStore:
+    """An LRU map kernel_id -> KernelRecord, safe to use from several threads."""
+
+    def __init__(self, max_kernels: int = 512) -> None:
+        self.max_kernels = max_kernels
+        self._records: OrderedDict[str, KernelRecord] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, kernel_id: str) -> KernelRecord | None:
+        with self._lock:
+            record = self._records.get(kernel_id)
+            if record is not None:
+                self._records.move_to_end(kernel_id)
+            return record
+
+    def put(self, record: KernelRecord) -> None:
+        with self._lock:
+            self._records[record.kernel_id] = record
+            self._records.move_to_end(record.kernel_id)
+            while len(self._records) > self.max_kernels:
+                self._records.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._records)
