@@ -60,11 +60,15 @@ def analyze_axis_info(fn: Function) -> dict[Value, AxisInfo]:
     for a, attrs in zip(fn.args, fn.arg_attrs, strict=True):
         info[a] = AxisInfo((1,), (int(attrs.get("divisibility", 1)),), (1,))
     for op in fn.walk():
-        for r in op.results:
-            info[r] = _infer(op, r, info)
+        if op.opcode == "for":
+            # the induction variable steps from lb by step: divisible by gcd of both
+            lb, step = _scalar_div(info, op.operands[0]), _scalar_div(info, op.operands[2])
+            info[op.regions[0].args[0]] = AxisInfo((1,), (_p2gcd(lb, step),), (1,))
         for region in op.regions:
             for arg in region.args:
                 info.setdefault(arg, AxisInfo.unknown(max(1, len(_shape(arg)))))
+        for r in op.results:
+            info[r] = _infer(op, r, info)
     return info
 
 

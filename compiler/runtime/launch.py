@@ -211,8 +211,10 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
         if n not in signature:
             raise E.ArgumentError(f"the signature gives no type for parameter {n!r} of {fn.__name__} "
                                   "(e.g. '*fp32' for a tensor, 'i32' for an integer)")
-        ty = parse_signature_type(signature[n])
-        specs.append(ParamSpec(n, False, None, ty, 16 if isinstance(ty, T.PointerType) else 1))
+        text, _, div = signature[n].partition(":")  # Triton's "i32:16" marks an int divisible by 16
+        ty = parse_signature_type(text)
+        divisibility = int(div) if div.isdigit() else (16 if isinstance(ty, T.PointerType) else 1)
+        specs.append(ParamSpec(n, False, None, ty, divisibility))
     extra = set(signature) - set(names)
     if extra:
         raise E.ArgumentError(f"the signature names unknown parameters: {', '.join(sorted(extra))}")
