@@ -121,3 +121,29 @@ def test_loops_if_and_atomics(n: int) -> None:
     torch.testing.assert_close(g[1].cpu(), ref, atol=1e-4, rtol=1e-4)
     assert g[2].cpu().tolist() == c[2].tolist()
     assert c[2][:4].tolist() == [64, 64, 64, 64]
+
+
+@jit
+def scans(x_ptr, fwd_ptr, rev_ptr, col_ptr, M: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + offs)
+    tl.store(fwd_ptr + offs, tl.cumsum(x, axis=1))
+    tl.store(rev_ptr + offs, tl.cumsum(x, axis=1, reverse=True))
+    tl.store(col_ptr + offs, tl.cumsum(x, axis=0))
+
+
+@pytest.mark.parametrize("mn", [(1, 16), (4, 1024), (64, 64), (256, 2)])
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_scans(mn: tuple[int, int], num_warps: int) -> None:
+    m, n = mn
+
+    def make(dev: str):  # type: ignore[no-untyped-def]
+        x = torch.randint(-9, 9, (m, n), generator=torch.Generator().manual_seed(m + n), dtype=torch.int32)
+        return [x] + [torch.full((m, n), -1, dtype=torch.int32) for _ in range(3)]
+
+    c, g = _both(scans, (1,), make, M=m, N=n, num_warps=num_warps)
+    x = c[0]
+    assert torch.equal(g[1].cpu(), x.cumsum(1).int())
+    assert torch.equal(g[2].cpu(), x.flip(1).cumsum(1).flip(1).int())
+    assert torch.equal(g[3].cpu(), x.cumsum(0).int())
+    assert torch.equal(c[1], g[1].cpu()) and torch.equal(c[3], g[3].cpu())

@@ -180,6 +180,12 @@ def _reduce(lw: NvLowering, op: Op) -> None:
     lower_reduce(lw, op)
 
 
+def _scan(lw: NvLowering, op: Op) -> None:
+    from .scan import lower_scan
+
+    lower_scan(lw, op)
+
+
 def _noop(lw: NvLowering, op: Op) -> None:
     return None
 
@@ -206,6 +212,7 @@ LOWER: dict[str, Callable[[NvLowering, Op], None]] = {
     "if": _control("lower_if"),
     "while": _control("lower_while"),
     "reduce": _reduce,
+    "scan": _scan,
     "assume": _noop,
     "barrier": _barrier,
 }

@@ -1,0 +1,109 @@
+"""Scans on NVIDIA GPUs by recursive doubling over the bits of the scanned coordinate.
+
+Each bit of the axis coordinate is held by one hardware bit (a register, lane or warp bit). In
+increasing significance, the half whose bit is set takes the other half's segment total into its
+prefix (the reverse for reverse scans), and both halves combine their totals: within a thread
+for register bits, by shuffles for lane bits, through shared memory for warp bits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Op
+from ...layouts import LANE, REGISTER, WARP
+from ..cpu.scalar import I1, I32
+from .convert import _addr
+from .lower import GPUTile, nv_type, num_regs
+from .reduce import _byte_offset, _combine, _shfl_xor
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+
+__all__ = ["lower_scan"]
+
+
+def lower_scan(lw: NvLowering, op: Op) -> None:
+    axis, reverse = op.attrs["axis"], op.attrs["reverse"]
+    region = op.regions[0]
+    first = lw.tile(op.operands[0])
+    layout = first.layout
+    xs = [lw.tile(v, layout) for v in op.operands]
+    elems = [T.elem_of(v.type) for v in op.operands]
+    n = num_regs(layout)
+    prefix = [[x.regs[r] for x in xs] for r in range(n)]
+    total = [list(p) for p in prefix]
+    bits = []
+    for dim in (REGISTER, LANE, WARP):
+        for k, basis in enumerate(layout.bases(dim)):
+            if basis[axis]:
+                bits.append((basis[axis], dim, k))
+    b = lw.b
+
+    def comb(a: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
+        return _combine(lw, region, a, c)
+
+    def sel(cond: ir.Value, a: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
+        return [b.select(cond, u, v) for u, v in zip(a, c, strict=True)]
+
+    for _, dim, k in sorted(bits):
+        if dim == REGISTER:
+            for r0 in range(n):
+                if r0 >> k & 1:
+                    continue
+                r1 = r0 | 1 << k
+                t = comb(total[r0], total[r1])
+                if reverse:
+                    prefix[r0] = comb(prefix[r0], total[r1])
+                else:
+                    prefix[r1] = comb(total[r0], prefix[r1])
+                total[r0], total[r1] = t, list(t)
+            continue
+        if dim == LANE:
+            mine = b.trunc(b.and_(b.lshr(lw.lane, ir.Constant(I32, k)), ir.Constant(I32, 1)), I1)
+            partner = [[_shfl_xor(lw, v, 1 << k) for v in total[r]] for r in range(n)]
+        else:
+            mine = b.trunc(b.and_(b.lshr(lw.warp, ir.Constant(I32, k)), ir.Constant(I32, 1)), I1)
+            partner = _exchange_warps(lw, total, k, elems)
+        for r in range(n):
+            pt = partner[r]
+            upper = comb(pt, total[r])   # I am the upper half: the partner's segment comes first
+            lower = comb(total[r], pt)
+            if reverse:
+                prefix[r] = sel(mine, prefix[r], comb(prefix[r], pt))
+            else:
+                prefix[r] = sel(mine, comb(pt, prefix[r]), prefix[r])
+            total[r] = sel(mine, upper, lower)
+    for i, res in enumerate(op.results):
+        lw.vals[res] = GPUTile(layout, [prefix[r][i] for r in range(n)])
+
+
+def _exchange_warps(lw: NvLowering, total: list[list[ir.Value]], k: int,
+                    elems: list[T.ElemType]) -> list[list[ir.Value]]:
+    """Each thread's segment totals as held by the same lane of warp ^ (1 << k)."""
+    b = lw.b
+    n = len(total)
+    threads = 32 * lw.num_warps
+    sizes = [8 if isinstance(e, T.PointerType) else max(1, e.bits // 8) for e in elems]
+    offsets, off = [], 0
+    for s in sizes:
+        offsets.append(off)
+        off += threads * n * s
+    base = lw.scratch(off)
+    me = b.add(b.mul(lw.warp, ir.Constant(I32, 32)), lw.lane)
+    other = b.add(b.mul(b.xor(lw.warp, ir.Constant(I32, 1 << k)), ir.Constant(I32, 32)), lw.lane)
+    lw.barrier()
+    for r in range(n):
+        for v, o, e in zip(total[r], offsets, elems, strict=True):
+            slot = b.add(b.mul(me, ir.Constant(I32, n)), ir.Constant(I32, r))
+            b.store(v, _addr(lw, _byte_offset(lw, base, o), slot, nv_type(e)))
+    lw.barrier()
+    out = []
+    for r in range(n):
+        slot = b.add(b.mul(other, ir.Constant(I32, n)), ir.Constant(I32, r))
+        out.append([b.load(_addr(lw, _byte_offset(lw, base, o), slot, nv_type(e)), typ=nv_type(e))
+                    for o, e in zip(offsets, elems, strict=True)])
+    return out
