@@ -45,15 +45,17 @@ class CompiledKernel:
 
     def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
         """Run on `grid`; `params` holds a value for every kernel parameter (constants ignored)."""
-        args = [params[i] for i in self.arg_index]
         gx, gy, gz = grid
         total = gx * gy * gz
         if total == 0:
             return
-        vals = [a.data_ptr() if p else a for a, p in zip(args, self._is_ptr, strict=True)]
+        vals = [params[i].data_ptr() if p else params[i] for i, p in zip(self.arg_index, self._is_ptr, strict=True)]
         if self.options.debug:
-            return self._launch_debug(grid, args, vals)
+            return self._launch_debug(grid, [params[i] for i in self.arg_index], vals)
         cfunc = self.cfunc
+        if total == 1:
+            cfunc(*vals, 0, 1, gx, gy, gz, None, None)
+            return
         from .launch import run_grid
 
         run_grid(lambda s, e: cfunc(*vals, s, e, gx, gy, gz, None, None), total)

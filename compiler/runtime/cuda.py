@@ -10,11 +10,17 @@ from .specialize import LaunchOptions
 __all__ = ["CudaCompiledKernel", "compile_cuda"]
 
 
+_torch_c: Any = None
+
+
 def _stream() -> int:
     """torch's current CUDA stream on the current device (a raw handle; cheap)."""
-    import torch
+    global _torch_c
+    if _torch_c is None:
+        import torch
 
-    return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+        _torch_c = torch._C
+    return _torch_c._cuda_getCurrentRawStream(_torch_c._cuda_getDevice())
 
 
 class CudaCompiledKernel:

@@ -13,7 +13,7 @@ from typing import Any
 from .. import errors as E
 from ..ir import types as T
 from .compiled import CompiledKernel, compile_kernel
-from .specialize import LaunchOptions, ParamInfo, arg_key, parse_signature_type, spec_for
+from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signature_type, spec_for
 
 __all__ = ["Launcher", "compile_for_signature", "run_grid"]
 
@@ -132,9 +132,26 @@ class Launcher:
             return vals, self._default_opts
         return vals, LaunchOptions.from_kwargs(opts, self.fn.debug)
 
+    def _key(self, vals: list[Any]) -> tuple[Any, ...]:
+        """The specialization key (the hot path: tensors and ints inline, the rest via arg_key)."""
+        out: list[Any] = []
+        for p, v in zip(self.params, vals, strict=True):
+            tv = type(v)
+            if p.constexpr:
+                out.append(v if tv is int or tv is bool or tv is float or tv is str or v is None else arg_key(p, v))
+            elif tv is _Tensor and not p.no_specialize:
+                out.append((v.dtype, v.is_cuda, not v.data_ptr() & 15))
+            elif tv is int and not p.no_specialize and -(2**31) <= v < 2**31:
+                out.append(1 if v == 1 else (16 if not v & 15 else 0))
+            else:
+                out.append(arg_key(p, v))
+        return tuple(out)
+
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any, warmup: bool) -> CompiledKernel:
         vals, opts = self.bind(args, kwargs)
-        key = (tuple(map(arg_key, self.params, vals)), opts)
+        key = self._key(vals)
+        if opts is not self._default_opts:
+            key = (key, opts)
         ck = self.cache.get(key)
         if ck is None:
             specs = [spec_for(p, v, self.fn.__name__) for p, v in zip(self.params, vals, strict=True)]

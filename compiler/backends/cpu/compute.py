@@ -22,8 +22,10 @@ _REASSOC_OPS = {"add", "mul", "max", "min", "and", "or", "xor"}
 
 
 def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
-               body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]], reverse: bool = False) -> list[ir.Value]:
-    """for j in [start, end) (or reversed): vals = body(j, vals); returns the final values."""
+               body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]], reverse: bool = False,
+               vector_width: int = 0) -> list[ir.Value]:
+    """for j in [start, end) (or reversed): vals = body(j, vals); returns the final values.
+    vector_width > 0 forces that vectorization factor on the loop (see _forced_width)."""
     if end <= start:
         return init
     b = lw.b
@@ -47,7 +49,9 @@ def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
     i.add_incoming(nxt, latch)
     for p, v in zip(phis, new, strict=True):
         p.add_incoming(v, latch)
-    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I64, end)), loop_bb, exit_bb)
+    br = b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I64, end)), loop_bb, exit_bb)
+    if vector_width:
+        br.set_metadata("llvm.loop", _loop_md(lw.m, vector_width))
     b.position_at_end(exit_bb)
     lw.memo = memo
     out = []
@@ -56,6 +60,36 @@ def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
         q.add_incoming(v, latch)
         out.append(q)
     return out
+
+
+def _loop_md(m: ir.Module, width: int) -> ir.MDValue:
+    """A loop ID (self-referential, as LLVM requires) asking for vectorization factor `width`
+    (width 0: no vectorization)."""
+    enable = m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"),
+                             ir.Constant(ir.IntType(1), 1 if width else 0)])
+    vf = m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(ir.IntType(32), width)])
+    md = m.add_metadata([ir.MetaDataString(m, f"anvil.loop.{len(m.metadata)}")])  # a fresh node...
+    md.operands = (md, enable, vf) if width else (md, enable)  # ...made to point at itself
+    return md
+
+
+def _forced_width(region: Block, elems: list[T.ElemType]) -> int:
+    """A fixed vectorization factor for reductions combining floats with max/min, else 0.
+
+    LLVM 22 vectorizes maxnum/minnum reductions without fast-math flags, but when it picks the
+    factor itself its two cost models can disagree on short trip counts (e.g. 31 or 127), and
+    an assertion-enabled LLVM (llvmlite's) then aborts the process ("VPlan cost model and
+    legacy cost model disagreed"). A factor given in loop metadata skips that comparison."""
+    def is_float(t: T.Type) -> bool:
+        e = T.elem_of(t)
+        return isinstance(e, T.ScalarType) and e.is_float
+
+    if not any(o.opcode in ("max", "min") and is_float(o.results[0].type) for o in region.ops):
+        return 0
+    from .engine import host
+
+    bits = 512 if "+avx512f" in host().features else 256 if "+avx2" in host().features else 128
+    return max(1, bits // max(e.bits if isinstance(e, T.ScalarType) else 64 for e in elems))
 
 
 def _combiner(lw: Lowering, region: Block) -> Callable[[list[ir.Value], list[ir.Value]], list[ir.Value]]:
@@ -95,10 +129,12 @@ def lower_reduce(lw: Lowering, op: Op) -> None:
     if not inner:
         outs = [lw.alloc(out_shape, e) for e in elems] if out_shape else None
         results: list[ir.Value] = []
+        width = _forced_width(op.regions[0], elems)
 
         def row(idx: Idx) -> None:
             first = [lw.ev(x, (*idx, lw.zero)) for x in xs]
-            acc = loop_carry(lw, 1, n, first, lambda j, acc: combine(acc, [lw.ev(x, (*idx, j)) for x in xs]))
+            acc = loop_carry(lw, 1, n, first, lambda j, acc: combine(acc, [lw.ev(x, (*idx, j)) for x in xs]),
+                             vector_width=width)
             if outs is None:
                 results.extend(acc)
             else:
@@ -134,7 +170,11 @@ def lower_reduce(lw: Lowering, op: Op) -> None:
 
             _nest(lw, inner, inner_body)
 
-        lw.loop(n - 1, lambda j: at_j(lw.b.add(j, ir.Constant(I64, 1))))
+        # Float max/min: keep LLVM's loop vectorizer off this loop over the reduced axis. LLVM 22
+        # vectorizes it with a NaN check that drops the remainder iterations (max over 8 rows
+        # read only 5) or aborts on the cost-model assertion (see _forced_width).
+        md = _loop_md(lw.m, 0) if _forced_width(op.regions[0], elems) else None
+        lw.loop(n - 1, lambda j: at_j(lw.b.add(j, ir.Constant(I64, 1))), loop_md=md)
 
     _nest(lw, outer, step)
     for r, buf in zip(op.results, outs, strict=True):

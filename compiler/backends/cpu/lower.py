@@ -151,7 +151,8 @@ class Lowering:
         return Buf(p, shape, contiguous_strides(shape), elem, self._alloc_id)
 
     # ------------------------------------------------------------------ loops
-    def loop(self, n: int | ir.Value, body: Callable[[ir.Value], None], reverse: bool = False) -> None:
+    def loop(self, n: int | ir.Value, body: Callable[[ir.Value], None], reverse: bool = False,
+             loop_md: ir.MDValue | None = None) -> None:
         b = self.b
         count = ir.Constant(I64, n) if isinstance(n, int) else n
         if isinstance(n, int) and n == 1:
@@ -168,7 +169,9 @@ class Lowering:
         body(idx)
         nxt = b.add(i, ir.Constant(I64, 1))
         i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, count), loop_bb, exit_bb)
+        br = b.cbranch(b.icmp_unsigned("<", nxt, count), loop_bb, exit_bb)
+        if loop_md is not None:
+            br.set_metadata("llvm.loop", loop_md)
         b.position_at_end(exit_bb)
 
     def loop_nest(self, shape: tuple[int, ...], body: Callable[[tuple[ir.Value, ...]], None]) -> None:

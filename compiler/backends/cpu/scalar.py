@@ -6,12 +6,15 @@ loop nests around them are the lowering's business (lower.py).
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from llvmlite import ir
 
 from ...ir import types as T
+from . import bf16
 
 __all__ = ["llvm_type", "BINARY", "CMP", "emit_math", "emit_cast", "emit_bitcast", "const", "I1", "I8",
            "I32", "I64", "PTR", "F32"]
@@ -32,7 +35,9 @@ def llvm_type(t: T.Type) -> ir.Type:
     if t.is_float:
         if t.bits == 8:
             return I8  # fp8 values travel as their bits
-        return {"fp16": F16, "bf16": BF16, "fp32": F32, "fp64": F64}[t.name]
+        if t.name == "bf16":
+            return I16  # so do bf16 values (llvmlite has no bfloat type): bf16.py
+        return {"fp16": F16, "fp32": F32, "fp64": F64}[t.name]
     return ir.IntType(t.bits)
 
 
@@ -41,6 +46,13 @@ def const(t: T.ScalarType, v: Any) -> ir.Constant:
         from .fp8 import fp8_bits
 
         return ir.Constant(I8, fp8_bits(float(v), t))
+    if t == T.bf16:
+        return ir.Constant(I16, bf16.bf16_bits(float(v)))
+    if t == T.fp16:
+        try:  # round to nearest even; beyond the largest half it is inf (llvmlite would raise)
+            v = struct.unpack("e", struct.pack("e", float(v)))[0]
+        except OverflowError:
+            v = math.copysign(math.inf, float(v))
     if t.is_float:
         return ir.Constant(llvm_type(t), float(v))
     iv = int(v) & ((1 << t.bits) - 1)
@@ -142,6 +154,15 @@ def _fbin(name: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
     return f
 
 
+def _via_f32(fn: Callable[[B, T.ScalarType, V, V, dict], V]) -> Callable[[B, T.ScalarType, V, V, dict], V]:
+    def f(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
+        if t != T.bf16:
+            return fn(b, t, x, y, attrs)
+        return bf16.from_f32(b, fn(b, T.fp32, bf16.to_f32(b, x), bf16.to_f32(b, y), attrs))
+
+    return f
+
+
 BINARY: dict[str, Callable[[B, T.ScalarType, V, V, dict], V]] = {
     "add": _float_or_int("fadd", "add"),
     "sub": _float_or_int("fsub", "sub"),
@@ -162,10 +183,14 @@ BINARY: dict[str, Callable[[B, T.ScalarType, V, V, dict], V]] = {
     "hypot": _fbin("hypot"),
 }
 
+BINARY = {k: _via_f32(f) for k, f in BINARY.items()}
+
 _ICMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 def _cmp(b: B, t: T.ElemType, pred: str, x: V, y: V) -> V:
+    if t == T.bf16:
+        t, x, y = T.fp32, bf16.to_f32(b, x), bf16.to_f32(b, y)
     if isinstance(t, T.ScalarType) and t.is_float:
         # Triton: ordered comparisons, except != which is unordered (true for NaN).
         if pred == "ne":
@@ -203,6 +228,9 @@ def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
 
 
 def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) -> V:
+    if t == T.bf16:
+        r = emit_math(b, fn, T.fp32, [bf16.to_f32(b, a) if a.type == I16 else a for a in args], fast)
+        return bf16.from_f32(b, r) if r.type == F32 else r
     x = args[0]
     ty = x.type
     if fn == "neg":
@@ -291,6 +319,15 @@ def emit_cast(b: B, src: T.ElemType, dst: T.ElemType, x: V, rounding: str | None
         if isinstance(src, T.PointerType):
             return b.ptrtoint(x, llvm_type(dst))
         return b.inttoptr(x, PTR)
+    if src == T.bf16:
+        return emit_cast(b, T.fp32, dst, bf16.to_f32(b, x), rounding)
+    if dst == T.bf16:
+        if _is_fp8(src) or src == T.fp16:
+            x, src = emit_cast(b, src, T.fp32, x), T.fp32
+        if src == T.fp32:
+            return bf16.from_f32(b, x, rounding)
+        # fp64 and integers (exact in fp64 up to 53 bits) round once through fp64.
+        return bf16.from_f64(b, emit_cast(b, src, T.fp64, x), rounding)
     if _is_fp8(src):
         f = fp8_to_f32(b, src, x)
         return emit_cast(b, T.fp32, dst, f)
@@ -301,15 +338,25 @@ def emit_cast(b: B, src: T.ElemType, dst: T.ElemType, x: V, rounding: str | None
             f = emit_cast(b, src, T.fp32, x)
         return f32_to_fp8(b, dst, f, rounding or "rtne")
     st, dt = llvm_type(src), llvm_type(dst)
+    if src == T.fp64 and dst == T.fp16:
+        # x86 has no f64 -> f16 instruction and the JIT does not link the __truncdfhf2 libcall
+        # LLVM would call: round to odd into fp32, then once to fp16.
+        return emit_cast(b, T.fp32, T.fp16, bf16.f64_to_f32_odd(b, x, rounding), rounding)
     if src.is_float and dst.is_float:
         if dst.bits > src.bits or (src == T.fp16 and dst == T.bf16) or (src == T.bf16 and dst == T.fp16):
             if {src.name, dst.name} == {"fp16", "bf16"}:
                 return b.fptrunc(b.fpext(x, F32), dt)
             return b.fpext(x, dt)
+        t = b.fptrunc(x, dt)
         if rounding == "rtz":
-            return _intrinsic(b, f"llvm.fptrunc.round.{_suffix(dt)}.{_suffix(st)}", dt,
-                              [x, ir.MetaDataString(b.module, "round.towardzero")])
-        return b.fptrunc(x, dt)
+            # llvm.fptrunc.round cannot be selected on x86 (LLVM aborts): round to nearest, then
+            # step one ulp toward zero where that rounded away from zero (inf -> the largest finite).
+            back = b.fpext(t, st)
+            neg = b.fcmp_ordered("<", x, ir.Constant(st, 0.0))
+            away = b.select(neg, b.fcmp_ordered("<", back, x), b.fcmp_ordered(">", back, x))
+            it = ir.IntType(dst.bits)
+            t = b.bitcast(b.sub(b.bitcast(t, it), b.zext(away, it)), dt)
+        return t
     if src.is_int and dst.is_int:
         if dst.bits == src.bits:
             return x

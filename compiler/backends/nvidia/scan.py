@@ -17,7 +17,7 @@ from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP
 from ..cpu.scalar import I1, I32
 from .convert import _addr
-from .lower import GPUTile, nv_type, num_regs
+from .lower import GPUTile, num_regs, nv_type
 from .reduce import _byte_offset, _combine, _shfl_xor
 
 if TYPE_CHECKING:
