@@ -6,7 +6,8 @@ import pytest
 
 from compiler import compile_source
 from compiler.frontend import GenOptions, ParamSpec, generate_kernel
-from compiler.ir import Block, Builder, Function, VerificationError, print_function, types as T, verify
+from compiler.ir import Block, Builder, Function, VerificationError, print_function, verify
+from compiler.ir import types as T
 from compiler.passes import cse, dce, fold, run_pipeline
 from compiler.runtime.jit import as_jit
 
