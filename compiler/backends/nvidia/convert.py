@@ -69,13 +69,27 @@ def _through_shared(lw: NvLowering, x: GPUTile, dst: LinearLayout, elem: T.ElemT
     ty = nv_type(elem)
     size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
     base = lw.scratch(n * size)
-    b = lw.b
     lw.barrier()
     for r, v in enumerate(x.regs):
-        b.store(v, _addr(lw, base, linear_index(lw, x.layout, r, shape), ty))
+        smem_store(lw, base, linear_index(lw, x.layout, r, shape), v)
     lw.barrier()
-    regs = [b.load(_addr(lw, base, linear_index(lw, dst, r, shape), ty), typ=ty) for r in range(num_regs(dst))]
+    regs = [smem_load(lw, base, linear_index(lw, dst, r, shape), ty) for r in range(num_regs(dst))]
     return GPUTile(dst, regs)
+
+
+def smem_store(lw: NvLowering, base: ir.Value, idx: ir.Value, v: ir.Value) -> None:
+    """Store `v` as element `idx` of the shared scratch area (pointers travel as i64)."""
+    b = lw.b
+    if isinstance(v.type, ir.PointerType):
+        v = b.ptrtoint(v, I64)
+    b.store(v, _addr(lw, base, idx, v.type))
+
+
+def smem_load(lw: NvLowering, base: ir.Value, idx: ir.Value, ty: ir.Type) -> ir.Value:
+    b = lw.b
+    if isinstance(ty, ir.PointerType):
+        return b.inttoptr(b.load(_addr(lw, base, idx, I64), typ=I64), ty)
+    return b.load(_addr(lw, base, idx, ty), typ=ty)
 
 
 def _addr(lw: NvLowering, base: ir.Value, idx: ir.Value, ty: ir.Type) -> ir.Value:
@@ -113,7 +127,7 @@ def broadcast_tile(lw: NvLowering, x: GPUTile, dst: LinearLayout, src_shape: tup
     b = lw.b
     lw.barrier()
     for r, v in enumerate(x.regs):
-        b.store(v, _addr(lw, base, linear_index(lw, x.layout, r, src_shape), ty))
+        smem_store(lw, base, linear_index(lw, x.layout, r, src_shape), v)
     lw.barrier()
     hw = lw.hw_coords(dst)
     regs = []
@@ -126,7 +140,7 @@ def broadcast_tile(lw: NvLowering, x: GPUTile, dst: LinearLayout, src_shape: tup
                 c = b.or_(hw[d], ir.Constant(I32, rc[d])) if rc[d] else hw[d]
                 idx = b.add(idx, b.mul(c, ir.Constant(I32, stride)))
             stride *= src_shape[d]
-        regs.append(b.load(_addr(lw, base, idx, ty), typ=ty))
+        regs.append(smem_load(lw, base, idx, ty))
     return GPUTile(dst, regs)
 
 

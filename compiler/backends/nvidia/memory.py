@@ -282,18 +282,18 @@ def _guarded(lw: NvLowering, pred: ir.Value | None, make: Callable[[], ir.Value]
 def _scalar_atomic(lw: NvLowering, op: Op, make: Callable[[], ir.Value], ety: ir.Type,
                    pred: ir.Value | None) -> None:
     """A scalar atomic runs once (thread 0); every thread receives the old value."""
-    from .convert import _addr
+    from .convert import smem_load, smem_store
 
     b = lw.b
     first = b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0))
     p = first if pred is None else b.and_(first, pred)
     old = _guarded(lw, p, make, ety)
     base = lw.scratch(8)
-    slot = _addr(lw, base, ir.Constant(I32, 0), ety)
+    zero = ir.Constant(I32, 0)
     lw.barrier()
-    _guarded(lw, first, lambda: (b.store(old, slot), ir.Constant(I32, 0))[1], I32)
+    _guarded(lw, first, lambda: (smem_store(lw, base, zero, old), zero)[1], I32)
     lw.barrier()
-    lw.vals[op.result] = b.load(slot, typ=ety)
+    lw.vals[op.result] = smem_load(lw, base, zero, ety)
 
 
 def lower_atomic_rmw(lw: NvLowering, op: Op) -> None:

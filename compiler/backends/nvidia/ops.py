@@ -124,7 +124,7 @@ def _broadcast(lw: NvLowering, op: Op) -> None:
 
 
 def _reshape(lw: NvLowering, op: Op) -> None:
-    from .convert import _addr, linear_index
+    from .convert import linear_index, smem_load, smem_store
 
     x = lw.tile(op.operands[0])
     shape = T.shape_of(op.result.type)
@@ -136,12 +136,11 @@ def _reshape(lw: NvLowering, op: Op) -> None:
         n *= s
     size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
     base = lw.scratch(n * size)
-    b = lw.b
     lw.barrier()
     for r, v in enumerate(x.regs):
-        b.store(v, _addr(lw, base, linear_index(lw, x.layout, r, T.shape_of(op.operands[0].type)), ty))
+        smem_store(lw, base, linear_index(lw, x.layout, r, T.shape_of(op.operands[0].type)), v)
     lw.barrier()
-    regs = [b.load(_addr(lw, base, linear_index(lw, dst, r, shape), ty), typ=ty) for r in range(num_regs(dst))]
+    regs = [smem_load(lw, base, linear_index(lw, dst, r, shape), ty) for r in range(num_regs(dst))]
     lw.vals[op.result] = GPUTile(dst, regs)
 
 

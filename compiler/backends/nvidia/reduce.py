@@ -11,7 +11,7 @@ from ...ir import types as T
 from ...ir.core import Block, Op
 from ...layouts import LANE, REGISTER, WARP, slice_layout
 from ..cpu.scalar import I16, I32, I64
-from .convert import _addr
+from .convert import smem_load, smem_store
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
@@ -118,8 +118,8 @@ def _across_warps(lw: NvLowering, region: Block, acc: dict[int, list[ir.Value]],
     for key, vals in acc.items():
         li = linear_index(lw, out_layout, key, out_shape) if out_shape else ir.Constant(I32, 0)  # type: ignore[arg-type]
         slot = b.add(b.mul(li, ir.Constant(I32, nw)), widx)
-        for v, o, e in zip(vals, offsets, elems, strict=True):
-            b.store(v, _addr(lw, _byte_offset(lw, base, o), slot, nv_type(e)))
+        for v, o, _e in zip(vals, offsets, elems, strict=True):
+            smem_store(lw, _byte_offset(lw, base, o), slot, v)
     lw.barrier()
     for key in list(acc):
         li = linear_index(lw, out_layout, key, out_shape) if out_shape else ir.Constant(I32, 0)  # type: ignore[arg-type]
@@ -127,7 +127,7 @@ def _across_warps(lw: NvLowering, region: Block, acc: dict[int, list[ir.Value]],
         cur: list[ir.Value] | None = None
         for j in range(nw):
             slot = b.add(row, ir.Constant(I32, j))
-            vals = [b.load(_addr(lw, _byte_offset(lw, base, o), slot, nv_type(e)), typ=nv_type(e))
+            vals = [smem_load(lw, _byte_offset(lw, base, o), slot, nv_type(e))
                     for o, e in zip(offsets, elems, strict=True)]
             cur = vals if cur is None else _combine(lw, region, cur, vals)
         assert cur is not None

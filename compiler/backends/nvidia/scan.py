@@ -16,7 +16,7 @@ from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP
 from ..cpu.scalar import I1, I32
-from .convert import _addr
+from .convert import smem_load, smem_store
 from .lower import GPUTile, num_regs, nv_type
 from .reduce import _byte_offset, _combine, _shfl_xor
 
@@ -97,13 +97,13 @@ def _exchange_warps(lw: NvLowering, total: list[list[ir.Value]], k: int,
     other = b.add(b.mul(b.xor(lw.warp, ir.Constant(I32, 1 << k)), ir.Constant(I32, 32)), lw.lane)
     lw.barrier()
     for r in range(n):
-        for v, o, e in zip(total[r], offsets, elems, strict=True):
+        for v, o, _e in zip(total[r], offsets, elems, strict=True):
             slot = b.add(b.mul(me, ir.Constant(I32, n)), ir.Constant(I32, r))
-            b.store(v, _addr(lw, _byte_offset(lw, base, o), slot, nv_type(e)))
+            smem_store(lw, _byte_offset(lw, base, o), slot, v)
     lw.barrier()
     out = []
     for r in range(n):
         slot = b.add(b.mul(other, ir.Constant(I32, n)), ir.Constant(I32, r))
-        out.append([b.load(_addr(lw, _byte_offset(lw, base, o), slot, nv_type(e)), typ=nv_type(e))
+        out.append([smem_load(lw, _byte_offset(lw, base, o), slot, nv_type(e))
                     for o, e in zip(offsets, elems, strict=True)])
     return out
