@@ -291,7 +291,11 @@ def _scalar_atomic(lw: NvLowering, op: Op, make: Callable[[], ir.Value], ety: ir
     base = lw.scratch(8)
     zero = ir.Constant(I32, 0)
     lw.barrier()
-    _guarded(lw, first, lambda: (smem_store(lw, base, zero, old), zero)[1], I32)
+    def publish() -> ir.Value:
+        smem_store(lw, base, zero, old)
+        return zero
+
+    _guarded(lw, first, publish, I32)
     lw.barrier()
     lw.vals[op.result] = smem_load(lw, base, zero, ety)
 
