@@ -1,0 +1,85 @@
+"""The low-precision GEMV/GEMM kernels on the CPU backend against float64 references, on small
+and ragged shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tools.kernels.fp4 import fp4_dequantize, fp4_gemv, mxfp4_quantize, nvfp4_quantize
+from tools.kernels.fp8 import fp8_dequantize, fp8_gemm, fp8_quantize
+from tools.kernels.int4 import awq_dequantize, awq_gemm, awq_gemv, awq_quantize_pack
+
+
+def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((got.double() - ref).abs().max() / ref.abs().max())
+
+
+@pytest.mark.parametrize(("N", "K", "G"), [(72, 256, 128), (8, 128, 128), (200, 192, 64)])
+def test_awq_gemv(N: int, K: int, G: int) -> None:
+    w = torch.randn(N, K) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, G)
+    wd = awq_dequantize(qw, qz, sc).double()
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.randn(1, K).to(dtype)
+        y = awq_gemv(x, qw, qz, sc)
+        assert y.dtype == dtype and y.shape == (1, N)
+        tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dtype]
+        assert _rel(y, x.double() @ wd.t()) < tol
+
+
+@pytest.mark.parametrize(("M", "N", "K"), [(16, 64, 128), (19, 72, 256), (33, 136, 384)])
+def test_awq_gemm(M: int, N: int, K: int) -> None:
+    w = torch.randn(N, K) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, 128)
+    wd = awq_dequantize(qw, qz, sc).double()
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.randn(M, K).to(dtype)
+        y = awq_gemm(x, qw, qz, sc, block_m=16, block_n=32)
+        tol = 2e-3 if dtype == torch.float16 else 1e-2
+        assert _rel(y, x.double() @ wd.t()) < tol
+
+
+@pytest.mark.parametrize(("M", "N", "K"), [(1, 200, 300), (37, 130, 260), (64, 128, 256)])
+@pytest.mark.parametrize("scheme", ["tensor", "row", "block"])
+def test_fp8_gemm(M: int, N: int, K: int, scheme: str) -> None:
+    a = torch.randn(M, K)
+    b = torch.randn(N, K) * 0.1
+    if scheme == "block":  # DeepSeek-V3: activations in 1x128 groups, weights in 128x128 blocks
+        qa, sa = fp8_quantize(a, scheme="group")
+        qb, sb = fp8_quantize(b, scheme="block")
+    else:
+        qa, sa = fp8_quantize(a, scheme=scheme)
+        qb, sb = fp8_quantize(b, scheme=scheme)
+    ref = fp8_dequantize(qa, sa).double() @ fp8_dequantize(qb, sb).double().t()
+    assert _rel(fp8_gemm(qa, qb, sa, sb, out_dtype=torch.float32), ref) < 1e-5
+    assert _rel(fp8_gemm(qa, qb, sa, sb), ref) < 1e-2  # bf16 output
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4"])
+@pytest.mark.parametrize(("M", "N", "K"), [(1, 45, 96), (3, 64, 256)])
+def test_fp4_gemv(fmt: str, M: int, N: int, K: int) -> None:
+    w = torch.randn(N, K) * 0.05
+    if fmt == "nvfp4":
+        packed, scales, g = nvfp4_quantize(w)
+    else:
+        (packed, scales), g = mxfp4_quantize(w), None
+    wd = fp4_dequantize(packed, scales, g)
+    x = torch.randn(M, K, dtype=torch.bfloat16)
+    ref = x.double() @ wd.to(torch.bfloat16).double().t()  # weights dequantized to bf16
+    y = fp4_gemv(x, packed, scales, g)
+    assert y.dtype == torch.bfloat16 and _rel(y, ref) < 1e-2
+    y32 = fp4_gemv(x.float(), packed, scales, g)
+    assert _rel(y32, ref) < 1e-5
+
+
+def test_launchers_reject_bad_shapes() -> None:
+    with pytest.raises(ValueError, match="multiple of 8"):
+        awq_quantize_pack(torch.randn(12, 128))
+    with pytest.raises(ValueError, match="group_size"):
+        awq_quantize_pack(torch.randn(16, 192), 128)
+    with pytest.raises(ValueError, match="block size"):
+        nvfp4_quantize(torch.randn(4, 40))
+    q, s = fp8_quantize(torch.randn(8, 16))
+    with pytest.raises(ValueError, match="K mismatch"):
+        fp8_gemm(q, fp8_quantize(torch.randn(8, 32))[0], s, s)
