@@ -18,6 +18,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import anyio
+import anyio.from_thread
+import anyio.to_thread
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools.tool import ToolResult
@@ -33,6 +36,10 @@ from tools.device import device_info as run_device_info
 from tools.errors import ToolInputError
 from tools.launch import launch_kernel as run_launch
 from tools.limits import Limits
+from tools.quantize import QuantizeRequest, QuantizeResult
+from tools.quantize import quantize_weights as run_quantize
+from tools.quantize.models import Format, Scheme
+from tools.quantize.paths import allowed_roots, resolve_input
 from tools.runtime import Runtime, resolve_source_file
 
 INSTRUCTIONS = """\
@@ -51,6 +58,8 @@ outputs use init "empty" (poisoned, so unwritten elements are counted). source c
 3. benchmark(same launch spec, baseline="torch expression", configs=[{"constexprs": {"BLOCK": 512}}]) \
 -> median/p10/p90 us, GB/s, % of the device's measured peak, speedup over the baseline, re-checked outputs.
 
+quantize_weights(source_path, format, output_path) writes a .safetensors in fp8_e4m3, int4_awq, nvfp4 or \
+mxfp4 (allowed directories only) and reports SQNR per tensor.
 device_info() lists devices, backends, versions and limits. The language reference: \
 language_reference(section) or resource anvil://docs/language.
 References are torch expressions over the argument names: torch.*, F.* (torch.nn.functional), tensor \
@@ -60,6 +69,7 @@ to locate out-of-bounds accesses.
 """
 
 _Model = TypeVar("_Model", bound=BaseModel)
+ALLOWED_PATHS_ENV = "ANVIL_ALLOWED_PATHS"
 SourceFile = Annotated[
     str | None,
     Field(
@@ -67,6 +77,17 @@ SourceFile = Annotated[
         "(only inside the server's --allow-path directories)."
     ),
 ]
+
+
+def env_allowed_paths(environ: dict[str, str] | None = None) -> list[Path]:
+    """The directories in ``ANVIL_ALLOWED_PATHS`` (``os.pathsep``-separated), resolved; [] if unset."""
+    raw = (os.environ if environ is None else environ).get(ALLOWED_PATHS_ENV, "")
+    return [Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def _quantize_field(name: str) -> Any:
+    """The description of a QuantizeRequest field, so the tool's schema says what the library says."""
+    return Field(description=QuantizeRequest.model_fields[name].description)
 
 
 def default_docs_path() -> Path:
@@ -181,16 +202,25 @@ def create_app(
     auth: Any = None,
     prestart: bool = False,
 ) -> FastMCP:
-    """The MCP app. Without ``runtime`` it creates one with process workers and stops them on exit."""
+    """The MCP app. Without ``runtime`` it creates one with process workers and stops them on exit.
+
+    ``allowed_paths`` (default: ``ANVIL_ALLOWED_PATHS``) are the directories tools may read kernel
+    files from and quantize_weights may read and write; quantize_weights falls back to the server's
+    working directory when there are none.
+    """
     owns = runtime is None
+    if allowed_paths is None:
+        allowed_paths = env_allowed_paths()
     if runtime is None:
         from server.worker import ProcessExecutor
 
         limits = limits or Limits.from_env()
-        runtime = Runtime(limits=limits, executor=ProcessExecutor(limits), allowed_paths=allowed_paths or [])
+        runtime = Runtime(limits=limits, executor=ProcessExecutor(limits), allowed_paths=allowed_paths)
     rt = runtime
     docs = docs_path or default_docs_path()
     gate = _Gate(rt.limits.max_concurrent_calls)
+    fallback_dirs = allowed_paths or [Path.cwd()]
+    quantize_lock = anyio.Lock()  # one quantization at a time: each is CPU- and memory-heavy
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastMCP) -> AsyncIterator[dict[str, Any]]:
@@ -403,6 +433,78 @@ def create_app(
             return run_read_artifact(rt, kernel_id, artifact, start_line, max_lines)
 
         return await guarded(page)
+
+    @mcp.tool(
+        output_schema=output_schema(QuantizeResult),
+        annotations={
+            "title": "Quantize model weights",
+            "readOnlyHint": False,
+            "destructiveHint": True,  # replaces files only with overwrite=true
+            "idempotentHint": False,
+            "openWorldHint": False,
+        },
+    )
+    async def quantize_weights(
+        source_path: Annotated[str, _quantize_field("source_path")],
+        format: Annotated[Format, _quantize_field("format")],
+        output_path: Annotated[str, _quantize_field("output_path")],
+        tensors: Annotated[list[str], _quantize_field("tensors")] = ["*"],  # noqa: B006 - pydantic copies defaults
+        group_size: Annotated[int | None, _quantize_field("group_size")] = None,
+        scheme: Annotated[Scheme | None, _quantize_field("scheme")] = None,
+        calibration_path: Annotated[str | None, _quantize_field("calibration_path")] = None,
+        overwrite: Annotated[bool, _quantize_field("overwrite")] = False,
+        ctx: Context | None = None,
+    ) -> ToolResult:
+        """Quantize the 2-D weights of a .safetensors file to fp8_e4m3/fp8_e5m2 (vLLM, compressed-tensors),
+        int4_awq (AutoAWQ gemm), nvfp4 (ModelOpt) or mxfp4 (OCP MX) with Anvil's kernels, write the
+        quantized .safetensors plus a <output>.quantization_config.json, and report each weight's error
+        (SQNR dB, relative error, cosine, max abs error, bytes before/after) and the pooled totals. Paths must
+        lie inside the server's allowed directories (--allow-path / ANVIL_ALLOWED_PATHS, default its working
+        directory; relative paths start in the first); existing files are replaced only with overwrite=true."""
+        req = _build(
+            QuantizeRequest,
+            source_path=source_path,
+            format=format,
+            output_path=output_path,
+            tensors=tensors,
+            group_size=group_size,
+            scheme=scheme,
+            calibration_path=calibration_path,
+            overwrite=overwrite,
+        )
+        dirs = list(rt.allowed_paths) or fallback_dirs
+        report = _progress(ctx)
+
+        async def send(done: int, total: int, message: str) -> None:
+            if report is not None:
+                await report(done, total, message)
+
+        def forward(done: int, total: int, message: str) -> None:  # in the worker thread, per tensor
+            if report is not None:
+                with contextlib.suppress(Exception):  # a client gone away must not fail the quantization
+                    anyio.from_thread.run(send, done, total, message)
+
+        def work() -> QuantizeResult:
+            roots = allowed_roots(dirs)
+            source = resolve_input(req.source_path, roots, "source_path")
+            size = source.stat().st_size
+            if size > rt.limits.max_quantize_bytes:
+                raise ToolInputError(
+                    f"source_path is {size:,} bytes, over the server's max_quantize_bytes of "
+                    f"{rt.limits.max_quantize_bytes:,} (the file is loaded whole): quantize one shard at a time, "
+                    "or raise ANVIL_MAX_QUANTIZE_BYTES."
+                )
+            return run_quantize(**req.model_dump(), allowed_dirs=dirs, progress=forward)
+
+        with gate.enter():
+            if quantize_lock.locked() and report is not None:
+                await report(0, None, "waiting for another quantize_weights call to finish")
+            async with quantize_lock:
+                try:
+                    result = await anyio.to_thread.run_sync(work)
+                except ToolInputError as exc:
+                    raise ToolError(exc.message) from None
+        return _result(result)
 
     @mcp.tool(annotations={"title": "Language reference", "readOnlyHint": True, "idempotentHint": True})
     async def language_reference(

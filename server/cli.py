@@ -57,7 +57,7 @@ def _token_verifier(token: str) -> Any:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from server.app import create_app
+    from server.app import create_app, env_allowed_paths
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING)
     if not args.verbose:
@@ -71,7 +71,9 @@ def serve(args: argparse.Namespace) -> int:
         print("anvil: --token applies to --http only; ignored for stdio", file=sys.stderr)
     app = create_app(
         limits=limits,
-        allowed_paths=[Path(p).resolve() for p in args.allow_path],
+        # --allow-path DIR (repeatable) replaces ANVIL_ALLOWED_PATHS; with neither, quantize_weights works in
+        # the server's working directory and source_file is disabled.
+        allowed_paths=[Path(p).expanduser().resolve() for p in args.allow_path] or env_allowed_paths(),
         auth=_token_verifier(token) if token and args.http else None,
         prestart=args.prestart,
     )
@@ -96,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="DIR",
-        help="let tools read kernel files under DIR",
+        help="let tools read kernel files and quantize_weights read and write weights under DIR (repeatable; "
+        "default: ANVIL_ALLOWED_PATHS, os.pathsep-separated; for quantize_weights, else the working directory)",
     )
     p_serve.add_argument("--launch-timeout", type=float, default=None, help="seconds per launch (default 30)")
     p_serve.add_argument("--max-concurrent", type=int, default=None, help="tool calls in flight (default 32)")

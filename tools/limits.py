@@ -66,6 +66,8 @@ class Limits:
     """Processes compiling in parallel (started on demand)."""
     worker_memory_bytes: int = 0
     """Address-space data limit of a CPU worker process (0: none). Not applied to GPU workers."""
+    max_quantize_bytes: int = 16 << 30
+    """Size of the .safetensors file one quantize_weights call may read (it is loaded into memory whole)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Limits:
