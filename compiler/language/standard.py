@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..runtime.jit import jit
 from . import builtins as _b
-from .core import bfloat16, constexpr, float32, int32, uint32
+from .core import bfloat16, constexpr, float32, int32, static_range, uint32
 
 __all__ = [
     "cdiv", "sigmoid", "softmax", "zeros_like", "sum", "max", "min", "argmax", "argmin", "xor_sum",
@@ -114,9 +114,10 @@ def _with_indices(input, axis, combine_fn: constexpr, keep_dims):
 
 @jit
 def _expand_index(idx, axis: constexpr, rank: constexpr):
-    for i in range(0, axis):
+    # static_range: each expand_dims changes idx's shape, which a runtime loop cannot carry.
+    for _ in static_range(0, axis):
         idx = _b.expand_dims(idx, 0)
-    for i in range(axis + 1, rank):
+    for i in static_range(axis + 1, rank):
         idx = _b.expand_dims(idx, i)
     return idx
 
@@ -199,6 +200,8 @@ def reduce_or(input, axis, keep_dims=False):
 @jit
 def cumsum(input, axis=0, reverse=False, dtype: constexpr = None):
     """Inclusive prefix sum along `axis`. `tl.cumsum(x, 0)`."""
+    if input.dtype == bfloat16:  # as in Triton: bf16 scans run in fp32
+        input = input.to(float32)
     if dtype is not None:
         input = input.to(dtype)
     elif input.dtype.is_int_signed() and input.dtype.int_bitwidth < 32:
@@ -216,6 +219,8 @@ def _prod_combine(a, b):
 @jit
 def cumprod(input, axis=0, reverse=False):
     """Inclusive prefix product along `axis`. `tl.cumprod(x, 0)`."""
+    if input.dtype == bfloat16:  # as in Triton: bf16 scans run in fp32
+        input = input.to(float32)
     return associative_scan(input, axis, _prod_combine, reverse)
 
 

@@ -1,0 +1,66 @@
+"""Load the example scripts as modules, and poison every buffer their wrappers allocate.
+
+`example("name")` imports examples/name.py and swaps the module's `torch` for a proxy whose
+`empty` / `empty_like` return tensors filled with NaN (floats) or a sentinel (integers), so a
+kernel that leaves any output element unwritten fails the comparison instead of passing on
+leftover memory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    key = f"anvil_examples.{name}"
+    mod = sys.modules.get(key)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(key, EXAMPLES / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+def poison(t: torch.Tensor) -> torch.Tensor:
+    if t.is_floating_point():
+        return t.fill_(float("nan"))
+    if t.dtype == torch.bool:
+        return t.fill_(True)
+    return t.fill_(torch.iinfo(t.dtype).min + 7)
+
+
+class PoisonedTorch:
+    """torch, except that fresh uninitialized tensors are full of poison."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+    @staticmethod
+    def empty(*args: Any, **kwargs: Any) -> torch.Tensor:
+        return poison(torch.empty(*args, **kwargs))
+
+    @staticmethod
+    def empty_like(*args: Any, **kwargs: Any) -> torch.Tensor:
+        return poison(torch.empty_like(*args, **kwargs))
+
+
+@pytest.fixture
+def example(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
+    def get(name: str) -> ModuleType:
+        mod = load_example(name)
+        monkeypatch.setattr(mod, "torch", PoisonedTorch())
+        return mod
+
+    return get
