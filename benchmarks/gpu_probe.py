@@ -50,11 +50,12 @@ def sweep_ce() -> None:
     out = torch.empty(rows, device="cuda")
     for block in (1024, 2048, 4096, 8192):
         for nw in (4, 8, 16):
-            ta = triton.testing.do_bench(lambda: ce[(rows,)](lg, tgt, out, vocab, vocab, BLOCK=block, num_warps=nw),
-                                         return_mode="median")
-            tt = triton.testing.do_bench(lambda: tk.cross_entropy_fwd[(rows,)](lg, tgt, out, vocab, vocab,
-                                                                               BLOCK=block, num_warps=nw),
-                                         return_mode="median")
+            ta = triton.testing.do_bench(
+                lambda b=block, w=nw: ce[(rows,)](lg, tgt, out, vocab, vocab, BLOCK=b, num_warps=w),
+                return_mode="median")
+            tt = triton.testing.do_bench(
+                lambda b=block, w=nw: tk.cross_entropy_fwd[(rows,)](lg, tgt, out, vocab, vocab, BLOCK=b, num_warps=w),
+                return_mode="median")
             gb = rows * vocab * 4 / 1e6
             print(f"CE BLOCK={block:5} warps={nw:2}: anvil {gb / ta:6.0f} GB/s  triton {gb / tt:6.0f} GB/s")
 
