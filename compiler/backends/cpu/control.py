@@ -9,6 +9,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
+from . import scalar as S
 from .scalar import llvm_type
 
 if TYPE_CHECKING:
@@ -107,17 +108,6 @@ def _carried_buffers(lw: Lowering, inits: list[Value]) -> list[Buf | None]:
     return bufs
 
 
-def _cmp_iv(lw: Lowering, ity: T.ScalarType, sign: int, iv: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value:
-    b = lw.b
-    cmp = b.icmp_unsigned if ity.is_unsigned else b.icmp_signed
-    if sign > 0:
-        return cmp("<", iv, ub)
-    if sign < 0:
-        return cmp(">", iv, ub)
-    up = b.icmp_signed(">", step, ir.Constant(step.type, 0))
-    return b.select(up, cmp("<", iv, ub), cmp(">", iv, ub))
-
-
 def lower_for(lw: Lowering, op: Op) -> None:
     b = lw.b
     lb, ub, step = (lw.scalar(v) for v in op.operands[:3])
@@ -131,7 +121,7 @@ def lower_for(lw: Lowering, op: Op) -> None:
     pre = b.block
     body_bb = b.append_basic_block("for")
     exit_bb = b.append_basic_block("for.end")
-    b.cbranch(_cmp_iv(lw, ity, sign, lb, ub, step), body_bb, exit_bb)
+    b.cbranch(S.loop_continues(lw.b, ity, sign, lb, ub, step), body_bb, exit_bb)
     b.position_at_end(body_bb)
     iv = b.phi(llvm_type(ity))
     iv.add_incoming(lb, pre)
@@ -155,7 +145,7 @@ def lower_for(lw: Lowering, op: Op) -> None:
     for p, v in zip(phis, new, strict=True):
         if p is not None:
             p.add_incoming(v, latch)
-    b.cbranch(_cmp_iv(lw, ity, sign, nxt, ub, step), body_bb, exit_bb)
+    b.cbranch(S.loop_continues(lw.b, ity, sign, nxt, ub, step), body_bb, exit_bb)
     b.position_at_end(exit_bb)
     for r, buf, init, v in zip(op.results, bufs, init_vals, new, strict=True):
         if buf is not None:

@@ -303,6 +303,17 @@ def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) 
     raise NotImplementedError(f"math function {fn} on the CPU backend")
 
 
+def loop_continues(b: B, ity: T.ScalarType, sign: int, iv: V, ub: V, step: V) -> V:
+    """The condition of a `for` loop over [iv, ub) by step; `sign` is the step's sign if known."""
+    cmp = b.icmp_unsigned if ity.is_unsigned else b.icmp_signed
+    if sign > 0:
+        return cmp("<", iv, ub)
+    if sign < 0:
+        return cmp(">", iv, ub)
+    up = b.icmp_signed(">", step, ir.Constant(step.type, 0))
+    return b.select(up, cmp("<", iv, ub), cmp(">", iv, ub))
+
+
 # ------------------------------------------------------------------------- casts
 def _is_fp8(t: T.ElemType) -> bool:
     return isinstance(t, T.ScalarType) and t.is_fp8

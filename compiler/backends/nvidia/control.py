@@ -12,6 +12,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op, Value
+from ..cpu.scalar import loop_continues
 from .lower import GPUTile, nv_type
 
 if TYPE_CHECKING:
@@ -42,16 +43,6 @@ def _phis(lw: NvLowering, like: list[Any], incoming: list[list[ir.Value]], block
     return out
 
 
-def _int_cmp(b: ir.IRBuilder, ity: T.ScalarType, sign: int, iv: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value:
-    cmp = b.icmp_unsigned if ity.is_unsigned else b.icmp_signed
-    if sign > 0:
-        return cmp("<", iv, ub)
-    if sign < 0:
-        return cmp(">", iv, ub)
-    up = b.icmp_signed(">", step, ir.Constant(step.type, 0))
-    return b.select(up, cmp("<", iv, ub), cmp(">", iv, ub))
-
-
 def lower_for(lw: NvLowering, op: Op) -> None:
     b = lw.b
     lb, ub, step = (lw.scalar(v) for v in op.operands[:3])
@@ -64,7 +55,7 @@ def lower_for(lw: NvLowering, op: Op) -> None:
     sign = op.attrs.get("step_sign", 0)
     pre = b.block
     body_bb, exit_bb = b.append_basic_block("for"), b.append_basic_block("for.end")
-    b.cbranch(_int_cmp(b, ity, sign, lb, ub, step), body_bb, exit_bb)
+    b.cbranch(loop_continues(b, ity, sign, lb, ub, step), body_bb, exit_bb)
     b.position_at_end(body_bb)
     iv = b.phi(nv_type(ity))
     iv.add_incoming(lb, pre)
@@ -86,7 +77,7 @@ def lower_for(lw: NvLowering, op: Op) -> None:
     for ps, regs in zip(phis, new, strict=True):
         for p, r in zip(ps, regs, strict=True):
             p.add_incoming(r, latch)
-    b.cbranch(_int_cmp(b, ity, sign, nxt, ub, step), body_bb, exit_bb)
+    b.cbranch(loop_continues(b, ity, sign, nxt, ub, step), body_bb, exit_bb)
     b.position_at_end(exit_bb)
     res = _phis(lw, like, [init_regs, new], [pre, latch])
     for r, v in zip(op.results, res, strict=True):
