@@ -62,15 +62,30 @@ def test_reductions_use_warp_shuffles() -> None:
     assert "ex2.approx.f32" in ptx
 
 
-def test_gpu_only_gap_is_a_clear_error() -> None:
-    src = SRC + '''
+MM = SRC + '''
 @triton.jit
 def mm(a_ptr, b_ptr, c_ptr):
-    r = tl.arange(0, 16)
-    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
-    b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])
-    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b))
+    r = tl.arange(0, 32)
+    a = tl.load(a_ptr + r[:, None] * 32 + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * 32 + r[None, :])
+    tl.store(c_ptr + r[:, None] * 32 + r[None, :], tl.dot(a, b))
+
+@triton.jit
+def srt(x_ptr):
+    r = tl.arange(0, 32)
+    tl.store(x_ptr + r, tl.sort(tl.load(x_ptr + r)))
 '''
-    k = compiler.compile_source(src, kernel="mm")
-    with pytest.raises(compiler.UnsupportedError, match="dot is not supported by the NVIDIA backend"):
-        k.compile({"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32"}, {}, target="cuda:sm_90a")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "i8"])
+def test_dot_on_cuda_cores_assembles(dtype: str) -> None:
+    k = compiler.compile_source(MM, kernel="mm")
+    out = "i32" if dtype == "i8" else "fp32"
+    ck = k.compile({"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "c_ptr": f"*{out}"}, {}, target="cuda:sm_90a")
+    assert ("fma.rn.f32" in ck.asm["ptx"]) or dtype == "i8"
+
+
+def test_gpu_only_gap_is_a_clear_error() -> None:
+    k = compiler.compile_source(MM, kernel="srt")
+    with pytest.raises(compiler.UnsupportedError, match="sort is not supported by the NVIDIA backend"):
+        k.compile({"x_ptr": "*fp32"}, {}, target="cuda:sm_90a")

@@ -147,3 +147,38 @@ def test_scans(mn: tuple[int, int], num_warps: int) -> None:
     assert torch.equal(g[2].cpu(), x.flip(1).cumsum(1).flip(1).int())
     assert torch.equal(g[3].cpu(), x.cumsum(0).int())
     assert torch.equal(c[1], g[1].cpu()) and torch.equal(c[3], g[3].cpu())
+
+
+@jit
+def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
+                    other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N),
+                    other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("mnk", [(16, 16, 16), (100, 70, 45), (128, 256, 64)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_dot_on_cuda_cores(mnk: tuple[int, int, int], dtype: torch.dtype) -> None:
+    m, n, k = mnk
+
+    def make(dev: str):  # type: ignore[no-untyped-def]
+        g = torch.Generator().manual_seed(m + n + k)
+        a = torch.randn(m, k, generator=g).to(dtype)
+        b = torch.randn(k, n, generator=g).to(dtype)
+        return [a, b, torch.full((m, n), float("nan"), dtype=dtype), m, n, k]
+
+    c, g = _both(matmul, (cdiv(m, 32), cdiv(n, 32)), make, BM=32, BN=32, BK=16)
+    ref = c[0].double() @ c[1].double()
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(g[2].cpu().double(), ref, atol=tol * (k ** 0.5), rtol=tol)
+    torch.testing.assert_close(g[2].cpu().double(), c[2].double(), atol=tol * (k ** 0.5), rtol=tol)

@@ -179,6 +179,12 @@ def _reduce(lw: NvLowering, op: Op) -> None:
     lower_reduce(lw, op)
 
 
+def _dot(lw: NvLowering, op: Op) -> None:
+    from .dot import lower_dot
+
+    lower_dot(lw, op)
+
+
 def _scan(lw: NvLowering, op: Op) -> None:
     from .scan import lower_scan
 
@@ -212,6 +218,7 @@ LOWER: dict[str, Callable[[NvLowering, Op], None]] = {
     "while": _control("lower_while"),
     "reduce": _reduce,
     "scan": _scan,
+    "dot": _dot,
     "assume": _noop,
     "barrier": _barrier,
 }
