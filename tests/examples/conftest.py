@@ -64,3 +64,19 @@ def example(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
         return mod
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def _example_device() -> Any:
+    """ANVIL_TEST_DEVICE=cuda runs every example test with CUDA tensors (the NVIDIA backend)."""
+    import os
+
+    dev = os.environ.get("ANVIL_TEST_DEVICE")
+    if not dev:
+        yield
+        return
+    torch.set_default_device(dev)
+    try:
+        yield
+    finally:
+        torch.set_default_device("cpu")
