@@ -38,8 +38,8 @@ def argmax(x: torch.Tensor, max_block: int = 2048) -> tuple[torch.Tensor, torch.
     """(values, indices) of the maximum of each row of a 2-D tensor (first index on ties)."""
     assert x.dim() == 2 and x.stride(1) == 1
     n_rows, n_cols = x.shape
-    idx = torch.empty(n_rows, dtype=torch.int64)
-    vals = torch.empty(n_rows, dtype=x.dtype)
+    idx = torch.empty(n_rows, dtype=torch.int64, device=x.device)
+    vals = torch.empty(n_rows, dtype=x.dtype, device=x.device)
     BLOCK_SIZE = min(next_power_of_2(n_cols), max_block)
     argmax_kernel[(n_rows,)](x, idx, vals, x.stride(0), n_cols, BLOCK_SIZE=BLOCK_SIZE)
     return vals, idx

@@ -64,7 +64,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, BLOCK_M: int = 64, BLOCK_N: int = 6
     assert a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0] and a.dtype == b.dtype
     M, K = a.shape
     N = b.shape[1]
-    c = torch.empty((M, N), dtype=a.dtype)
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))
     matmul_block_ptr_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                   c.stride(0), c.stride(1), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
@@ -74,7 +74,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, BLOCK_M: int = 64, BLOCK_N: int = 6
 def transpose(x: torch.Tensor, BLOCK_M: int = 32, BLOCK_N: int = 32) -> torch.Tensor:
     """x.T as a new contiguous tensor (x: 2-D, any strides)."""
     M, N = x.shape
-    y = torch.empty((N, M), dtype=x.dtype)
+    y = torch.empty((N, M), dtype=x.dtype, device=x.device)
     grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))
     transpose_kernel[grid](x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), BLOCK_M=BLOCK_M,
                            BLOCK_N=BLOCK_N)

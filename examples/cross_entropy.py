@@ -50,8 +50,8 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int
     assert logits.dim() == 2 and logits.stride(1) == 1
     n_rows, n_cols = logits.shape
     targets = targets.contiguous()
-    loss = torch.empty(n_rows, dtype=torch.float32)
-    lse = torch.empty(n_rows, dtype=torch.float32)
+    loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+    lse = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
     BLOCK_SIZE = min(next_power_of_2(n_cols), max_block)
     cross_entropy_fwd_kernel[(n_rows,)](logits, targets, loss, lse, logits.stride(0), n_cols, ignore_index,
                                         BLOCK_SIZE=BLOCK_SIZE)

@@ -44,7 +44,7 @@ def cumsum(x: torch.Tensor, reverse: bool = False, max_block: int = 1024) -> tor
         out_dtype, acc = x.dtype, tl.float32 if x.dtype != torch.float64 else tl.float64
     else:
         out_dtype, acc = torch.int64, tl.int64
-    y = torch.empty((n_rows, n_cols), dtype=out_dtype)
+    y = torch.empty((n_rows, n_cols), dtype=out_dtype, device=x.device)
     BLOCK_SIZE = min(next_power_of_2(n_cols), max_block)
     cumsum_kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols, BLOCK_SIZE=BLOCK_SIZE, ACC_TYPE=acc,
                              REVERSE=reverse)

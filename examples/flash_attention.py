@@ -87,7 +87,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(HEAD_DIM)
     o = torch.empty_like(q)
-    lse = torch.empty((Z, H, N_CTX), dtype=torch.float32)
+    lse = torch.empty((Z, H, N_CTX), dtype=torch.float32, device=q.device)
     grid = (cdiv(N_CTX, BLOCK_M), Z * H)
     _attn_fwd[grid](q, k, v, o, lse, sm_scale,
                     q.stride(0), q.stride(1), q.stride(2), q.stride(3),

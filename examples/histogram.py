@@ -54,7 +54,7 @@ def histc_kernel(x_ptr, bins_ptr, n_elements, lo, hi, NUM_BINS: tl.constexpr,
 def bincount(x: torch.Tensor, num_bins: int, local: bool = True, BLOCK_SIZE: int = 4096) -> torch.Tensor:
     """Counts (int32) of each value in [0, num_bins) of a 1-D integer tensor; others are ignored."""
     assert x.dim() == 1 and x.is_contiguous() and not x.is_floating_point()
-    bins = torch.zeros(num_bins, dtype=torch.int32)
+    bins = torch.zeros(num_bins, dtype=torch.int32, device=x.device)
     n = x.numel()
     grid = (cdiv(n, BLOCK_SIZE),)
     bincount_kernel[grid](x, bins, n, num_bins, BLOCK_SIZE=BLOCK_SIZE, NUM_BINS_P2=next_power_of_2(num_bins),
@@ -66,7 +66,7 @@ def histc(x: torch.Tensor, bins: int, lo: float, hi: float, BLOCK_SIZE: int = 40
     """torch.histc(x, bins, lo, hi) for a float tensor (counts as int32)."""
     assert hi > lo
     x = x.reshape(-1).contiguous()
-    out = torch.zeros(bins, dtype=torch.int32)
+    out = torch.zeros(bins, dtype=torch.int32, device=x.device)
     n = x.numel()
     histc_kernel[(cdiv(n, BLOCK_SIZE),)](x, out, n, lo, hi, NUM_BINS=bins, BLOCK_SIZE=BLOCK_SIZE)
     return out

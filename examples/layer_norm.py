@@ -128,8 +128,8 @@ def layer_norm_fwd(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, ep
     x_arg = x.reshape(-1, x.shape[-1]).contiguous()
     M, N = x_arg.shape
     y = torch.empty_like(x_arg)
-    mean = torch.empty(M, dtype=torch.float32)
-    rstd = torch.empty(M, dtype=torch.float32)
+    mean = torch.empty(M, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     if BLOCK_SIZE is None:
         BLOCK_SIZE = min(next_power_of_2(N), 4096)
     _layer_norm_fwd[(M,)](x_arg, y, weight, bias, mean, rstd, x_arg.stride(0), N, eps, BLOCK_SIZE=BLOCK_SIZE)
@@ -152,12 +152,12 @@ def layer_norm_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
         GROUP_SIZE_M = 128
     if N <= 1024:
         GROUP_SIZE_M = 256
-    locks = torch.zeros(2 * GROUP_SIZE_M, dtype=torch.int32)
+    locks = torch.zeros(2 * GROUP_SIZE_M, dtype=torch.int32, device=weight.device)
     # No need to zero the partial sums: the first row to take a buffer overwrites it.
-    _dw = torch.empty((GROUP_SIZE_M, N), dtype=weight.dtype)
-    _db = torch.empty((GROUP_SIZE_M, N), dtype=weight.dtype)
-    dw = torch.empty((N,), dtype=weight.dtype)
-    db = torch.empty((N,), dtype=weight.dtype)
+    _dw = torch.empty((GROUP_SIZE_M, N), dtype=weight.dtype, device=weight.device)
+    _db = torch.empty((GROUP_SIZE_M, N), dtype=weight.dtype, device=weight.device)
+    dw = torch.empty((N,), dtype=weight.dtype, device=weight.device)
+    db = torch.empty((N,), dtype=weight.dtype, device=weight.device)
     dx = torch.empty_like(x_arg)
     _layer_norm_bwd_dx_fused[(M,)](dx, dy_arg, _dw, _db, x_arg, weight, mean, rstd, locks, x_arg.stride(0), N,
                                    GROUP_SIZE_M=GROUP_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N)

@@ -84,7 +84,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, activation: str = "", out: torch.Te
     assert a.dtype == b.dtype
     M, K = a.shape
     K, N = b.shape
-    c = torch.empty((M, N), dtype=a.dtype) if out is None else out
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device) if out is None else out
     grid = lambda META: (cdiv(M, META["BLOCK_SIZE_M"]) * cdiv(N, META["BLOCK_SIZE_N"]),)
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
                         c.stride(1), ACTIVATION=activation)

@@ -52,8 +52,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, max_block
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
     M = x2.shape[0]
-    y = torch.empty((M, N), dtype=x.dtype)
-    rstd = torch.empty(M, dtype=torch.float32)
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     BLOCK_SIZE = min(next_power_of_2(N), max_block)
     rms_norm_kernel[(M,)](x2, y, weight, rstd, x2.stride(0), y.stride(0), N, eps,
                           BLOCK_SIZE=BLOCK_SIZE, SINGLE_PASS=BLOCK_SIZE >= N)

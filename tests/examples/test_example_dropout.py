@@ -39,9 +39,9 @@ def test_dropout_matches_philox_reference(example, n, p):
     seed = 1234567
     x = torch.randn(n)
     y = do.seeded_dropout(x, p=p, seed=seed, BLOCK_SIZE=1024)
-    keep = torch.from_numpy(_philox_rand(seed, np.arange(n)) > np.float32(p))
+    keep = torch.from_numpy(_philox_rand(seed, np.arange(n)) > np.float32(p)).to(x.device)
     ref = torch.where(keep, x / (1 - p), torch.zeros(()))
-    torch.testing.assert_close(y, ref, rtol=1e-6, atol=0)
+    torch.testing.assert_close(y.cpu(), ref.cpu(), rtol=1e-6, atol=0)
 
 
 def test_dropout_deterministic_in_seed(example):
@@ -65,4 +65,4 @@ def test_dropout_seed_above_32_bits(example):
     seed = (5 << 32) + 17
     x = torch.ones(777)
     keep = torch.from_numpy(_philox_rand(seed, np.arange(777)) > np.float32(0.5))
-    torch.testing.assert_close(do.seeded_dropout(x, 0.5, seed=seed), torch.where(keep, 2.0, 0.0))
+    torch.testing.assert_close(do.seeded_dropout(x, 0.5, seed=seed).cpu(), torch.where(keep, 2.0, 0.0))
