@@ -9,9 +9,19 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import language  # noqa: E402
-from .errors import (AnvilError, ArgumentError, CompilationError, ConstexprError, DeviceAssertError,  # noqa: E402
-                     DtypeError, LaunchError, OutOfBoundsError, ShapeError, UndefinedNameError,
-                     UnsupportedError)
+from .errors import (  # noqa: E402
+    AnvilError,
+    ArgumentError,
+    CompilationError,
+    ConstexprError,
+    DeviceAssertError,
+    DtypeError,
+    LaunchError,
+    OutOfBoundsError,
+    ShapeError,
+    UndefinedNameError,
+    UnsupportedError,
+)
 from .runtime.autotune import Config, autotune, heuristics  # noqa: E402
 from .runtime.compiled import CompiledKernel  # noqa: E402
 from .runtime.jit import JITFunction, compile_source, jit  # noqa: E402

@@ -171,7 +171,7 @@ class CodeGenerator(ast.NodeVisitor):
             if attr == "dtype":
                 return base.dtype
             if attr == "shape":
-                return tuple(base.shape)
+                return Shape(base.shape)
             if attr == "numel":
                 return base.numel
             if attr == "T":
@@ -185,6 +185,10 @@ class CodeGenerator(ast.NodeVisitor):
             return _BoundMethod(fn, base)
         if isinstance(base, BlockPointer):
             raise self.error(E.UnsupportedError, node, f"block pointers have no attribute {attr!r}")
+        if attr == "dtype" and isinstance(base, (int, float)):
+            # A number stays a compile-time value; its dtype is the one it takes as a tensor
+            # (in Triton `value = 1` is already an int32 tensor, so `value.dtype` works).
+            return self.sem.to_tensor(base).dtype
         try:
             return _normalize_global(getattr(base, attr))
         except AttributeError:
@@ -290,7 +294,12 @@ class CodeGenerator(ast.NodeVisitor):
         cond = self.visit(node.test)
         if not is_tensor(cond):
             return self.visit(node.body if cond else node.orelse)
-        return self.sem.where(cond, self.visit(node.body), self.visit(node.orelse))
+        runtime_if = getattr(self, "_runtime_if", None)
+        if cond.is_tile() or runtime_if is None:
+            return self.sem.where(cond, self.visit(node.body), self.visit(node.orelse))
+        # A scalar condition evaluates only the chosen side (Triton's rule: the sides may store).
+        return runtime_if(cond, lambda: Returned(self.visit(node.body)), lambda: Returned(self.visit(node.orelse)),
+                          returns=True)
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
         base = self.visit(node.value)
@@ -566,6 +575,30 @@ class BlockPointer:
     offsets: tuple[lc.Tensor, ...]
     block_shape: tuple[int, ...]
     order: tuple[int, ...]
+
+
+class Shape(tuple):  # type: ignore[type-arg]
+    """`x.shape` inside a kernel: a tuple that also equals, and concatenates with, a list
+    (Triton's `tensor.shape` is a list, so Triton code writes `x.shape == [M, N]`)."""
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, list) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return tuple.__hash__(self)
+
+    def __add__(self, other: Any) -> Shape:  # type: ignore[override]
+        return Shape(tuple(self) + tuple(other))
+
+    def __radd__(self, other: Any) -> Shape:
+        return Shape(tuple(other) + tuple(self))
+
+    def __getitem__(self, i: Any) -> Any:  # type: ignore[override]
+        r = tuple.__getitem__(self, i)
+        return Shape(r) if isinstance(i, slice) else r
 
 
 @dataclass(frozen=True)

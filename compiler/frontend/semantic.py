@@ -140,6 +140,11 @@ class Semantic:
                 raise DtypeError(f"cannot bitcast {src} ({sb} bits) to {dst} ({db} bits)",
                                  hint="bitcast needs types of the same width")
             return Tensor(self.b.value("bitcast", [x.handle], rty))
+        if fp_downcast_rounding is not None and not (
+                isinstance(src, T.ScalarType) and isinstance(dst, T.ScalarType) and src.is_float
+                and dst.is_float and dst.bits < src.bits):
+            raise DtypeError(f"fp_downcast_rounding applies only to float downcasts, not {src} -> {dst}",
+                             hint="drop fp_downcast_rounding for this conversion")
         if isinstance(dst, T.ScalarType) and dst.is_bool and isinstance(src, T.ScalarType):
             return self.compare("ne", x, self.constant(0, src) if not x.is_tile() else
                                 self.splat(self.constant(0, src), x.shape))
@@ -175,7 +180,7 @@ class Semantic:
             raise DtypeError(f"unexpected operand types {a} and {b}")
         if div_or_mod and a.is_signed != b.is_signed:
             raise DtypeError(
-                f"cannot use /, // or % with {a} and {b}: they differ in signedness",
+                f"Cannot use /, //, or % with {a} and {b} because they have different signedness",
                 hint="cast both operands to the same signedness")
         return self.integer_promote(a, b)
 
@@ -286,6 +291,8 @@ class Semantic:
         t = self.to_tensor(x)
         if isinstance(t.ir_elem, T.PointerType):
             raise DtypeError("cannot negate a pointer")
+        if t.dtype.is_floating():
+            return self.math("neg", t)  # not 0 - x, which turns -0.0 into +0.0
         zero = self.constant(0, t.ir_elem)
         return self.sub(self.splat(zero, t.shape) if t.is_tile() else zero, t)
 
@@ -307,7 +314,7 @@ class Semantic:
         a, b = self.binary_operands(x, y)
         ae, be = a.ir_elem, b.ir_elem
         if not (isinstance(ae, T.ScalarType) and ae.is_int and isinstance(be, T.ScalarType) and be.is_int):
-            raise DtypeError(f"bitwise operation on non-integer types {ae} and {be}")
+            raise DtypeError(f"invalid operands of type {ae} and {be}: bitwise operations need integers")
         ty = self.integer_promote(ae, be)
         lhs = x.ir_elem if isinstance(x, Tensor) else None
         if opcode == "shr" and isinstance(lhs, T.ScalarType) and lhs.is_signed and ty.is_unsigned:
@@ -554,7 +561,8 @@ class Semantic:
         if a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
             raise ShapeError(f"dot shapes do not match: {list(a.shape)} @ {list(b.shape)}",
                              hint="the inner dimensions (K) must be equal")
-        for d in (*a.shape[-2:], b.shape[-1]):
+        # fp64 dots never use tensor cores, so (as in Triton) they may be smaller than 16.
+        for d in (*a.shape[-2:], b.shape[-1]) if a.ir_elem != T.fp64 else ():
             if d < 16:
                 raise ShapeError(f"dot dimensions must be at least 16, got {list(a.shape)} @ {list(b.shape)}",
                                  hint="pad the tile to 16 and mask the loads")
@@ -566,6 +574,11 @@ class Semantic:
             raise DtypeError(f"dot operands differ in dtype: {ae} and {be}", hint="cast one to the other's dtype")
         if ae.is_int:
             out_dtype = T.i32
+        elif out_dtype == T.bf16:
+            raise DtypeError("dot's out_dtype=bfloat16 is unsupported",
+                             hint="use out_dtype=tl.float32 (or tl.float16) and cast with .to(tl.bfloat16)")
+        elif ae in (T.fp32, T.bf16):
+            out_dtype = T.fp32  # as in Triton, out_dtype only chooses between fp16 and fp32 for fp16/fp8
         elif ae == T.fp64:
             out_dtype = T.fp64
         shape = (*a.shape[:-1], b.shape[-1])

@@ -340,13 +340,13 @@ class KernelGenerator(CodeGenerator):
         fn = self.visit(it.func) if isinstance(it, ast.Call) else None
         if fn is lc.static_range or getattr(fn, "__name__", "") == "static_range" and fn is not lc.range:
             assert isinstance(it, ast.Call)
-            args = [_unwrap(self.visit(a)) for a in it.args]
+            args = self._range_args(it)
             if any(is_tensor(a) for a in args):
                 raise self.error(E.ConstexprError, it, "static_range bounds must be compile-time constants")
             return self._unrolled(node, list(py.range(*[int(a) for a in args])))
         if fn in (py.range, lc.range) or getattr(fn, "__name__", "") == "range":
             assert isinstance(it, ast.Call)
-            args = [_unwrap(self.visit(a)) for a in it.args]
+            args = self._range_args(it)
             if not 1 <= len(args) <= 3:
                 raise self.error(E.ArgumentError, it, "range takes 1 to 3 arguments")
             lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
@@ -356,6 +356,23 @@ class KernelGenerator(CodeGenerator):
             return self._unrolled(node, list(seq))
         raise self.error(E.UnsupportedError, it, "for loops iterate over range(...), tl.range(...), "
                          "tl.static_range(...) or a compile-time tuple")
+
+    def _range_args(self, it: ast.Call) -> list[Any]:
+        """[start, end, step] of range(...) / tl.range(...) / tl.static_range(...), given by position
+        or by keyword (`step=`); scheduling hints such as num_stages are accepted and ignored."""
+        vals: dict[str, Any] = {"arg1": None, "arg2": None, "step": None}
+        if not 1 <= len(it.args) <= 3 and not it.keywords:
+            raise self.error(E.ArgumentError, it, "range takes 1 to 3 arguments")
+        for n, a in zip(vals, it.args, strict=False):
+            vals[n] = _unwrap(self.visit(a))
+        for k in it.keywords:
+            if k.arg in vals:
+                vals[k.arg] = _unwrap(self.visit(k.value))
+        a1, a2, st = vals["arg1"], vals["arg2"], vals["step"]
+        if a1 is None:
+            raise self.error(E.ArgumentError, it, "range needs an end")
+        lo, hi = (0, a1) if a2 is None else (a1, a2)
+        return [lo, hi, 1 if st is None else st]
 
     def _unrolled(self, node: ast.For, values: list[Any]) -> None:
         if _contains(node.body, (ast.Break, ast.Continue), False):

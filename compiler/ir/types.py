@@ -85,8 +85,9 @@ class ScalarType:
 
     @property
     def kind_rank(self) -> int:
-        """Promotion rank of the kind: bool < uint < int < float."""
-        return {"bool": 0, "uint": 1, "int": 2, "float": 3}[self.kind]
+        """Promotion rank of the kind: bool < integer (signed or not) < float, as in Triton
+        (so `x_uint8 + 1` stays uint8)."""
+        return {"bool": 0, "uint": 1, "int": 1, "float": 2}[self.kind]
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,6 @@ TENSOR_METHODS: dict[str, Any] = {
         "abs", "sin", "cos", "erf", "floor", "ceil", "sigmoid", "softmax", "xor_sum", "ravel", "reduce",
         "associative_scan", "histogram", "gather", "flip", "cast", "reduce_or", "atomic_add",
         "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
-        "load", "store", "fma", "join", "interleave", "cdiv", "sort",
+        "load", "store", "fma", "join", "interleave", "cdiv", "sort", "item",
     )
 }

@@ -21,7 +21,7 @@ __all__ = [
     "associative_scan", "histogram", "gather", "atomic_add", "atomic_max", "atomic_min", "atomic_and",
     "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "static_assert", "static_print",
     "device_assert", "device_print", "multiple_of", "max_contiguous", "max_constancy", "assume",
-    "debug_barrier", "inline_asm_elementwise", "to", "make_block_ptr", "advance", "to_tensor", "add",
+    "debug_barrier", "inline_asm_elementwise", "to", "make_block_ptr", "advance", "to_tensor", "item", "add",
     "sub", "mul", "sort",
 ]
 
@@ -373,6 +373,27 @@ def associative_scan(input: Any, axis: Any, combine_fn: Any, reverse: bool = Fal
     """Inclusive scan along `axis` with a @jit associative combine function.
     `tl.associative_scan(x, 0, add)`."""
     return _sem.gen.scan(input, int(axis), combine_fn, bool(reverse))
+
+
+@builtin
+def item(input: Any, _sem: Any = None) -> Tensor:
+    """The element of a one-element tile, as a scalar. `n = tl.full((1,), 0, tl.int32).item()`."""
+    from ..ir.core import Block
+
+    t = _tensor(_sem, input)
+    if not t.is_tile():
+        return t
+    if t.numel != 1:
+        raise ShapeError(f"item() needs a tile of one element, got shape {list(t.shape)}")
+    if len(t.shape) != 1:
+        t = _sem.reshape(t, [1])
+    # A reduction over one element: its combine function is never applied.
+    region = Block()
+    a = region.add_arg(t.ir_elem)
+    region.add_arg(t.ir_elem)
+    with _sem.b.at(region):
+        _sem.b.create("yield", [a], [])
+    return Tensor(_sem.b.create("reduce", [t.handle], [t.ir_elem], {"axis": 0}, [region]).results[0])
 
 
 @builtin

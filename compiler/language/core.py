@@ -28,7 +28,16 @@ class dtype:
 
     __slots__ = ("ir",)
 
-    def __init__(self, ir: T.ScalarType | T.PointerType) -> None:
+    # Triton's type-name lists (`tl.dtype.SINT_TYPES`, ...); `tl.dtype("int32")` works as in Triton.
+    SINT_TYPES = ["int8", "int16", "int32", "int64"]
+    UINT_TYPES = ["int1", "uint8", "uint16", "uint32", "uint64"]
+    FP_TYPES = ["fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32", "fp64"]
+    STANDARD_FP_TYPES = ["fp16", "bf16", "fp32", "fp64"]
+    OTHER_TYPES = ["void"]
+
+    def __init__(self, ir: T.ScalarType | T.PointerType | str) -> None:
+        if isinstance(ir, str):
+            ir = T.scalar("fp8e4nv" if ir == "fp8e4b15" else ir)
         self.ir = ir
 
     def __eq__(self, other: object) -> bool:
@@ -45,7 +54,8 @@ class dtype:
 
     @property
     def name(self) -> str:
-        return str(self.ir)
+        """Triton's name of the type: 'int32', 'uint8', 'int1', 'fp16', 'bf16', 'fp32', ..."""
+        return _TRITON_NAMES.get(str(self.ir), str(self.ir))
 
     @property
     def _s(self) -> T.ScalarType:
@@ -140,7 +150,7 @@ class constexpr:
     """Marks a kernel parameter (or a global) as a compile-time constant: `BLOCK: tl.constexpr`."""
 
     def __init__(self, value: Any = None) -> None:
-        self.value = value.value if isinstance(value, constexpr) else value
+        self.value: Any = value.value if isinstance(value, constexpr) else value
 
     def __repr__(self) -> str:
         return f"constexpr[{self.value!r}]"
@@ -269,6 +279,10 @@ _PY_NAMES = {
     "fp8e4b8": "float8e4b8", "fp8e5b16": "float8e5b16", "fp16": "float16", "bf16": "bfloat16",
     "fp32": "float32", "fp64": "float64",
 }
+
+
+_TRITON_NAMES = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+                 "u16": "uint16", "u32": "uint32", "u64": "uint64"}
 
 
 def to_dtype(obj: Any) -> dtype | None:

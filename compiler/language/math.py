@@ -5,8 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir.ops import MATH_FNS
-from .builtins import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2, rsqrt,  # noqa: F401
-                       sin, sqrt, sqrt_rn, umulhi)
+from .builtins import (  # noqa: F401
+    abs,
+    ceil,
+    cos,
+    div_rn,
+    erf,
+    exp,
+    exp2,
+    fdiv,
+    floor,
+    fma,
+    log,
+    log2,
+    rsqrt,
+    sin,
+    sqrt,
+    sqrt_rn,
+    umulhi,
+)
 from .core import Tensor, builtin
 
 __all__ = ["exp", "exp2", "log", "log2", "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "fdiv",

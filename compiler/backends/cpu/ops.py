@@ -202,7 +202,10 @@ def gather_element(lw: Lowering, op: Op, idx: Idx) -> ir.Value:
 def _cat(lw: Lowering, op: Op) -> None:
     a, c = op.operands
     out = lw.alloc(op.result.type.shape, op.result.type.elem)  # type: ignore[union-attr]
-    lw.store_tile(a, out)
+    # Over a's own shape: store_tile(a, out) would read `a` past its end (UB that LLVM turned
+    # into an endless loop).
+    lw.consume(a)
+    lw.loop_nest(T.shape_of(a.type), lambda idx: lw.b.store(lw.ev(a, idx), out.addr(lw.b, idx)))
     n = T.shape_of(a.type)[0]
     lw.consume(c)
     lw.loop_nest(T.shape_of(c.type), lambda idx: lw.b.store(
