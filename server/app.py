@@ -27,6 +27,7 @@ from fastmcp.tools.tool import ToolResult
 from mcp.types import TextContent
 from pydantic import BaseModel, Field, ValidationError
 
+from server import schema_cache
 from tools import models as m
 from tools.bench import benchmark as run_benchmark
 from tools.compile import compile_kernel as run_compile
@@ -208,6 +209,7 @@ def create_app(
     files from and quantize_weights may read and write; quantize_weights falls back to the server's
     working directory when there are none.
     """
+    schema_cache.install()
     owns = runtime is None
     if allowed_paths is None:
         allowed_paths = env_allowed_paths()
