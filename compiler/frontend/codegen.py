@@ -68,12 +68,6 @@ _PY_BUILTINS = {"len", "min", "max", "int", "float", "bool", "abs", "print", "is
                 "list", "range", "getattr", "hasattr", "enumerate", "zip", "type", "str", "round"}
 
 
-def _c_div(a: int, b: int) -> int:
-    """C-style truncating division (the language's rule for runtime integers)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
 def is_tensor(x: Any) -> bool:
     return isinstance(x, lc.Tensor)
 

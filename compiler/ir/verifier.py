@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .core import Block, Function, Op, Value
+from .core import Block, Function, Op
 from .ops import BINARY, SPECS
 from .types import PointerType, ScalarType, TileType, Type, elem_of, i1, shape_of, with_elem
 
@@ -162,7 +162,3 @@ def _verify_block(block: Block, visible: set[int]) -> None:
 def verify(fn: Function) -> None:
     """Raise VerificationError if `fn` breaks an invariant."""
     _verify_block(fn.body, set())
-
-
-def _values(block: Block) -> list[Value]:
-    return [r for op in block.walk() for r in op.results]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -241,7 +240,3 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
     if tgt != "cpu" and not (tgt.startswith("cuda:sm_") and tgt[8:].rstrip("a").isdigit()):
         raise E.ArgumentError(f"unknown target {target!r}; use 'cpu', 'cuda' or 'cuda:sm_80' / 'cuda:sm_90a'")
     return compile_kernel(fn, specs, LaunchOptions(num_warps, num_stages, debug), tgt)
-
-
-def env_flag(name: str, env: Mapping[str, str] = os.environ) -> bool:
-    return env.get(name, "").lower() in ("1", "true", "yes", "on")
