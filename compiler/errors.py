@@ -6,7 +6,7 @@ from .ir.core import Location
 
 __all__ = [
     "AnvilError", "CompilationError", "UnsupportedError", "UndefinedNameError", "ArgumentError",
-    "ShapeError", "DtypeError", "ConstexprError", "LaunchError", "OutOfBoundsError",
+    "ShapeError", "DtypeError", "ConstexprError", "LaunchError", "ArgumentOverflowError", "OutOfBoundsError",
     "ResourceError", "DeviceAssertError",
 ]
 
@@ -90,6 +90,10 @@ class ConstexprError(CompilationError):
 
 class LaunchError(AnvilError):
     """A launch was given bad arguments: grid, keywords, devices, dtypes."""
+
+
+class ArgumentOverflowError(LaunchError, OverflowError):
+    """An integer argument does not fit in 64 bits (an OverflowError, as in Triton)."""
 
 
 class ResourceError(AnvilError):

@@ -161,6 +161,11 @@ class CodeGenerator(ast.NodeVisitor):
         return self.attribute(base, node.attr, node)
 
     def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
+        if isinstance(base, (int, float)) and not hasattr(base, attr) and (
+                attr in TENSOR_METHODS or attr in ("dtype", "shape", "numel", "type", "T")):
+            # A number stays a compile-time value until used as a tensor: in Triton `acc = 0` is
+            # already an int32 tensor, so `acc.to(tl.int64)` and `value.dtype` work on it.
+            base = self.sem.to_tensor(base)
         if is_tensor(base):
             if attr == "dtype":
                 return base.dtype
@@ -179,10 +184,6 @@ class CodeGenerator(ast.NodeVisitor):
             return _BoundMethod(fn, base)
         if isinstance(base, BlockPointer):
             raise self.error(E.UnsupportedError, node, f"block pointers have no attribute {attr!r}")
-        if attr == "dtype" and isinstance(base, (int, float)):
-            # A number stays a compile-time value; its dtype is the one it takes as a tensor
-            # (in Triton `value = 1` is already an int32 tensor, so `value.dtype` works).
-            return self.sem.to_tensor(base).dtype
         try:
             return _normalize_global(getattr(base, attr))
         except AttributeError:
@@ -318,10 +319,11 @@ class CodeGenerator(ast.NodeVisitor):
             elif isinstance(it, slice) and it == slice(None, None, None):
                 dim += 1
             else:
-                raise self.error(E.UnsupportedError, node, "tensors can only be indexed with None and ':'",
+                raise self.error(E.UnsupportedError, node, f"unsupported tensor index: {it!r} (tensors can only be "
+                                 "indexed with None and ':')",
                                  "use x[:, None] / x[None, :] to add axes; gather or masks to pick elements")
-        if dim > len(t.shape) + sum(1 for it in items if it is None):
-            raise self.error(E.ShapeError, node, f"too many indices for a tensor of rank {len(t.shape)}")
+        # As in Triton, ':' only steps past a dimension: x[None, None, :] on a scalar is [1, 1]
+        # (a None past the rank is an error, from expand_dims).
         return out
 
     # ------------------------------------------------------------------ calls
@@ -360,6 +362,9 @@ class CodeGenerator(ast.NodeVisitor):
             return self.inline(src, args, kwargs, node)
         if fn is lc.constexpr or getattr(fn, "__name__", "") == "constexpr" and isinstance(fn, type):
             return _unwrap(args[0]) if args else None
+        if fn in (lc.pointer_type, lc.dtype, lc.block_type) and not any(is_tensor(a) for a in args):
+            # Types are compile-time values: `x_ptr.to(tl.pointer_type(val.dtype))`.
+            return fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
         if isinstance(fn, lc.dtype):
             raise self.error(E.UnsupportedError, node, f"{fn} is not callable", "use x.to(dtype)")
         if fn in (lc.static_range, lc.range, py.range):
@@ -375,6 +380,18 @@ class CodeGenerator(ast.NodeVisitor):
         if fn in (py.len, py.int, py.float, py.bool, py.abs, py.min, py.max, py.tuple, py.list, py.getattr,
                   py.hasattr, py.enumerate, py.zip, py.type, py.str, py.round):
             if any(is_tensor(a) for a in args):
+                if fn in (py.hasattr, py.getattr) and is_tensor(args[0]) and len(args) >= 2 \
+                        and isinstance(args[1], str) and not any(is_tensor(a) for a in args[1:]):
+                    # hasattr(x, "dtype") / getattr(x, "shape") on a tensor: its compile-time attributes.
+                    try:
+                        value = self.attribute(args[0], args[1], node)
+                    except E.CompilationError:
+                        if fn is py.hasattr:
+                            return False
+                        if len(args) == 3:
+                            return args[2]
+                        raise
+                    return True if fn is py.hasattr else value
                 if fn is py.len:
                     return args[0].shape[0] if args[0].shape else 1
                 if fn in (py.min, py.max) and len(args) == 2:

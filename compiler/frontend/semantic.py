@@ -375,12 +375,12 @@ class Semantic:
     # ----------------------------------------------------------------- creation
     def program_id(self, axis: int) -> Tensor:
         if axis not in (0, 1, 2):
-            raise ArgumentError(f"program_id axis must be 0, 1 or 2, got {axis}")
+            raise ArgumentError(f"program_id axis must be 0, 1, or 2 but got {axis}")
         return Tensor(self.b.value("program_id", [], T.i32, axis=axis))
 
     def num_programs(self, axis: int) -> Tensor:
         if axis not in (0, 1, 2):
-            raise ArgumentError(f"num_programs axis must be 0, 1 or 2, got {axis}")
+            raise ArgumentError(f"num_programs axis must be 0, 1, or 2 but got {axis}")
         return Tensor(self.b.value("num_programs", [], T.i32, axis=axis))
 
     def arange(self, start: int, end: int) -> Tensor:
@@ -556,16 +556,28 @@ class Semantic:
 
     def dot(self, a: Tensor, b: Tensor, acc: Tensor | None, input_precision: str | None,
             out_dtype: T.ScalarType) -> Tensor:
-        if len(a.shape) not in (2, 3) or len(b.shape) != len(a.shape):
-            raise ShapeError(f"dot needs two 2-D (or two 3-D) tiles, got {list(a.shape)} and {list(b.shape)}")
+        if len(a.shape) < 2 or len(b.shape) != len(a.shape):
+            raise ShapeError(f"dot needs two 2-D (or batched N-D) tiles of the same rank, got {list(a.shape)} "
+                             f"and {list(b.shape)}")
         if a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
             raise ShapeError(f"dot shapes do not match: {list(a.shape)} @ {list(b.shape)}",
                              hint="the inner dimensions (K) must be equal")
-        # fp64 dots never use tensor cores, so (as in Triton) they may be smaller than 16.
-        for d in (*a.shape[-2:], b.shape[-1]) if a.ir_elem != T.fp64 else ():
-            if d < 16:
-                raise ShapeError(f"dot dimensions must be at least 16, got {list(a.shape)} @ {list(b.shape)}",
-                                 hint="pad the tile to 16 and mask the loads")
+        if len(a.shape) > 3:
+            # Several batch dimensions: one batched (3-D) dot over their product.
+            batch = a.shape[:-2]
+            nb = 1
+            for d in batch:
+                nb *= d
+            a3 = self.reshape(a, [nb, *a.shape[-2:]])
+            b3 = self.reshape(b, [nb, *b.shape[-2:]])
+            acc3 = self.reshape(acc, [nb, *acc.shape[-2:]]) if acc is not None else None
+            r = self.dot(a3, b3, acc3, input_precision, out_dtype)
+            return self.reshape(r, [*batch, *r.shape[-2:]])
+        # Triton's rule: K at least 16 (tensor cores pad small M and N); fp64 dots never use
+        # tensor cores, so they may be of any size.
+        if a.ir_elem != T.fp64 and a.shape[-1] < 16:
+            raise ShapeError(f"dot needs an inner dimension (K) of at least 16, got {list(a.shape)} @ "
+                             f"{list(b.shape)}", hint="pad K to 16 and mask the loads")
         ae, be = a.ir_elem, b.ir_elem
         assert isinstance(ae, T.ScalarType) and isinstance(be, T.ScalarType)
         if ae.is_int != be.is_int:

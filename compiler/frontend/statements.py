@@ -16,6 +16,7 @@ from .. import errors as E
 from ..ir import types as T
 from ..ir.core import Block
 from ..language import core as lc
+from ..language.builtins import item
 from .codegen import BlockPointer, CodeGenerator, Returned, _unwrap, is_tensor
 from .source import is_constexpr_annotation
 
@@ -219,6 +220,8 @@ class KernelGenerator(CodeGenerator):
         cond = self.visit(node.test)
         if not is_tensor(cond):
             return self.visit_body((node.body if cond else node.orelse) + rest)
+        if cond.is_tile() and cond.numel == 1:
+            cond = item(cond, _sem=self.sem)  # a one-element tile decides like its element (Triton's rule)
         if cond.is_tile():
             raise self.error(E.ShapeError, node.test, "an if condition must be a scalar, not a tile",
                              "use tl.where for elementwise choices")
@@ -553,6 +556,8 @@ class KernelGenerator(CodeGenerator):
                 self.scope = outer
                 return
             c = self.sem.cast(c, T.i1)
+            if c.is_tile() and c.numel == 1:
+                c = item(c, _sem=self.sem)
             if c.is_tile():
                 raise E.ShapeError("a while condition must be a scalar")
             self.b.create("condition", [c.handle, *bargs], [])

@@ -267,14 +267,16 @@ def abs(x: Any, _sem: Any = None) -> Tensor:
 # ------------------------------------------------------------------------- shapes
 @builtin
 def trans(input: Any, *dims: Any, _sem: Any = None) -> Tensor:
-    """Transpose a 2-D tile (or permute by `dims`). `tl.trans(b)`."""
+    """Transpose: swap the last two axes (a batched 2-D transpose), or permute by `dims`.
+    `tl.trans(b)`, `tl.trans(x, (2, 0, 1))`."""
     t = _tensor(_sem, input)
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if not dims:
-        if len(t.shape) != 2:
-            raise ShapeError(f"trans without dims needs a 2-D tile, got {list(t.shape)}")
-        dims = (1, 0)
+        n = len(t.shape)
+        if n < 2:
+            raise ShapeError(f"trans without dims needs a tile of rank 2 or more, got {list(t.shape)}")
+        dims = (*range(n - 2), n - 1, n - 2)
     return _sem.permute(t, [int(d) for d in dims])
 
 
@@ -308,7 +310,14 @@ def expand_dims(input: Any, axis: Any, _sem: Any = None) -> Tensor:
     t = _tensor(_sem, input)
     axes = [int(a) for a in axis] if isinstance(axis, (tuple, list)) else [int(axis)]
     rank = len(t.shape) + len(axes)
-    for a in sorted(a + rank if a < 0 else a for a in axes):
+    norm = []
+    for a in axes:
+        if not -rank <= a < rank:
+            raise ShapeError(f"invalid axis {a}. Expected {-rank} <= axis < {rank}")
+        norm.append(a + rank if a < 0 else a)
+    if len(set(norm)) != len(norm):
+        raise ShapeError(f"expand_dims received duplicate axes, normalized axes = {norm}")
+    for a in sorted(norm):
         t = _sem.expand_dims(t, a)
     return t
 

@@ -111,6 +111,13 @@ class dtype:
         return self._s.man_bits
 
     @property
+    def exponent_bias(self) -> int:
+        """The exponent bias of a floating-point type (15 for fp16, 127 for fp32, 8 for fp8e4b8)."""
+        if self.name in ("fp8e4b8", "fp8e5b16"):
+            return 1 << (self._s.exp_bits - 1)  # the "fnuz" types
+        return (1 << (self._s.exp_bits - 1)) - 1
+
+    @property
     def scalar(self) -> dtype:
         return self
 
@@ -186,7 +193,12 @@ class Tensor:
 
     @property
     def dtype(self) -> dtype:
-        return dtype(self.ir_elem)
+        e = self.ir_elem
+        if isinstance(e, T.PointerType):
+            d = pointer_type.__new__(pointer_type)  # isinstance(x.dtype, tl.pointer_type) holds
+            d.ir = e
+            return d
+        return dtype(e)
 
     @property
     def shape(self) -> tuple[int, ...]:

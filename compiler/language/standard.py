@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..runtime.jit import jit
 from . import builtins as _b
-from .core import bfloat16, constexpr, float32, int32, static_range, uint32
+from .core import bfloat16, constexpr, float16, float32, int32, static_range, uint32
 
 __all__ = [
     "cdiv", "sigmoid", "softmax", "zeros_like", "sum", "max", "min", "argmax", "argmin", "xor_sum",
@@ -68,6 +68,10 @@ def sum(input, axis=None, keep_dims=False, dtype: constexpr = None):
         input = input.to(int32)
     elif input.dtype.is_int_unsigned() and input.dtype.int_bitwidth < 32:
         input = input.to(uint32)
+    elif input.dtype == bfloat16 or input.dtype == float16:
+        # Accumulate in fp32 and round once: a GPU adds in a tree, which for 16-bit floats is far
+        # more exact than one long chain of 16-bit additions (1024 ones sum to 1024, not 256).
+        return reduce(input.to(float32), axis, _sum_combine, keep_dims=keep_dims).to(input.dtype)
     return reduce(input, axis, _sum_combine, keep_dims=keep_dims)
 
 
@@ -82,11 +86,21 @@ def _min_combine(a, b):
 
 
 @jit
+def _skip_nan(take1, value1, index1, value2, index2):
+    # NaN is ignored, as by tl.max / tl.min: a number beats NaN; of two NaNs the first index wins.
+    if value1.dtype.is_floating():
+        nan1 = value1 != value1
+        nan2 = value2 != value2
+        take1 = where(nan1 | nan2, (nan2 & ~nan1) | (nan1 & nan2 & (index1 < index2)), take1)
+    return take1
+
+
+@jit
 def _argmax_combine(value1, index1, value2, index2):
     gt = value1 > value2
     eq = value1 == value2
     lt_i = index1 < index2
-    take1 = gt | (eq & lt_i)
+    take1 = _skip_nan(gt | (eq & lt_i), value1, index1, value2, index2)
     return where(take1, value1, value2), where(take1, index1, index2)
 
 
@@ -95,7 +109,7 @@ def _argmin_combine(value1, index1, value2, index2):
     lt = value1 < value2
     eq = value1 == value2
     lt_i = index1 < index2
-    take1 = lt | (eq & lt_i)
+    take1 = _skip_nan(lt | (eq & lt_i), value1, index1, value2, index2)
     return where(take1, value1, value2), where(take1, index1, index2)
 
 
@@ -248,6 +262,8 @@ def swizzle2d(i, j, size_i, size_j, size_g):
 def interleave(a, b):
     """Interleave two tiles along their last axis: [a0, b0, a1, b1, ...]. `tl.interleave(a, b)`."""
     c = join(a, b)
+    if len(c.shape) == 1:
+        return c  # two scalars
     if len(c.shape) == 2:
         return reshape(c, c.shape[0] * 2)
     else:

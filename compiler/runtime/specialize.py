@@ -91,7 +91,7 @@ def arg_key(p: ParamInfo, v: Any) -> Any:
             return "i32/16" if v % 16 == 0 else "i32"
         if -(2**63) <= v < 2**63:
             return "i64/16" if v % 16 == 0 else "i64"
-        return "u64"
+        return "u64" if 0 <= v < 2**64 else ("overflow", v)
     if isinstance(v, float):
         return "fp32"
     if _is_tensor(v):
@@ -126,9 +126,9 @@ def spec_for(p: ParamInfo, v: Any, kernel: str) -> ParamSpec:
             return ParamSpec(p.name, False, None, T.i32, div)
         if -(2**63) <= v < 2**63:
             return ParamSpec(p.name, False, None, T.i64, div)
-        if v < 2**64:
+        if 0 <= v < 2**64:
             return ParamSpec(p.name, False, None, T.u64, div)
-        raise E.LaunchError(f"argument {p.name!r} of {kernel} = {v} does not fit in 64 bits")
+        raise E.ArgumentOverflowError(f"argument {p.name!r} of {kernel} = {v} does not fit in 64 bits")
     if isinstance(v, float):
         return ParamSpec(p.name, False, None, T.fp32)
     if _is_tensor(v):

@@ -25,7 +25,8 @@ def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
                body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]], reverse: bool = False,
                vector_width: int = 0) -> list[ir.Value]:
     """for j in [start, end) (or reversed): vals = body(j, vals); returns the final values.
-    vector_width > 0 forces that vectorization factor on the loop (see _forced_width)."""
+    vector_width > 0 forces that vectorization factor on the loop (see _forced_width); < 0 keeps
+    the loop vectorizer off it."""
     if end <= start:
         return init
     b = lw.b
@@ -64,12 +65,15 @@ def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
 
 def _loop_md(m: ir.Module, width: int) -> ir.MDValue:
     """A loop ID (self-referential, as LLVM requires) asking for vectorization factor `width`
-    (width 0: no vectorization)."""
+    (width 0: no vectorization; width < 0: neither vectorization nor unrolling)."""
     enable = m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"),
-                             ir.Constant(ir.IntType(1), 1 if width else 0)])
+                             ir.Constant(ir.IntType(1), 1 if width > 0 else 0)])
     vf = m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(ir.IntType(32), width)])
     md = m.add_metadata([ir.MetaDataString(m, f"anvil.loop.{len(m.metadata)}")])  # a fresh node...
-    md.operands = (md, enable, vf) if width else (md, enable)  # ...made to point at itself
+    if width < 0:
+        md.operands = (md, enable, m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")]))
+    else:
+        md.operands = (md, enable, vf) if width else (md, enable)  # ...made to point at itself
     return md
 
 
@@ -130,6 +134,11 @@ def lower_reduce(lw: Lowering, op: Op) -> None:
         outs = [lw.alloc(out_shape, e) for e in elems] if out_shape else None
         results: list[ir.Value] = []
         width = _forced_width(op.regions[0], elems)
+        if not width and len(xs) > 1:
+            # Reductions carrying several values (argmin/argmax: value and index through compares
+            # and selects): LLVM fully unrolls short ones, then spends minutes on the unrolled
+            # select chain (4 minutes for 32 fp32 elements); the rolled loop compiles at once.
+            width = -1
 
         def row(idx: Idx) -> None:
             first = [lw.ev(x, (*idx, lw.zero)) for x in xs]

@@ -34,7 +34,8 @@ def lower_op(lw: Lowering, op: Op) -> None:
         lw.define_lazy(op)
         return
     if oc in _LAZY_OPS:
-        lw.vals[op.result] = eval_elementwise(lw, op, 0, ())
+        for k, r in enumerate(op.results):  # split of a 2-element tile: two scalars
+            lw.vals[r] = eval_elementwise(lw, op, k, ())
         return
     fn = LOWER.get(oc)
     if fn is None:
@@ -116,6 +117,7 @@ def _atomic_rmw(lw: Lowering, op: Op) -> None:
     order = _ORDER.get(op.attrs["sem"], "acq_rel")
     out = _result_buf(lw, op)
     rt = llvm_type(T.elem_of(op.result.type))
+    is_bf16 = T.elem_of(op.result.type) == T.bf16 and kind in ("fadd", "fmax", "fmin")
     for v in op.operands:
         lw.consume(v)
     scalar_result: list[ir.Value] = []
@@ -132,14 +134,16 @@ def _atomic_rmw(lw: Lowering, op: Op) -> None:
                 m = ok if m is None else b.and_(m, ok)
         pre = b.block
         old: ir.Value
+        rmw = _bf16_atomic_rmw if is_bf16 else (lambda b, k, p, x, o: b.atomic_rmw(k, p, x, o))
         if m is None:
-            old = b.atomic_rmw(llvm_kind, p, x, order)
+            old = rmw(b, llvm_kind, p, x, order)
         else:
             then_bb = b.append_basic_block("at")
             end_bb = b.append_basic_block("at.end")
             b.cbranch(m, then_bb, end_bb)
             b.position_at_end(then_bb)
-            r = b.atomic_rmw(llvm_kind, p, x, order)
+            r = rmw(b, llvm_kind, p, x, order)
+            then_bb = b.block
             b.branch(end_bb)
             b.position_at_end(end_bb)
             phi = b.phi(rt)
@@ -153,6 +157,35 @@ def _atomic_rmw(lw: Lowering, op: Op) -> None:
 
     _each(lw, ptr_v, body)
     lw.vals[op.result] = out if out is not None else (scalar_result[0] if scalar_result else ir.Constant(rt, None))
+
+
+def _bf16_atomic_rmw(b: ir.IRBuilder, kind: str, p: ir.Value, x: ir.Value, order: str) -> ir.Value:
+    """Atomic fadd/fmax/fmin on bf16 (16-bit integers here, bf16.py): a compare-and-swap loop
+    computing in fp32; returns the old bits."""
+    from . import bf16
+
+    i16 = ir.IntType(16)
+    pre = b.block
+    loop = b.append_basic_block("bf16.rmw")
+    done = b.append_basic_block("bf16.rmw.end")
+    first = b.load_atomic(p, "monotonic", 2, typ=i16)
+    b.branch(loop)
+    b.position_at_end(loop)
+    cur = b.phi(i16)
+    cur.add_incoming(first, pre)
+    a, v = bf16.to_f32(b, cur), bf16.to_f32(b, x)
+    if kind == "fadd":
+        r = b.fadd(a, v)
+    else:
+        name = "llvm.maxnum.f32" if kind == "fmax" else "llvm.minnum.f32"
+        f = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(a.type, [a.type, a.type]), name)
+        r = b.call(f, [a, v])
+    res = b.cmpxchg(p, cur, bf16.from_f32(b, r), order, "monotonic")
+    seen = b.extract_value(res, 0)
+    cur.add_incoming(seen, b.block)
+    b.cbranch(b.extract_value(res, 1), done, loop)
+    b.position_at_end(done)
+    return seen
 
 
 def _atomic_cas(lw: Lowering, op: Op) -> None:
