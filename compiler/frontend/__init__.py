@@ -12,6 +12,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Function
 from ..language import core as lc
 from .codegen import GenContext, GenOptions, Returned
+from .descriptor import DescriptorArg, from_packed
 from .semantic import Semantic
 from .source import FunctionSource, parse_function
 from .statements import KernelGenerator
@@ -50,6 +51,8 @@ def generate_kernel(src: FunctionSource, params: list[ParamSpec], options: GenOp
         arg_names.append(p.name)
         arg_attrs.append({"divisibility": p.divisibility} if p.divisibility > 1 else {})
         gen.scope[p.name] = lc.Tensor(v)
+        if isinstance(p.value, DescriptorArg):  # a host tensor descriptor: its packed words
+            gen.scope[p.name] = from_packed(sem, lc.Tensor(v), p.value)
     r = gen.visit_body(src.tree.body)
     if isinstance(r, Returned) and r.value is not None:
         loc = src.loc(r.node or src.tree)

@@ -162,7 +162,7 @@ class CodeGenerator(ast.NodeVisitor):
 
     def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
         if isinstance(base, (int, float)) and not hasattr(base, attr) and (
-                attr in TENSOR_METHODS or attr in ("dtype", "shape", "numel", "type", "T")):
+                attr in TENSOR_METHODS or attr in ("dtype", "shape", "numel", "T")):
             # A number stays a compile-time value until used as a tensor: in Triton `acc = 0` is
             # already an int32 tensor, so `acc.to(tl.int64)` and `value.dtype` work on it.
             base = self.sem.to_tensor(base)
@@ -184,6 +184,10 @@ class CodeGenerator(ast.NodeVisitor):
             return _BoundMethod(fn, base)
         if isinstance(base, BlockPointer):
             raise self.error(E.UnsupportedError, node, f"block pointers have no attribute {attr!r}")
+        if type(base).__name__ == "TensorDescriptor" and type(base).__module__ == f"{__package__}.descriptor":
+            from .descriptor import attribute
+
+            return attribute(self, base, attr)
         try:
             return _normalize_global(getattr(base, attr))
         except AttributeError:

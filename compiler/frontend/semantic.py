@@ -476,6 +476,9 @@ class Semantic:
             raise DtypeError(f"atomic_{kind} needs a pointer, got {pe}")
         elem = pe.elem
         assert isinstance(elem, T.ScalarType)
+        if elem.is_int and elem.bits < 32:
+            raise DtypeError(f"atomic_{kind} does not support {elem}",
+                             hint="GPUs have atomics on 32- and 64-bit integers only; use an int32 tensor")
         v = self.cast(self.to_tensor(val) if not _is_num(val) else self.constant(val, elem), elem)
         ptr, v = self.broadcast_pair(ptr, v)
         ops = [ptr.handle, v.handle]
@@ -504,6 +507,8 @@ class Semantic:
             raise DtypeError(f"atomic_cas needs a pointer, got {pe}")
         elem = pe.elem
         assert isinstance(elem, T.ScalarType)
+        if elem.is_int and elem.bits < 16:
+            raise DtypeError(f"atomic_cas does not support {elem}", hint="use a 16-, 32- or 64-bit type")
         c = self.cast(self.to_tensor(cmp) if not _is_num(cmp) else self.constant(cmp, elem), elem)
         v = self.cast(self.to_tensor(val) if not _is_num(val) else self.constant(val, elem), elem)
         ptr, c = self.broadcast_pair(ptr, c)
@@ -573,9 +578,11 @@ class Semantic:
             acc3 = self.reshape(acc, [nb, *acc.shape[-2:]]) if acc is not None else None
             r = self.dot(a3, b3, acc3, input_precision, out_dtype)
             return self.reshape(r, [*batch, *r.shape[-2:]])
-        # Triton's rule: K at least 16 (tensor cores pad small M and N); fp64 dots never use
-        # tensor cores, so they may be of any size.
-        if a.ir_elem != T.fp64 and a.shape[-1] < 16:
+        # Triton's rule on GPUs: K at least 16 (tensor cores pad small M and N); fp64 dots never
+        # use tensor cores, so they may be of any size; the CPU has no minimum (as triton-cpu).
+        gen = getattr(self, "gen", None)
+        on_gpu = gen is not None and gen.options.target != "cpu"
+        if on_gpu and a.ir_elem != T.fp64 and a.shape[-1] < 16:
             raise ShapeError(f"dot needs an inner dimension (K) of at least 16, got {list(a.shape)} @ "
                              f"{list(b.shape)}", hint="pad K to 16 and mask the loads")
         ae, be = a.ir_elem, b.ir_elem

@@ -22,6 +22,7 @@ __all__ = [
     "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "static_assert", "static_print",
     "device_assert", "device_print", "multiple_of", "max_contiguous", "max_constancy", "assume",
     "debug_barrier", "inline_asm_elementwise", "to", "make_block_ptr", "advance", "to_tensor", "item", "add",
+    "make_tensor_descriptor", "load_tensor_descriptor", "store_tensor_descriptor",
     "sub", "mul", "sort",
 ]
 
@@ -131,6 +132,32 @@ def make_block_ptr(base: Any, shape: Any, strides: Any, offsets: Any, block_shap
 def advance(base: Any, offsets: Any, _sem: Any = None) -> Any:
     """Move a block pointer by `offsets` elements per dimension. `p = tl.advance(p, (0, BK))`."""
     return _sem.gen.advance(base, offsets)
+
+
+@builtin
+def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any, padding_option: str = "zero",
+                           _sem: Any = None) -> Any:
+    """A tiled view of a strided tensor, read and written block by block with bounds checks.
+    `d = tl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [BM, BN]); x = d.load([pid * BM, 0])`."""
+    from ..frontend import descriptor
+
+    return descriptor.make_tensor_descriptor(_sem, base, shape, strides, block_shape, str(padding_option))
+
+
+@builtin
+def load_tensor_descriptor(desc: Any, offsets: Any, _sem: Any = None) -> Tensor:
+    """The block of `desc` at element `offsets`; outside the tensor reads 0 (or NaN). `desc.load([i, 0])`."""
+    from ..frontend import descriptor
+
+    return descriptor.load(_sem, desc, offsets)
+
+
+@builtin
+def store_tensor_descriptor(desc: Any, offsets: Any, value: Any, _sem: Any = None) -> None:
+    """Store a block through `desc` at `offsets`; nothing outside the tensor is written. `desc.store([i, 0], y)`."""
+    from ..frontend import descriptor
+
+    descriptor.store(_sem, desc, offsets, value)
 
 
 # ------------------------------------------------------------------------- elementwise
@@ -349,9 +376,19 @@ def split(a: Any, _sem: Any = None) -> tuple[Tensor, Tensor]:
 
 
 @builtin
-def cat(input: Any, other: Any, can_reorder: bool = False, _sem: Any = None) -> Tensor:
-    """Concatenate along axis 0. `tl.cat(a, b, can_reorder=True)`."""
-    return _sem.cat(_tensor(_sem, input), _tensor(_sem, other))
+def cat(input: Any, other: Any, can_reorder: bool = False, dim: int = 0, _sem: Any = None) -> Tensor:
+    """Concatenate along axis `dim` (default 0). `tl.cat(a, b, can_reorder=True)`."""
+    a, b = _tensor(_sem, input), _tensor(_sem, other)
+    rank = len(a.shape)
+    d = _const_int(dim, "dim")
+    d = d + rank if d < 0 else d
+    if not 0 <= d < max(rank, 1):
+        raise ShapeError(f"cat dim {dim} out of range for tiles of rank {rank}")
+    if d == 0:
+        return _sem.cat(a, b)
+    perm = [d] + [i for i in range(rank) if i != d]
+    inverse = [perm.index(i) for i in range(rank)]
+    return _sem.permute(_sem.cat(_sem.permute(a, perm), _sem.permute(b, perm)), inverse)
 
 
 @builtin

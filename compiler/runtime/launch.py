@@ -75,6 +75,7 @@ class Launcher:
                 with contextlib.suppress(Exception):  # an unresolvable default is simply required
                     self.defaults[name] = _literal(node, dict(src.globals))
         self.cache: dict[Any, CompiledKernel] = {}
+        self.has_descriptors = False  # set once a launch passes a host tensor descriptor
         self.index = {n: i for i, n in enumerate(self.names)}
         self._default_opts: LaunchOptions | None = None  # ANVIL_DEBUG is read at the first launch
 
@@ -156,8 +157,11 @@ class Launcher:
             specs = [spec_for(p, v, self.fn.__name__) for p, v in zip(self.params, vals, strict=True)]
             ck = compile_kernel(self.fn, specs, opts, _target_for(vals, self.fn.__name__))
             self.cache[key] = ck
+            self.has_descriptors |= any(type(s.value).__name__ == "DescriptorArg" for s in specs)
         if warmup:
             return ck
+        if self.has_descriptors:  # host tensor descriptors travel as their packed int64 words
+            vals = [v.__anvil_packed__() if hasattr(v, "__anvil_packed__") else v for v in vals]
         g = grid(dict(zip(self.names, vals, strict=True))) if callable(grid) else grid
         if type(g) is tuple and len(g) == 1 and type(g[0]) is int and 0 <= g[0] < 2**31:
             ck.launch((g[0], 1, 1), vals)  # the common case, without _grid3's checks

@@ -94,6 +94,9 @@ def arg_key(p: ParamInfo, v: Any) -> Any:
         return "u64" if 0 <= v < 2**64 else ("overflow", v)
     if isinstance(v, float):
         return "fp32"
+    desc = getattr(v, "__anvil_descriptor__", None)
+    if desc is not None:
+        return ("desc", desc)
     if _is_tensor(v):
         # the device is part of the key: the same dtypes on CPU and GPU are different kernels
         return (v.dtype, getattr(v, "is_cuda", False), p.no_specialize or v.data_ptr() % 16 == 0)
@@ -131,6 +134,13 @@ def spec_for(p: ParamInfo, v: Any, kernel: str) -> ParamSpec:
         raise E.ArgumentOverflowError(f"argument {p.name!r} of {kernel} = {v} does not fit in 64 bits")
     if isinstance(v, float):
         return ParamSpec(p.name, False, None, T.fp32)
+    desc = getattr(v, "__anvil_descriptor__", None)
+    if desc is not None:  # a host tensor descriptor: (torch dtype, block shape, padding)
+        from ..frontend.descriptor import DescriptorArg
+
+        dt, block, padding = desc
+        return ParamSpec(p.name, False, DescriptorArg(torch_elem(dt), tuple(block), padding), T.PointerType(T.i64),
+                         16)
     if _is_tensor(v):
         div = 16 if (v.data_ptr() % 16 == 0 and not p.no_specialize) else 1
         return ParamSpec(p.name, False, None, T.PointerType(torch_elem(v.dtype)), div)

@@ -263,5 +263,183 @@ def test_pointer_type_constructed_in_a_kernel() -> None:
     assert out.item() == 2**40
 
 
+# ---------------------------------------------------------------- dots: small M/N, several batch axes, trans
+@jit
+def _dot_small_mn(x_ptr, y_ptr, z_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    m, n, k = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    x = tl.load(x_ptr + m[:, None] * K + k[None, :])
+    y = tl.load(y_ptr + k[:, None] * N + n[None, :])
+    tl.store(z_ptr + m[:, None] * N + n[None, :], tl.dot(x, y))
+
+
+@jit
+def _dot_batched(x_ptr, y_ptr, z_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 2 * 2 * 16 * 16)).reshape([2, 2, 16, 16])
+    y = tl.load(y_ptr + tl.arange(0, 2 * 2 * 16 * 16)).reshape([2, 2, 16, 16])
+    z = tl.dot(x, tl.trans(y))
+    tl.store(z_ptr + tl.arange(0, 2 * 2 * 16 * 16), z.reshape([2 * 2 * 16 * 16]))
+
+
+def test_dot_shapes_triton_accepts() -> None:
+    x, y = torch.randn(4, 32), torch.randn(32, 8)
+    z = torch.empty(4, 8)
+    _dot_small_mn[(1,)](x, y, z, M=4, N=8, K=32)
+    torch.testing.assert_close(z, x @ y, rtol=1e-4, atol=1e-4)
+    a, b = torch.randn(2, 2, 16, 16), torch.randn(2, 2, 16, 16)
+    c = torch.empty(2, 2, 16, 16)
+    _dot_batched[(1,)](a, b, c)
+    torch.testing.assert_close(c, a @ b.transpose(-1, -2), rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- argmax/argmin skip NaN
+@jit
+def _argmax_nan(x_ptr, i_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < 3, other=-float("inf"))
+    tl.store(i_ptr, tl.argmax(x, axis=0))
+    tl.store(i_ptr + 1, tl.argmin(tl.where(offs < 3, x, float("inf")), axis=0))
+
+
+def test_argmax_argmin_ignore_nan() -> None:
+    i = torch.zeros(2, dtype=torch.int32)
+    _argmax_nan[(1,)](torch.tensor([3.0, 5.0, float("nan")]), i, BLOCK=4)
+    assert i.tolist() == [1, 0]
+    _argmax_nan[(1,)](torch.tensor([float("nan"), 6.0, 8.0]), i, BLOCK=4)
+    assert i.tolist() == [2, 1]
+
+
+# ---------------------------------------------------------------- errors worded as Triton words them
+@jit
+def _expand_dup(x_ptr, N: tl.constexpr):
+    t = tl.expand_dims(tl.arange(0, N), (0, -3))
+    tl.store(x_ptr + tl.arange(0, N)[None, None, :] + t * 0, 0.0)
+
+
+@jit
+def _expand_bad(x_ptr, N: tl.constexpr):
+    tl.expand_dims(tl.arange(0, N), 2)
+
+
+@jit
+def _bad_index(x_ptr):
+    x_ptr[10:]
+
+
+@jit
+def _bad_pid(x_ptr):
+    tl.program_id(20)
+
+
+def test_expand_dims_index_and_program_id_errors() -> None:
+    from compiler.errors import CompilationError
+
+    x = torch.zeros(8)
+    with pytest.raises(CompilationError, match=r"duplicate axes, normalized axes = \[0, 0\]"):
+        _expand_dup[(1,)](x, N=8)
+    with pytest.raises(CompilationError, match="invalid axis 2"):
+        _expand_bad[(1,)](x, N=8)
+    with pytest.raises(CompilationError, match="unsupported tensor index"):
+        _bad_index[(1,)](x)
+    with pytest.raises(CompilationError, match="program_id axis must be 0, 1, or 2 but got 20"):
+        _bad_pid[(1,)](x)
+
+
+# ---------------------------------------------------------------- one-element conditions, hasattr, scalars
+@jit
+def _one_element_if(x_ptr, p_ptr):
+    c = tl.load(x_ptr + tl.arange(0, 1)) > 42
+    if c:
+        tl.store(x_ptr, 42)
+    if (p_ptr is not None) and hasattr(p_ptr, "dtype") and isinstance(p_ptr.dtype, tl.pointer_type) \
+            and p_ptr.dtype.element_ty == tl.float32:
+        tl.store(p_ptr, 1.5)
+    a, b = tl.split(tl.join(tl.load(x_ptr), tl.load(x_ptr) + 1))
+    tl.static_assert(a.shape == [])
+    z = tl.interleave(a, b)
+    tl.static_assert(z.shape == [2])
+    tl.store(x_ptr + 1 + tl.arange(0, 2), z)
+
+
+def test_scalar_conditions_hasattr_and_scalar_split() -> None:
+    x = torch.tensor([100, 0, 0], dtype=torch.int32)
+    p = torch.zeros(1)
+    _one_element_if[(1,)](x, p)
+    assert x.tolist() == [42, 42, 43] and p.item() == 1.5
+    x = torch.tensor([7, 0, 0], dtype=torch.int32)
+    _one_element_if[(1,)](x, None)
+    assert x.tolist() == [7, 7, 8]
+
+
+# ---------------------------------------------------------------- unsupported atomics, overflowing ints
+@jit
+def _atomic_i8(o_ptr):
+    tl.atomic_add(o_ptr, 1)
+
+
+@jit
+def _takes_int(v, o_ptr):
+    tl.store(o_ptr, v)
+
+
+def test_atomic_on_8_bit_ints_and_integer_overflow_are_errors() -> None:
+    from compiler.errors import CompilationError
+
+    with pytest.raises(CompilationError, match="atomic_add does not support i8"):
+        _atomic_i8[(1,)](torch.zeros(1, dtype=torch.int8))
+    o = torch.zeros(1, dtype=torch.int64)
+    with pytest.raises(OverflowError):
+        _takes_int[(1,)](2**64, o)
+    with pytest.raises(OverflowError):
+        _takes_int[(1,)](-(2**63) - 1, o)
+    _takes_int[(1,)](-(2**63), o)
+    assert o.item() == -(2**63)
+
+
+def test_exponent_bias() -> None:
+    assert (tl.float16.exponent_bias, tl.bfloat16.exponent_bias, tl.float32.exponent_bias) == (15, 127, 127)
+    assert (tl.float8e4nv.exponent_bias, tl.float8e4b8.exponent_bias, tl.float8e5b16.exponent_bias) == (7, 8, 16)
+
+
+# ---------------------------------------------------------------- tl.make_tensor_descriptor
+@jit
+def _desc_copy(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [BM, BN])
+    dst = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    blk = src.load([pm * BM, pn * BN])
+    tl.static_assert(blk.shape == src.block_shape)
+    dst.store([pm * BM, pn * BN], blk * 2)
+
+
+def test_tensor_descriptor_load_store_with_edges() -> None:
+    x = torch.randn(37, 45)
+    y = torch.full_like(x, float("nan"))
+    _desc_copy[(3, 2)](x, y, 37, 45, BM=16, BN=32)
+    torch.testing.assert_close(y, x * 2)
+
+
+# ---------------------------------------------------------------- host TensorDescriptor arguments, tl.cat(dim=)
+@jit
+def _desc_args(x_desc, y_desc, z_desc, BM: tl.constexpr, BN: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    x = x_desc.load([pm * BM, pn * BN])
+    y = y_desc.load([pm * BM, pn * BN])
+    z = tl.cat(x, y, dim=1)
+    z_desc.store([pm * BM, pn * 2 * BN], z)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_host_tensor_descriptors(debug: bool) -> None:
+    from compiler.triton_compat.tools.tensor_descriptor import TensorDescriptor
+
+    x, y = torch.randn(40, 48), torch.randn(40, 48)
+    z = torch.full((40, 96), float("nan"))
+    xd, yd = TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor.from_tensor(y, [16, 16])
+    zd = TensorDescriptor.from_tensor(z, [16, 32])
+    _desc_args[(3, 3)](xd, yd, zd, BM=16, BN=16, debug=debug)
+    want = torch.stack([x.view(40, 3, 16), y.view(40, 3, 16)], dim=2).reshape(40, 96)
+    torch.testing.assert_close(z, want)
+
+
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__, "-q"])

@@ -60,16 +60,14 @@ class JITFunction(_AnvilJITFunction):
         self.cache = {}
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
-        for k in _FOREIGN_LAUNCH_OPTIONS.intersection(kwargs):
-            del kwargs[k]
+        _check_options(kwargs)
         try:
             return super().run(*args, grid=grid, **kwargs)
         except E.CompilationError as e:
             raise e from _cause(e)
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
-        for k in _FOREIGN_LAUNCH_OPTIONS.intersection(kwargs):
-            del kwargs[k]
+        _check_options(kwargs)
         try:
             ck = super().warmup(*args, grid=grid, **kwargs)
         except E.CompilationError as e:
@@ -113,6 +111,15 @@ class JITFunction(_AnvilJITFunction):
 
 
 JITCallable = JITFunction
+
+
+def _check_options(kwargs: dict[str, Any]) -> None:
+    """Drop other backends' launch options; check num_warps as Triton does (an AssertionError)."""
+    for k in _FOREIGN_LAUNCH_OPTIONS.intersection(kwargs):
+        del kwargs[k]
+    nw = kwargs.get("num_warps")
+    if nw is not None:
+        assert int(nw) > 0 and int(nw) & (int(nw) - 1) == 0, "num_warps must be a power of 2"
 
 
 def _cause(e: E.CompilationError) -> Exception:

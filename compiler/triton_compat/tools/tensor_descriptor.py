@@ -52,3 +52,22 @@ class TensorDescriptor:
     @staticmethod
     def from_tensor(tensor: Any, block_shape: list[int], padding: str = "zero") -> TensorDescriptor:
         return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), list(block_shape), padding)
+
+    # How Anvil's launcher passes a descriptor: the compile-time part as the specialization key,
+    # the rest as int64 words [base address, shape..., strides...] in the tensor's memory.
+    @property
+    def __anvil_descriptor__(self) -> tuple[Any, tuple[int, ...], str]:
+        return self.base.dtype, tuple(int(b) for b in self.block_shape), self.padding
+
+    def __anvil_packed__(self) -> Any:
+        import torch
+
+        words = [self.base.data_ptr(), *(int(d) for d in self.shape), *(int(s) for s in self.strides)]
+        return torch.tensor(words, dtype=torch.int64, device=self.base.device)
+
+    @property
+    def device(self) -> Any:
+        return self.base.device
+
+    def data_ptr(self) -> int:
+        return int(self.base.data_ptr())
