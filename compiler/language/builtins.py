@@ -586,9 +586,23 @@ def debug_barrier(_sem: Any = None) -> None:
 @builtin
 def inline_asm_elementwise(asm: str, constraints: str, args: Any, dtype: Any, is_pure: bool, pack: int,
                            _sem: Any = None) -> Any:
-    """Elementwise inline assembly (GPU backends only)."""
-    raise ArgumentError("inline_asm_elementwise is GPU assembly and cannot run on the CPU backend",
-                        hint="write the operation with tl functions, or run on a CUDA tensor")
+    """Elementwise inline assembly (GPU backends only). `tl.inline_asm_elementwise("mov.b32 $0, $1;",
+    "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)`; a tuple dtype gives a tuple of results."""
+    if not str(_sem.gen.options.target).startswith("cuda"):
+        raise ArgumentError("inline_asm_elementwise is GPU assembly and cannot run on the CPU backend",
+                            hint="write the operation with tl functions, or run on a CUDA tensor")
+    vals = [_tensor(_sem, a) for a in (args if isinstance(args, (list, tuple)) else [args])]
+    for i in range(1, len(vals)):  # broadcast every argument to one shape
+        vals[0], vals[i] = _sem.broadcast_pair(vals[0], vals[i])
+    shape = vals[0].shape if vals else ()
+    vals = [_sem.broadcast_to(v, shape) for v in vals]
+    dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype]
+    rtypes = [T.TileType(tuple(shape), _dtype(d)) if shape else _dtype(d) for d in dtypes]
+    attrs = {"asm": str(getattr(asm, "value", asm)), "constraints": str(getattr(constraints, "value", constraints)),
+             "pure": bool(getattr(is_pure, "value", is_pure)), "pack": int(getattr(pack, "value", pack))}
+    op = _sem.b.create("inline_asm", [v.handle for v in vals], rtypes, attrs)
+    outs = tuple(Tensor(r) for r in op.results)
+    return outs if isinstance(dtype, (list, tuple)) else outs[0]
 
 
 def dtype_of(x: Any) -> dtype:

@@ -191,6 +191,16 @@ def _scan(lw: NvLowering, op: Op) -> None:
     lower_scan(lw, op)
 
 
+def _lazy(module: str, name: str) -> Callable[[NvLowering, Op], None]:
+    """The lowering `name` of module `module` (imported at first use)."""
+    def f(lw: NvLowering, op: Op) -> None:
+        import importlib
+
+        getattr(importlib.import_module(f"{__package__}.{module}"), name)(lw, op)
+
+    return f
+
+
 def _noop(lw: NvLowering, op: Op) -> None:
     return None
 
@@ -221,6 +231,15 @@ LOWER: dict[str, Callable[[NvLowering, Op], None]] = {
     "dot": _dot,
     "assume": _noop,
     "barrier": _barrier,
+    "join": _lazy("shape_ops", "lower_join"),
+    "split": _lazy("shape_ops", "lower_split"),
+    "cat": _lazy("shape_ops", "lower_cat"),
+    "gather": _lazy("shape_ops", "lower_gather"),
+    "histogram": _lazy("histogram", "lower_histogram"),
+    "sort": _lazy("sort", "lower_sort"),
+    "print": _lazy("debug", "lower_print"),
+    "assert": _lazy("debug", "lower_assert"),
+    "inline_asm": _lazy("inline_asm", "lower_inline_asm"),
 }
 
 _ = (I1,)
