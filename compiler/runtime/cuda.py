@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from ..ir import types as T
 from .specialize import LaunchOptions
 
-__all__ = ["CudaCompiledKernel", "compile_cuda"]
+__all__ = ["CudaCompiledKernel", "compile_cuda", "current_stream"]
 
 
-_torch_c: Any = None
+def _stream_reader() -> Callable[[], int]:
+    """torch's current CUDA stream on the current device, as a raw handle. Read on every launch (not
+    cached): CUDA graph capture and `torch.cuda.stream(...)` work by changing it."""
+    import torch
+
+    c = torch._C
+    raw, device = c._cuda_getCurrentRawStream, c._cuda_getDevice
+    return lambda: raw(device())
 
 
-def _stream() -> int:
-    """torch's current CUDA stream on the current device (a raw handle; cheap)."""
-    global _torch_c
-    if _torch_c is None:
-        import torch
+_stream: Callable[[], int] | None = None
 
-        _torch_c = torch._C
-    return _torch_c._cuda_getCurrentRawStream(_torch_c._cuda_getDevice())
+
+def current_stream() -> int:
+    global _stream
+    if _stream is None:
+        _stream = _stream_reader()
+    return _stream()
 
 
 class CudaCompiledKernel:
@@ -59,14 +68,39 @@ class CudaCompiledKernel:
         return self._fn
 
     def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
+        """The general path: `params` holds a value for every kernel parameter (constants ignored)."""
         if grid[0] * grid[1] * grid[2] == 0:
             return
         fn = self._fn or self.function
-        vals = [params[i].data_ptr() if p else params[i] for i, p in zip(self.arg_index, self._is_ptr, strict=True)]
-        fn.launch(grid, vals, _stream())
+        vals = tuple(params[i].data_ptr() if p else params[i]
+                     for i, p in zip(self.arg_index, self._is_ptr, strict=True))
+        fn.launch(grid[0], grid[1], grid[2], current_stream(), vals)
+
+    def fast_entry(self, raw_positions: list[int], n_raw: int) -> Callable[..., Any]:
+        """The warm launch of this specialization, `entry(gx, gy, gz, raw, params) -> self`: `raw` holds
+        the values of the launch's non-constexpr parameters in order, tensors already read with
+        data_ptr (`raw_positions[i]` is where kernel argument i sits in it; `n_raw` its length);
+        `params` (every parameter's value) is unused here. Grid dimensions are in [0, 2**31)."""
+        global _stream
+        fn = self._fn or self.function
+        if _stream is None:
+            _stream = _stream_reader()
+        pick = None if raw_positions == list(range(n_raw)) else _picker(raw_positions)
+        entry: Callable[..., Any] = fn.entry(pick, _stream, self)
+        return entry
 
     def __repr__(self) -> str:
         return f"CudaCompiledKernel({self.name}, {self.target})"
+
+
+def _picker(positions: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A C-speed selection of `positions` out of a tuple (the values the binary takes)."""
+    if not positions:
+        return lambda raw: ()
+    if len(positions) == 1:
+        p = positions[0]
+        return lambda raw: (raw[p],)
+    return operator.itemgetter(*positions)
 
 
 def compile_cuda(ir_fn: Any, symbol: str, opts: LaunchOptions, target: str) -> Any:

@@ -117,10 +117,30 @@ class JITFunction(KernelInterface):
             self._launcher = Launcher(self)
         return self._launcher
 
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        # The warm path (fastpath.py): a binder per call shape, found by (len(args), *keywords).
+        launcher = self.launcher
+        binders = launcher.binders
+
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            b = binders.get((len(args), *kwargs))
+            if b is None:
+                b = launcher.binder((len(args), *kwargs))
+            try:
+                return b(grid, args, kwargs)
+            except E.AnvilError as e:
+                raise _clean(e) from None
+
+        return launch
+
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Launch on `grid` with `args` (torch tensors and scalars) and constexpr keywords."""
+        launcher = self.launcher
+        b = launcher.binders.get((len(args), *kwargs))
+        if b is None:
+            b = launcher.binder((len(args), *kwargs))
         try:
-            return self.launcher.run(args, kwargs, grid, warmup=False)
+            return b(grid, args, kwargs)
         except E.AnvilError as e:
             raise _clean(e) from None
 

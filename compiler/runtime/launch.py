@@ -14,7 +14,7 @@ from ..ir import types as T
 from .compiled import CompiledKernel, compile_kernel
 from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signature_type, spec_for
 
-__all__ = ["Launcher", "compile_for_signature", "run_grid"]
+__all__ = ["Launcher", "compile_for_signature", "run_grid", "grid3"]
 
 _OPTION_NAMES = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
                  "launch_cooperative_grid", "launch_pdl"}
@@ -74,10 +74,34 @@ class Launcher:
 
                 with contextlib.suppress(Exception):  # an unresolvable default is simply required
                     self.defaults[name] = _literal(node, dict(src.globals))
-        self.cache: dict[Any, CompiledKernel] = {}
+        self.cache: dict[Any, tuple[CompiledKernel, bool]] = {}
         self.has_descriptors = False  # set once a launch passes a host tensor descriptor
         self.index = {n: i for i, n in enumerate(self.names)}
         self._default_opts: LaunchOptions | None = None  # ANVIL_DEBUG is read at the first launch
+        # The warm path (see fastpath.py): binders generated per call shape (number of positional
+        # arguments, keyword names), and the launch entries they find by a flat key.
+        self.binders: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self.fast: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        nonconst = [i for i, p in enumerate(self.params) if not p.constexpr]
+        self.raw_pos = {i: j for j, i in enumerate(nonconst)}  # parameter index -> place in the raw tuple
+
+    def binder(self, shape: tuple[Any, ...]) -> Callable[..., Any]:
+        """The binder for calls with `shape[0]` positional arguments and keywords `shape[1:]`."""
+        from .fastpath import make_binder
+
+        b = make_binder(self, shape[0], shape[1:])
+        self.binders[shape] = b
+        return b
+
+    def miss(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], fkey: tuple[Any, ...],
+             n_raw: int) -> Any:
+        """A binder found no entry for `fkey`: launch through the general path, then remember the entry."""
+        ck, eligible = self._run(args, kwargs, grid, False)
+        if eligible:
+            raw_positions = [self.raw_pos[i] for i in ck.arg_index]
+            fe = getattr(ck, "fast_entry", None)
+            self.fast[fkey] = fe(raw_positions, n_raw) if fe is not None else _cpu_entry(ck)
+        return ck
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], LaunchOptions]:
         names = self.names
@@ -137,10 +161,10 @@ class Launcher:
         out: list[Any] = []
         for p, v in zip(self.params, vals, strict=True):
             tv = type(v)
-            if p.constexpr:
-                out.append(v if tv is int or tv is bool or tv is float or tv is str or v is None else arg_key(p, v))
+            if p.constexpr:  # an int as itself; other values with their type (True == 1 == 1.0)
+                out.append(v if tv is int else arg_key(p, v))
             elif tv is _Tensor and not p.no_specialize:
-                out.append((v.dtype, v.is_cuda, not v.data_ptr() & 15))
+                out.append((v.dtype, v.device, not v.data_ptr() & 15))
             elif tv is int and not p.no_specialize and -(2**31) <= v < 2**31:
                 out.append(1 if v == 1 else (16 if not v & 15 else 0))
             else:
@@ -148,32 +172,55 @@ class Launcher:
         return tuple(out)
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any, warmup: bool) -> CompiledKernel:
+        return self._run(args, kwargs, grid, warmup)[0]
+
+    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
+             warmup: bool) -> tuple[CompiledKernel, bool]:
+        """The general path; also says whether the warm path may launch this specialization (no
+        host tensor descriptors, only num_warps/num_stages among the launch options)."""
         vals, opts = self.bind(args, kwargs)
         key = self._key(vals)
         if opts is not self._default_opts:
             key = (key, opts)
-        ck = self.cache.get(key)
-        if ck is None:
+        hit = self.cache.get(key)
+        if hit is None:
             specs = [spec_for(p, v, self.fn.__name__) for p, v in zip(self.params, vals, strict=True)]
             ck = compile_kernel(self.fn, specs, opts, _target_for(vals, self.fn.__name__))
-            self.cache[key] = ck
-            self.has_descriptors |= any(type(s.value).__name__ == "DescriptorArg" for s in specs)
+            desc = any(type(s.value).__name__ == "DescriptorArg" for s in specs)
+            hit = self.cache[key] = (ck, not desc and opts.debug == self._default_debug())
+            self.has_descriptors |= desc
+        ck, eligible = hit
         if warmup:
-            return ck
+            return ck, eligible
         if self.has_descriptors:  # host tensor descriptors travel as their packed int64 words
             vals = [v.__anvil_packed__() if hasattr(v, "__anvil_packed__") else v for v in vals]
         g = grid(dict(zip(self.names, vals, strict=True))) if callable(grid) else grid
         if type(g) is tuple and len(g) == 1 and type(g[0]) is int and 0 <= g[0] < 2**31:
             ck.launch((g[0], 1, 1), vals)  # the common case, without _grid3's checks
         else:
-            ck.launch(_grid3(g), vals)
+            ck.launch(grid3(g), vals)
+        return ck, eligible
+
+    def _default_debug(self) -> bool:
+        if self._default_opts is None:
+            self._default_opts = LaunchOptions.from_kwargs({}, self.fn.debug)
+        return self._default_opts.debug
+
+
+def _cpu_entry(ck: Any) -> Callable[..., Any]:
+    launch = ck.launch
+
+    def entry(gx: int, gy: int, gz: int, raw: tuple[Any, ...], params: tuple[Any, ...]) -> Any:
+        launch((gx, gy, gz), params)
         return ck
+
+    return entry
 
 
 _MISSING = object()
 
 
-def _grid3(g: Any) -> tuple[int, int, int]:
+def grid3(g: Any) -> tuple[int, int, int]:
     if isinstance(g, int):
         g = (g,)
     try:

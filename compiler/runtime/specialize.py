@@ -73,11 +73,13 @@ def _is_tensor(v: Any) -> bool:
 def arg_key(p: ParamInfo, v: Any) -> Any:
     """The part of the cache key contributed by one argument (cheap: runs on every launch)."""
     if type(v) is _Tensor and not p.constexpr:
-        # the device is part of the key: the same dtypes on CPU and GPU are different kernels
-        return (v.dtype, v.is_cuda, p.no_specialize or v.data_ptr() & 15 == 0)
+        # the device is part of the key: the same dtypes on CPU and GPU are different kernels, and
+        # a tensor on an unsupported device must reach the general path's error
+        return (v.dtype, v.device, p.no_specialize or v.data_ptr() & 15 == 0)
     if p.constexpr:
+        # the type is part of the token: True == 1 == 1.0 in Python, but each compiles differently
         v = v.value if isinstance(v, lc.constexpr) else v
-        return ("c", _hashable(v))
+        return ("c", type(v).__name__, _hashable(v))
     if v is None:
         return "none"
     if isinstance(v, bool):
@@ -99,7 +101,7 @@ def arg_key(p: ParamInfo, v: Any) -> Any:
         return ("desc", desc)
     if _is_tensor(v):
         # the device is part of the key: the same dtypes on CPU and GPU are different kernels
-        return (v.dtype, getattr(v, "is_cuda", False), p.no_specialize or v.data_ptr() % 16 == 0)
+        return (v.dtype, getattr(v, "device", None), p.no_specialize or v.data_ptr() % 16 == 0)
     return ("?", type(v).__name__)
 
 

@@ -1,29 +1,53 @@
 """The CUDA driver side: load cubins (cuda-bindings) and launch on torch's current stream.
 
-The hot path is one ctypes call of cuLaunchKernel with argument storage prepared once per
-compiled kernel: a warm launch sets the argument values and calls.
+The warm path is one `struct.pack_into` of the launch configuration and the argument values into a
+buffer prepared once per loaded kernel, and one ctypes call of cuLaunchKernelEx whose four
+arguments are prepared objects (no per-call conversion). The buffer is laid out as
+
+    [CUlaunchConfig (56 bytes): grid xyz, block xyz, shared bytes, stream, attrs=NULL, numAttrs=0]
+    [argument values, each at its natural alignment]   <- the kernelParams array points here
+
+and a lock serialises pack+call: the driver reads the values during the call, and ctypes releases
+the GIL for it, so another thread must not repack the buffer meanwhile.
 """
 
 from __future__ import annotations
 
 import ctypes
+import struct
+import threading
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from ...errors import LaunchError, ResourceError
 from ...ir import types as T
 
-__all__ = ["CudaFunction", "device_arch", "load_cubin"]
+__all__ = ["CudaFunction", "device_arch", "load_cubin", "pack_codes", "CONFIG_FORMAT"]
+
+# CUlaunchConfig: 7 x unsigned (grid, block, shared), 4 bytes padding, CUstream, then attrs (NULL)
+# and numAttrs (0) written as zero bytes. Checked against cuda.bindings' CUlaunchConfig layout.
+CONFIG_FORMAT = "@IIIIIIIQ16x"
+CONFIG_BYTES = struct.calcsize(CONFIG_FORMAT)  # 56
+
+_CODES = {"i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u16": "H", "u32": "I",
+          "u64": "Q", "fp32": "f", "fp64": "d"}
+
+
+def pack_codes(arg_types: list[T.Type]) -> str:
+    """struct codes of the kernel's parameters as the driver reads them (pointers are 64-bit)."""
+    out = []
+    for t in arg_types:
+        code = "Q" if isinstance(t, T.PointerType) else _CODES.get(str(t))
+        if code is None:
+            raise LaunchError(f"kernel parameters of type {t} cannot be passed from the host")
+        out.append(code)
+    return "".join(out)
 
 
 @cache
 def _libcuda() -> ctypes.CDLL:
-    lib = ctypes.CDLL("libcuda.so.1")
-    lib.cuLaunchKernel.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
-                                   ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p,
-                                   ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
-    lib.cuLaunchKernel.restype = ctypes.c_int
-    return lib
+    return ctypes.CDLL("libcuda.so.1")
 
 
 def _check(res: Any, what: str) -> Any:
@@ -58,56 +82,103 @@ def device_arch() -> str:
     return arch + "a" if major in (9, 10, 12) else arch
 
 
-_CTYPES = {
-    "i1": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
-    "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32,
-    "u64": ctypes.c_uint64, "fp32": ctypes.c_float, "fp64": ctypes.c_double,
-}
-
-
 class CudaFunction:
-    """A loaded kernel with its argument storage; `launch` is the warm path."""
+    """A loaded kernel with its launch buffer; `launch` is the warm path."""
 
     def __init__(self, cubin: bytes, symbol: str, arg_types: list[T.Type], num_warps: int, shared: int,
                  name: str) -> None:
         from cuda.bindings import driver as cu
 
         _ensure_context()
-        self.name = name
         self.module = _check(cu.cuModuleLoadData(cubin), f"loading kernel {name}")
         self.function = _check(cu.cuModuleGetFunction(self.module, symbol.encode()), f"finding kernel {name}")
-        self.handle = ctypes.c_void_p(int(self.function))
-        self.threads = 32 * num_warps
-        self.shared = shared
         if shared > 48 * 1024:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             _check(cu.cuFuncSetAttribute(self.function, attr, shared), f"shared memory for {name}")
-        self.storage: list[Any] = [(ctypes.c_uint64 if isinstance(t, T.PointerType) else _CTYPES[str(t)])()
-                                   for t in arg_types]
-        self.argv = (ctypes.c_void_p * max(1, len(self.storage)))(
-            *[ctypes.addressof(s) for s in self.storage])
-        self._launch = _libcuda().cuLaunchKernel
         self.registers = _check(cu.cuFuncGetAttribute(
             cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, self.function), "attributes")
         self.max_threads = _check(cu.cuFuncGetAttribute(
             cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, self.function), "attributes")
-        if self.threads > self.max_threads:
-            raise ResourceError(f"kernel {name} needs {self.threads} threads per program (num_warps="
+        if 32 * num_warps > self.max_threads:
+            raise ResourceError(f"kernel {name} needs {32 * num_warps} threads per program (num_warps="
                                 f"{num_warps}) but its {self.registers} registers per thread allow only "
                                 f"{self.max_threads}; use fewer warps or smaller blocks")
+        self.prepare(int(self.function), _libcuda().cuLaunchKernelEx, arg_types, num_warps, shared, name)
 
-    def launch(self, grid: tuple[int, int, int], values: list[Any], stream: int) -> None:
-        for s, v in zip(self.storage, values, strict=True):
-            s.value = v
-        err = self._launch(self.handle, grid[0], grid[1], grid[2], self.threads, 1, 1, self.shared,
-                           ctypes.c_void_p(stream), self.argv, None)
+    def prepare(self, handle: int, launch_ex: Any, arg_types: list[T.Type], num_warps: int, shared: int,
+                name: str) -> None:
+        """Build the launch buffer and the prepared call (`launch_ex` has cuLaunchKernelEx's C signature;
+        benchmarks/launch_probe.py passes a stand-in to time the Python side without a GPU)."""
+        self.name = name
+        self.threads = 32 * num_warps
+        self.shared = shared
+        codes = pack_codes(arg_types)
+        fmt = CONFIG_FORMAT + codes
+        self.packer = struct.Struct(fmt)
+        self.buffer = ctypes.create_string_buffer(max(self.packer.size, CONFIG_BYTES + 8))
+        base = ctypes.addressof(self.buffer)
+        # each value's offset: the packed size up to and including it, minus its own size (native
+        # alignment pads before a field, never after the last one)
+        offsets = [struct.calcsize(CONFIG_FORMAT + codes[:i + 1]) - struct.calcsize(c) for i, c in enumerate(codes)]
+        self.argv = (ctypes.c_void_p * max(1, len(codes)))(*[base + o for o in offsets])
+        self._config = ctypes.c_void_p(base)
+        self._handle = ctypes.c_void_p(handle)
+        launch_ex.restype = ctypes.c_int
+        launch_ex.argtypes = None  # every argument is a prepared ctypes object: nothing to convert per call
+        self._launch_ex = launch_ex
+        self._pack = self.packer.pack_into
+        self._lock = threading.Lock()
+
+    def launch(self, gx: int, gy: int, gz: int, stream: int, values: tuple[Any, ...]) -> None:
+        """Launch on a grid (each dimension in [1, 2**31)) with the values of the kernel's parameters
+        (pointers as integers) on `stream`."""
+        with self._lock:
+            try:
+                self._pack(self.buffer, 0, gx, gy, gz, self.threads, 1, 1, self.shared, stream, *values)
+            except struct.error as e:
+                self._bad_value(e)
+            err = self._launch_ex(self._config, self._handle, self.argv, None)
         if err:
-            from cuda.bindings import driver as cu
+            self._raise(err, (gx, gy, gz))
 
-            name = cu.cuGetErrorName(cu.CUresult(err))[1]
-            text = name.decode() if isinstance(name, bytes) else str(name)
-            raise LaunchError(f"launching kernel {self.name} failed: {text} (grid {grid}, {self.threads} threads, "
-                              f"{self.shared} bytes of shared memory)")
+    def entry(self, pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None, stream: Callable[[], int],
+              result: Any) -> Callable[..., Any]:
+        """`launch` as one closure for the warm path: `entry(gx, gy, gz, raw, params)` launches with
+        `pick(raw)` (or `raw` itself when `pick` is None) on `stream()` and returns `result`."""
+        lock, pack, buf, call = self._lock, self._pack, self.buffer, self._launch_ex
+        cfg, handle, argv, threads, shared = self._config, self._handle, self.argv, self.threads, self.shared
+
+        def entry(gx: int, gy: int, gz: int, raw: tuple[Any, ...], params: tuple[Any, ...]) -> Any:
+            if gx and gy and gz:
+                with lock:
+                    try:
+                        pack(buf, 0, gx, gy, gz, threads, 1, 1, shared, stream(), *raw)
+                    except struct.error as e:
+                        self._bad_value(e)
+                    err = call(cfg, handle, argv, None)
+                if err:
+                    self._raise(err, (gx, gy, gz))
+            return result
+
+        if pick is None:
+            return entry
+
+        def entry_pick(gx: int, gy: int, gz: int, raw: tuple[Any, ...], params: tuple[Any, ...]) -> Any:
+            return entry(gx, gy, gz, pick(raw), params)
+
+        return entry_pick
+
+    def _bad_value(self, e: Exception) -> None:
+        raise LaunchError(f"kernel {self.name}: an argument does not fit its parameter type ({e}); "
+                          "check the integer and float arguments")
+
+    def _raise(self, err: int, grid: tuple[int, int, int]) -> None:
+        from cuda.bindings import driver as cu
+
+        name = cu.cuGetErrorName(cu.CUresult(err))[1]
+        text = name.decode() if isinstance(name, bytes) else str(name)
+        raise LaunchError(f"launching kernel {self.name} failed: {text} (grid {grid}, {self.threads} threads, "
+                          f"{self.shared} bytes of shared memory)")
 
 
 def load_cubin(cubin: bytes, symbol: str, arg_types: list[T.Type], num_warps: int, shared: int,

@@ -68,7 +68,9 @@ class NvLowering:
         self.hw_cache: dict[LinearLayout, list[ir.Value]] = {}
         self.smem_bytes = 0
         self.smem: ir.GlobalVariable | None = None
-        self.fmf: tuple[str, ...] = ()
+        # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
+        # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
+        self.fmf: tuple[str, ...] = ("contract",)
 
     # ------------------------------------------------------------------ layouts
     def canonical(self, shape: tuple[int, ...]) -> LinearLayout:
@@ -76,7 +78,14 @@ class NvLowering:
         if hit is not None:
             return hit
         rank = len(shape)
-        vec = min(self.vec_hint.get(shape, 4), shape[-1])
+        numel = 1
+        for s in shape:
+            numel *= s
+        # Never more elements per thread along the fast dim than the tile spreads over the program:
+        # a 1024-element tile on 16 warps takes 2 per thread, not 4 per thread on 8 warps with the
+        # other 8 warps holding duplicates (which would load and compute everything twice).
+        per_thread = max(1, numel // (32 * self.num_warps))
+        vec = min(self.vec_hint.get(shape, 4), shape[-1], per_thread)
         spt = [1] * rank
         spt[-1] = vec
         rem = [s // p for s, p in zip(shape, spt, strict=True)]

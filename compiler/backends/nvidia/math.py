@@ -1,5 +1,6 @@
 """Elementwise math on NVIDIA GPUs: the fast approximate instructions Triton uses for fp32
-(ex2.approx, lg2.approx, rsqrt.approx, sin/cos.approx), generic LLVM intrinsics elsewhere."""
+(ex2.approx, lg2.approx, rsqrt.approx, sin/cos.approx), generic LLVM intrinsics elsewhere; and the
+hardware fp32 -> bf16 conversion (cvt.rn/rz.bf16.f32, sm_80+)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..cpu import scalar as S
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["emit_gpu_math"]
+__all__ = ["emit_gpu_math", "emit_gpu_cast"]
 
 F32 = S.F32
 _LOG2E = 1.4426950408889634
@@ -37,13 +38,19 @@ def emit_gpu_math(lw: NvLowering, fn: str, t: T.ScalarType, args: list[ir.Value]
         raise UnsupportedError(f"tl.{fn} on {t} is not supported by the NVIDIA backend yet",
                                hint="cast to tl.float32 first")
     ex2 = lambda v: lw.intrinsic("llvm.nvvm.ex2.approx.f32", F32, [v])  # noqa: E731
+
+    def mul(v: ir.Value, c: float) -> ir.Value:  # with the kernel's flags: contractable, no .rn
+        r = b.fmul(v, ir.Constant(F32, c))
+        r.flags.extend(lw.fmf)
+        return r
+
     lg2 = lambda v: lw.intrinsic("llvm.nvvm.lg2.approx.f", F32, [v])  # noqa: E731
     if fn in ("exp", "fast_expf"):
-        return ex2(b.fmul(x, ir.Constant(F32, _LOG2E)))
+        return ex2(mul(x, _LOG2E))
     if fn == "exp2":
         return ex2(x)
     if fn in ("log", "fast_logf"):
-        return b.fmul(lg2(x), ir.Constant(F32, _LN2))
+        return mul(lg2(x), _LN2)
     if fn == "log2":
         return lg2(x)
     if fn == "sqrt":
@@ -56,7 +63,24 @@ def emit_gpu_math(lw: NvLowering, fn: str, t: T.ScalarType, args: list[ir.Value]
         return lw.intrinsic("llvm.nvvm.cos.approx.f", F32, [x])
     if fn == "sigmoid":
         one = ir.Constant(F32, 1.0)
-        e = ex2(b.fmul(b.fneg(x), ir.Constant(F32, _LOG2E)))
+        e = ex2(mul(x, -_LOG2E))
         return lw.intrinsic("llvm.nvvm.div.full", F32, [one, b.fadd(one, e)])
     raise UnsupportedError(f"tl.{fn} is not supported by the NVIDIA backend yet",
                            hint="use exp/log/sqrt/rsqrt/sin/cos, or run on CPU tensors")
+
+
+_BF16_ROUNDING = {None: "rn", "rtne": "rn", "rtz": "rz"}
+
+
+def emit_gpu_cast(lw: NvLowering, src: T.ElemType, dst: T.ElemType, x: ir.Value,
+                  rounding: str | None) -> ir.Value | None:
+    """A cast with a one-instruction hardware form, or None for the generic (CPU-shared) lowering.
+
+    fp32 -> bf16 (bf16 values are their 16-bit patterns, an i16) is cvt.rn.bf16.f32 (cvt.rz for
+    rounding="rtz"): one instruction, where the generic integer rounding sequence is about seven
+    per element. NaN becomes the canonical bf16 NaN (0x7fff) instead of the quieted input."""
+    mode = _BF16_ROUNDING.get(rounding, "")
+    if src == T.fp32 and dst == T.bf16 and mode:
+        fty = ir.FunctionType(ir.IntType(16), [F32])
+        return lw.b.asm(fty, f"cvt.{mode}.bf16.f32 $0, $1;", "=h,f", [x], side_effect=False)
+    return None

@@ -50,6 +50,13 @@ def _scalar_op(lw: NvLowering, op: Op, args: list[ir.Value]) -> ir.Value:
         return b.gep(args[0], [off], source_etype=nv_type(pe.elem) if isinstance(pe.elem, T.ScalarType) else I64)
     if oc == "div" and T.elem_of(op.result.type) == T.fp32:
         return lw.intrinsic("llvm.nvvm.div.full", S.F32, args)
+    if oc == "cast":
+        from .math import emit_gpu_cast
+
+        r = emit_gpu_cast(lw, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0],
+                          op.attrs.get("rounding"))
+        if r is not None:
+            return r
     from ..cpu.elementwise import emit_scalar_op
 
     return emit_scalar_op(lw, op, args)  # type: ignore[arg-type]

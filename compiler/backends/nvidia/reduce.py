@@ -62,7 +62,7 @@ def lower_reduce(lw: NvLowering, op: Op) -> None:
     out_shape = out_layout.out_shape if T.shape_of(op.results[0].type) else ()
     saved = lw.fmf
     if all(o.opcode in _REASSOC or o.opcode == "yield" for o in region.ops):
-        lw.fmf = ("reassoc", "nsz")
+        lw.fmf = ("reassoc", "nsz", "contract")
     # 1. within the thread: group registers by their coordinate outside the reduced axis
     out_index: dict[tuple[int, ...], int] = {}
     for r in range(num_regs(out_layout)):
