@@ -1,0 +1,78 @@
+"""tl.reshape on NVIDIA GPUs: a relabelling of the operand's linear layout, no data movement.
+
+A reshape keeps the row-major order of the elements (numpy semantics). A register tile's layout
+maps (register, lane, warp) bits to the bits of the row-major flattened index of the tile, one
+output dimension after another (LAYOUTS.md 1.1: with power-of-two sizes the tuple form and the
+flat form are the same bits). Reading those flat bits back as the new shape's dimensions is
+again a linear layout, in which every thread holds exactly the elements it held before, in the
+same registers. So the result reuses the operand's registers as they are.
+
+Only when the new shape is not made of powers of two (no linear layout describes it) does the
+tile go through shared memory: store in the operand's layout, barrier, load in the canonical
+layout of the new shape.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...ir import types as T
+from ...ir.core import Op
+from ...layouts import LinearLayout, dim_names
+from .lower import GPUTile, num_regs, nv_type
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+
+__all__ = ["lower_reshape", "reshaped_layout"]
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def reshaped_layout(layout: LinearLayout, shape: tuple[int, ...]) -> LinearLayout | None:
+    """`layout` with its output read as `shape` (row-major), or None when `shape` has a size that
+    is not a power of two or a different element count."""
+    if not shape or not all(_is_pow2(s) for s in shape):
+        return None
+    n = 1
+    for s in shape:
+        n *= s
+    if n != layout.total_out_size:
+        return None
+    return layout.reshape_outs(list(zip(dim_names(len(shape)), shape, strict=True)))
+
+
+def lower_reshape(lw: NvLowering, op: Op) -> None:
+    src = op.operands[0]
+    shape = T.shape_of(op.result.type)
+    x = lw.vals[src]
+    if not isinstance(x, GPUTile):  # a scalar operand: every element is that value
+        dst = lw.canonical(shape)
+        lw.vals[op.result] = GPUTile(dst, [x] * num_regs(dst))
+        return
+    layout = reshaped_layout(x.layout, shape)
+    if layout is not None:
+        lw.vals[op.result] = GPUTile(layout, list(x.regs))
+        return
+    lw.vals[op.result] = _through_shared(lw, x, T.shape_of(src.type), shape, T.elem_of(op.result.type))
+
+
+def _through_shared(lw: NvLowering, x: GPUTile, src_shape: tuple[int, ...], shape: tuple[int, ...],
+                    elem: T.ElemType) -> GPUTile:
+    from .convert import linear_index, smem_load, smem_store
+
+    dst = lw.canonical(shape)
+    ty = nv_type(elem)
+    n = 1
+    for s in shape:
+        n *= s
+    size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
+    base = lw.scratch(n * size)
+    lw.barrier()
+    for r, v in enumerate(x.regs):
+        smem_store(lw, base, linear_index(lw, x.layout, r, src_shape), v)
+    lw.barrier()
+    regs = [smem_load(lw, base, linear_index(lw, dst, r, shape), ty) for r in range(num_regs(dst))]
+    return GPUTile(dst, regs)
