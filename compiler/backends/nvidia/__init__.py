@@ -15,10 +15,14 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Function
+from .jitlink import warm_up as _warm_up_assembler
 from .lower import NvLowering
 from .toolchain import PtxasReport, assemble
 
 __all__ = ["CudaBinary", "compile_function", "ptx_version_for", "emit_ptx"]
+
+# libnvJitLink loads on another thread while the first kernel is lowered (see toolchain.py)
+_warm_up_assembler()
 
 
 @dataclass
