@@ -9,8 +9,8 @@ back = N loads in flight per thread).
 
     python benchmarks/probe_rms_ce.py [--quick] [--ptxas PATH]
 
---ptxas assembles Anvil's PTX with another ptxas (e.g. Triton's bundled one) to separate
-code-generation effects from assembler effects.
+--ptxas assembles Anvil's PTX with that ptxas binary (e.g. Triton's bundled one), bypassing the
+in-process libnvJitLink assembler, to separate code-generation effects from assembler effects.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ ARGS.add_argument("--ptxas", help="the ptxas Anvil uses (sets ANVIL_PTXAS)")
 OPTS = ARGS.parse_args()
 if OPTS.ptxas:
     os.environ["ANVIL_PTXAS"] = OPTS.ptxas
+    os.environ["ANVIL_NVJITLINK"] = "0"  # the in-process assembler would otherwise take precedence
 os.environ.setdefault("ANVIL_CACHE_DIR", tempfile.mkdtemp(prefix="anvil-probe-"))
 
 import torch  # noqa: E402
@@ -145,7 +146,8 @@ def main() -> None:
     tptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
     tver = subprocess.run([str(tptxas), "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1:] \
         if tptxas.exists() else ["?"]
-    print(f"{torch.cuda.get_device_name()}; Anvil ptxas: {ptxas} ({' '.join(ver)}); "
+    print(f"{torch.cuda.get_device_name()}; ANVIL_NVJITLINK={os.environ.get('ANVIL_NVJITLINK', '1')}; "
+          f"Anvil ptxas: {ptxas} ({' '.join(ver)}); "
           f"Triton {triton.__version__} ptxas: {os.environ.get('TRITON_PTXAS_PATH', tptxas)} ({' '.join(tver)})")
     rms(OPTS.quick)
     ce(OPTS.quick)
