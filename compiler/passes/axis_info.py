@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from ..ir import types as T
-from ..ir.core import Function, Op, Value
+from ..ir.core import Block, Function, Op, Value
 
 __all__ = ["AxisInfo", "analyze_axis_info"]
 
@@ -59,17 +59,52 @@ def analyze_axis_info(fn: Function) -> dict[Value, AxisInfo]:
     info: dict[Value, AxisInfo] = {}
     for a, attrs in zip(fn.args, fn.arg_attrs, strict=True):
         info[a] = AxisInfo((1,), (int(attrs.get("divisibility", 1)),), (1,))
-    for op in fn.walk():
+    _block(fn.body, info)
+    return info
+
+
+def _block(block: Block, info: dict[Value, AxisInfo]) -> None:
+    for op in block.ops:
         if op.opcode == "for":
-            # the induction variable steps from lb by step: divisible by gcd of both
-            lb, step = _scalar_div(info, op.operands[0]), _scalar_div(info, op.operands[2])
-            info[op.regions[0].args[0]] = AxisInfo((1,), (_p2gcd(lb, step),), (1,))
+            _for(op, info)
+            continue
         for region in op.regions:
             for arg in region.args:
-                info.setdefault(arg, AxisInfo.unknown(max(1, len(_shape(arg)))))
+                info[arg] = AxisInfo.unknown(max(1, len(_shape(arg))))
+            _block(region, info)
         for r in op.results:
             info[r] = _infer(op, r, info)
-    return info
+
+
+def _join(a: AxisInfo, b: AxisInfo) -> AxisInfo:
+    """Facts that hold for a value that may be either `a` or `b`."""
+    if len(a.contiguity) != len(b.contiguity):
+        return AxisInfo.unknown(len(a.contiguity))
+    return AxisInfo(*(tuple(_p2gcd(x, y) for x, y in zip(p, q, strict=True))
+                      for p, q in ((a.contiguity, b.contiguity), (a.divisibility, b.divisibility),
+                                   (a.constancy, b.constancy))))
+
+
+def _for(op: Op, info: dict[Value, AxisInfo]) -> None:
+    """Loop-carried values hold what both their initial and their yielded values hold: iterate
+    the body from the initial facts until the join stops changing (facts only weaken)."""
+    body = op.regions[0]
+    # the induction variable steps from lb by step: divisible by gcd of both
+    lb, step = _scalar_div(info, op.operands[0]), _scalar_div(info, op.operands[2])
+    info[body.args[0]] = AxisInfo((1,), (_p2gcd(lb, step),), (1,))
+    carried = [_get(info, v) for v in op.operands[3:]]
+    for attempt in range(6):
+        for arg, c in zip(body.args[1:], carried, strict=True):
+            info[arg] = c
+        _block(body, info)
+        yielded = body.ops[-1].operands if body.ops and body.ops[-1].opcode == "yield" else []
+        new = [_join(c, _get(info, y)) for c, y in zip(carried, yielded, strict=False)]
+        new += carried[len(new):]
+        if new == carried:
+            break
+        carried = new if attempt < 4 else [AxisInfo.unknown(len(c.contiguity)) for c in carried]
+    for r, c in zip(op.results, carried, strict=False):
+        info[r] = c
 
 
 def _get(info: dict[Value, AxisInfo], v: Value) -> AxisInfo:
@@ -139,6 +174,16 @@ def _infer(op: Op, r: Value, info: dict[Value, AxisInfo]) -> AxisInfo:
         mdiv = tuple(min(_MAX_DIV, x * y) for x, y in zip(a.divisibility, b.divisibility, strict=True))
         mconst = tuple(_p2gcd(x, y) for x, y in zip(a.constancy, b.constancy, strict=True))
         return AxisInfo((1,) * rank, mdiv, mconst)
+    if oc == "rem" and isinstance(T.elem_of(r.type), T.ScalarType):
+        a, b = _get(info, op.operands[0]), _get(info, op.operands[1])
+        if len(a.contiguity) != rank or len(b.contiguity) != rank:
+            return AxisInfo.unknown(rank)
+        # x % m with m constant: runs of x stay runs while they do not cross a multiple of m
+        rcont = tuple(_p2gcd(c, bd) if bk >= f else 1
+                      for c, bd, bk, f in zip(a.contiguity, b.divisibility, b.constancy, full, strict=True))
+        rdiv = tuple(_p2gcd(ad, bd) if bk >= f else 1
+                     for ad, bd, bk, f in zip(a.divisibility, b.divisibility, b.constancy, full, strict=True))
+        return AxisInfo(rcont, rdiv, tuple(_p2gcd(x, y) for x, y in zip(a.constancy, b.constancy, strict=True)))
     if oc == "cmp":
         a, b = _get(info, op.operands[0]), _get(info, op.operands[1])
         if len(a.contiguity) != rank or len(b.contiguity) != rank:

@@ -68,7 +68,10 @@ def _fold_block(block: Block, mapping: dict[Value, Value]) -> None:
         op.operands = [mapping.get(v, v) for v in op.operands]
         for region in op.regions:
             _fold_block(region, mapping)
-        if len(op.results) != 1 or isinstance(op.result.type, T.TileType):
+        if len(op.results) != 1:
+            continue
+        if isinstance(op.result.type, T.TileType):
+            _fold_tile_identity(op, mapping)
             continue
         t = op.result.type
         if not isinstance(t, T.ScalarType):
@@ -90,6 +93,27 @@ def _fold_block(block: Block, mapping: dict[Value, Value]) -> None:
                 op.opcode, op.operands, op.attrs = "constant", [], {"value": _wrap(int(vals[0]), t)}
             elif isinstance(src, T.ScalarType) and src.is_int and t in (T.fp32, T.fp64):
                 op.opcode, op.operands, op.attrs = "constant", [], {"value": _round_float(float(vals[0]), t)}
+
+
+def _splat_const(v: Value) -> Any:
+    op = v.op
+    return _const(op.operands[0].op) if op is not None and op.opcode == "splat" else None
+
+
+def _fold_tile_identity(op: Op, mapping: dict[Value, Value]) -> None:
+    """x + 0, x - 0, x * 1 and 1 * x on integer tiles (splatted constants) are x: this keeps
+    axis info exact for Triton's `offs * stride` with a stride specialized to 1."""
+    t = op.result.type
+    e = T.elem_of(t)
+    if op.opcode not in ("add", "sub", "mul") or len(op.operands) != 2 or not isinstance(e, T.ScalarType) \
+            or e.is_float:
+        return
+    x, y = op.operands
+    cy, cx = _splat_const(y), _splat_const(x)
+    if x.type == t and ((op.opcode in ("add", "sub") and cy == 0) or (op.opcode == "mul" and cy == 1)):
+        mapping[op.result] = x
+    elif y.type == t and ((op.opcode == "add" and cx == 0) or (op.opcode == "mul" and cx == 1)):
+        mapping[op.result] = y
 
 
 def fold(fn: Function) -> None:

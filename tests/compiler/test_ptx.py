@@ -77,12 +77,14 @@ def srt(x_ptr):
 '''
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "i8"])
-def test_dot_on_cuda_cores_assembles(dtype: str) -> None:
+@pytest.mark.parametrize("dtype,instr", [("fp32", "m16n8k8.row.col.f32.tf32"), ("fp16", "m16n8k16.row.col.f32.f16"),
+                                         ("bf16", "m16n8k16.row.col.f32.bf16"), ("i8", "m16n8k32.row.col.s32.s8")])
+def test_dot_on_tensor_cores_assembles(dtype: str, instr: str) -> None:
     k = compiler.compile_source(MM, kernel="mm")
     out = "i32" if dtype == "i8" else "fp32"
     ck = k.compile({"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "c_ptr": f"*{out}"}, {}, target="cuda:sm_90a")
-    assert ("fma.rn.f32" in ck.asm["ptx"]) or dtype == "i8"
+    assert f"mma.sync.aligned.{instr}" in ck.asm["ptx"]
+    assert ck.asm["cubin"][:4] == b"\x7fELF"
 
 
 def test_gpu_only_gap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

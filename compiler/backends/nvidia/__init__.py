@@ -42,8 +42,13 @@ class CudaBinary:
 
 
 def ptx_version_for(arch: str) -> str:
-    major = int(arch.removeprefix("sm_").rstrip("af")[:-1] or 0)
-    return {12: "+ptx87", 10: "+ptx86"}.get(major, "+ptx80" if major >= 9 else "+ptx78")
+    """The PTX ISA the target needs: fp8 mma.sync wants 8.4 (sm_89/sm_90), sm_100 8.6, sm_120 8.7."""
+    num = int("".join(c for c in arch.removeprefix("sm_") if c.isdigit()) or 0)
+    if num >= 120:
+        return "+ptx87"
+    if num >= 100:
+        return "+ptx86"
+    return "+ptx84" if num >= 89 else "+ptx78"
 
 
 @cache
@@ -72,7 +77,7 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
     t0 = time.perf_counter()
     m = ir.Module(name=symbol)
     m.triple = "nvptx64-nvidia-cuda"
-    lw = NvLowering(fn, m, symbol, num_warps)
+    lw = NvLowering(fn, m, symbol, num_warps, arch)
     lw.build()
     text = _with_launch_bound(str(m), symbol, 32 * num_warps)
     t1 = time.perf_counter()

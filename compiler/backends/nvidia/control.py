@@ -50,7 +50,8 @@ def lower_for(lw: NvLowering, op: Op) -> None:
     body = op.regions[0]
     ity = body.args[0].type
     assert isinstance(ity, T.ScalarType)
-    like: list[Any] = [lw.tile(v) if isinstance(v.type, T.TileType) else lw.scalar(v) for v in inits]
+    like: list[Any] = [lw.tile(v, lw.carried_layout(a, v)) if isinstance(v.type, T.TileType) else lw.scalar(v)
+                       for a, v in zip(body.args[1:], inits, strict=True)]
     init_regs = [list(x.regs) if isinstance(x, GPUTile) else [x] for x in like]
     sign = op.attrs.get("step_sign", 0)
     pre = b.block

@@ -15,7 +15,7 @@ from .lower import GPUTile, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["convert", "broadcast_tile", "linear_index"]
+__all__ = ["convert", "broadcast_tile", "linear_index", "register_map"]
 
 
 def _hw_bases(layout: LinearLayout, proj: set[int] | None = None) -> tuple[tuple[int, ...], ...]:
@@ -26,7 +26,7 @@ def _hw_bases(layout: LinearLayout, proj: set[int] | None = None) -> tuple[tuple
     return tuple(out)
 
 
-def _register_map(src: LinearLayout, dst: LinearLayout, zero_dims: set[int]) -> list[int] | None:
+def register_map(src: LinearLayout, dst: LinearLayout, zero_dims: set[int]) -> list[int] | None:
     """For each dst register, the src register holding the same element (dims in `zero_dims`
     read at coordinate 0), if the thread->element maps agree; else None."""
     if _hw_bases(src) != _hw_bases(dst, zero_dims):
@@ -102,7 +102,7 @@ def _addr(lw: NvLowering, base: ir.Value, idx: ir.Value, ty: ir.Type) -> ir.Valu
 def convert(lw: NvLowering, x: GPUTile, dst: LinearLayout, elem: T.ElemType) -> GPUTile:
     if x.layout == dst:
         return x
-    m = _register_map(x.layout, dst, set())
+    m = register_map(x.layout, dst, set())
     if m is not None:
         return GPUTile(dst, [x.regs[i] for i in m])
     return _through_shared(lw, x, dst, elem)
@@ -112,7 +112,7 @@ def broadcast_tile(lw: NvLowering, x: GPUTile, dst: LinearLayout, src_shape: tup
                    elem: T.ElemType) -> GPUTile:
     """Broadcast size-1 dims of `x` to `dst` (its shape), converting if the threads differ."""
     zero = {d for d, s in enumerate(src_shape) if s == 1 and dst.out_shape[d] != 1}
-    m = _register_map(x.layout, dst, zero)
+    m = register_map(x.layout, dst, zero)
     if m is not None:
         return GPUTile(dst, [x.regs[i] for i in m])
     # Materialise the source through shared memory, then read the broadcast coordinates.

@@ -23,6 +23,11 @@ __all__ = ["lower_dot"]
 
 
 def lower_dot(lw: NvLowering, op: Op) -> None:
+    from .mma import lower_dot_mma, plan_mma
+
+    plan = plan_mma(lw, op)
+    if plan is not None:
+        return lower_dot_mma(lw, op, plan)
     a_v, b_v, acc_v = op.operands
     ashape, bshape = T.shape_of(a_v.type), T.shape_of(b_v.type)
     if len(ashape) != 2:

@@ -56,8 +56,9 @@ def num_regs(layout: LinearLayout) -> int:
 class NvLowering:
     """Lowers one Tile IR function into an NVPTX kernel in `module`."""
 
-    def __init__(self, fn: Function, module: ir.Module, name: str, num_warps: int) -> None:
+    def __init__(self, fn: Function, module: ir.Module, name: str, num_warps: int, arch: str = "sm_80") -> None:
         self.fn = fn
+        self.arch = arch
         self.m = module
         self.name = name
         self.num_warps = num_warps
@@ -71,6 +72,7 @@ class NvLowering:
         # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
         # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
         self.fmf: tuple[str, ...] = ("contract",)
+        self.dot_layouts: dict[Value, LinearLayout] | None = None
 
     # ------------------------------------------------------------------ layouts
     def canonical(self, shape: tuple[int, ...]) -> LinearLayout:
@@ -177,9 +179,32 @@ class NvLowering:
             return GPUTile(target, [x] * num_regs(target))
         if x.layout == target:
             return x
-        from .convert import convert
+        if v.op is not None and v.op.opcode == "splat":  # the same value in every register
+            return GPUTile(target, [x.regs[0]] * num_regs(target))
+        from .convert import convert, register_map
+        from .remat import rematerialize
 
+        m = register_map(x.layout, target, set())
+        if m is not None:
+            return GPUTile(target, [x.regs[i] for i in m])
+        again = rematerialize(self, v, target)  # cheaper than a trip through shared memory
+        if again is not None:
+            return again
         return convert(self, x, target, T.elem_of(v.type))
+
+    def carried_layout(self, arg: Value, init: Value) -> LinearLayout | None:
+        """The layout a loop should carry `arg` (initialised by `init`) in: a dot's accumulator
+        layout when the body feeds `arg` to a tensor-core dot, so the loop moves no data."""
+        if self.dot_layouts is None:
+            from .mma import plan_mma
+
+            self.dot_layouts = {}
+            for op in self.fn.walk():
+                if op.opcode == "dot":
+                    plan = plan_mma(self, op)
+                    if plan is not None:
+                        self.dot_layouts[op.operands[2]] = plan.layout
+        return self.dot_layouts.get(arg)
 
     def scalar(self, v: Value) -> ir.Value:
         x = self.vals[v]

@@ -12,7 +12,6 @@ from ...ir import types as T
 from ...ir.core import Op
 from ..cpu import scalar as S
 from ..cpu.scalar import I1, I32, I64
-from .convert import broadcast_tile
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
@@ -120,35 +119,15 @@ def _expand_dims(lw: NvLowering, op: Op) -> None:
 
 
 def _broadcast(lw: NvLowering, op: Op) -> None:
-    src = op.operands[0]
-    x = lw.vals[src]
-    shape = T.shape_of(op.result.type)
-    dst = lw.canonical(shape)
-    if not isinstance(x, GPUTile):
-        lw.vals[op.result] = GPUTile(dst, [x] * num_regs(dst))
-        return
-    lw.vals[op.result] = broadcast_tile(lw, x, dst, T.shape_of(src.type), T.elem_of(src.type))
+    from .remat import lower_broadcast
+
+    lower_broadcast(lw, op)
 
 
 def _reshape(lw: NvLowering, op: Op) -> None:
-    from .convert import linear_index, smem_load, smem_store
+    from .reshape import lower_reshape
 
-    x = lw.tile(op.operands[0])
-    shape = T.shape_of(op.result.type)
-    dst = lw.canonical(shape)
-    elem = T.elem_of(op.result.type)
-    ty = nv_type(elem)
-    n = 1
-    for s in shape:
-        n *= s
-    size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
-    base = lw.scratch(n * size)
-    lw.barrier()
-    for r, v in enumerate(x.regs):
-        smem_store(lw, base, linear_index(lw, x.layout, r, T.shape_of(op.operands[0].type)), v)
-    lw.barrier()
-    regs = [smem_load(lw, base, linear_index(lw, dst, r, shape), ty) for r in range(num_regs(dst))]
-    lw.vals[op.result] = GPUTile(dst, regs)
+    lower_reshape(lw, op)
 
 
 def _trans(lw: NvLowering, op: Op) -> None:

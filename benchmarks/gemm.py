@@ -1,0 +1,115 @@
+"""GEMM: Anvil beside Triton (the same kernel source, benchmarks/gemm_kernels.py) and torch (cuBLAS).
+
+For each shape and dtype, every config in CONFIGS is compiled by both compilers and timed; the
+table shows each compiler's best config (medians of CUDA-event timing with L2 flushed,
+triton.testing.do_bench), TFLOP/s, the ratio, and the compile time of the best config. Outputs are
+checked against torch before timing.
+
+    python benchmarks/gemm.py [--quick] [--json out.json] [--configs all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-cold-"))
+os.environ.setdefault("ANVIL_CACHE_DIR", tempfile.mkdtemp(prefix="anvil-cold-"))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.testing  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gemm_kernels as tk  # noqa: E402
+
+import compiler  # noqa: E402
+
+SRC = (Path(__file__).resolve().parent / "gemm_kernels.py").read_text()
+AK = compiler.compile_source(SRC, kernel="matmul_kernel", filename="gemm_kernels.py")
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
+CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 128, 64, 4, 4),
+           (128, 64, 64, 4, 4), (256, 128, 64, 8, 3)]
+
+
+def bench(fn: Any) -> float:
+    return float(triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median"))
+
+
+def run(kernel: Any, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: tuple[int, ...]) -> None:
+    bm, bn, bk, w, s = cfg
+    m, k = a.shape
+    n = b.shape[1]
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+    kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                 BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, ACTIVATION="", num_warps=w, num_stages=s)
+
+
+def case(size: int, dtype: torch.dtype, configs: list[tuple[int, ...]]) -> dict[str, Any]:
+    a = torch.randn(size, size, device="cuda", dtype=dtype)
+    b = torch.randn(size, size, device="cuda", dtype=dtype)
+    ref = (a.float() @ b.float())
+    flop = 2 * size ** 3
+    row: dict[str, Any] = {"shape": f"{size}^3", "dtype": str(dtype)[6:]}
+    t_torch = bench(lambda: torch.matmul(a, b))
+    row["torch_tflops"] = flop / t_torch / 1e9
+    for name, kernel in (("anvil", AK), ("triton", tk.matmul_kernel)):
+        best: tuple[float, tuple[int, ...], float] | None = None
+        for cfg in configs:
+            c = torch.full((size, size), float("nan"), device="cuda", dtype=dtype)
+            try:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                run(kernel, a, b, c, cfg)
+                torch.cuda.synchronize()
+                compile_ms = (time.perf_counter() - t0) * 1e3
+                err = float((c.float() - ref).norm() / ref.norm())
+                if not err < 1e-2:
+                    print(f"  {name} {cfg}: wrong result (rel err {err:.2e})", flush=True)
+                    continue
+                ms = bench(lambda c=c, cfg=cfg, kernel=kernel: run(kernel, a, b, c, cfg))
+            except Exception as e:  # noqa: BLE001 - one failing config must not stop the sweep
+                print(f"  {name} {cfg}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+                continue
+            print(f"  {name} {row['shape']} {row['dtype']} {cfg}: {flop / ms / 1e9:.0f} TFLOP/s, "
+                  f"compile {compile_ms:.0f} ms", flush=True)
+            if best is None or ms < best[0]:
+                best = (ms, cfg, compile_ms)
+        if best is not None:
+            row[f"{name}_tflops"] = flop / best[0] / 1e9
+            row[f"{name}_config"] = "x".join(map(str, best[1]))
+            row[f"{name}_compile_ms"] = best[2]
+    if "anvil_tflops" in row and "triton_tflops" in row:
+        row["ratio"] = row["anvil_tflops"] / row["triton_tflops"]
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="4096 only, fp16 only")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    sizes = [4096] if args.quick else [4096, 8192]
+    dtypes = [torch.float16] if args.quick else [torch.float16, torch.bfloat16]
+    rows = [case(s, dt, CONFIGS) for s in sizes for dt in dtypes]
+    print(f"\n{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}")
+    print(f"{'shape':8} {'dtype':9} {'anvil TF/s':>10} {'triton TF/s':>11} {'torch TF/s':>10} {'ratio':>6}  "
+          f"{'anvil cfg':14} {'triton cfg':14} {'compile ms a/t':>14}")
+    for r in rows:
+        print(f"{r['shape']:8} {r['dtype']:9} {r.get('anvil_tflops', 0):10.0f} {r.get('triton_tflops', 0):11.0f} "
+              f"{r['torch_tflops']:10.0f} {r.get('ratio', 0):6.3f}  {r.get('anvil_config', '-'):14} "
+              f"{r.get('triton_config', '-'):14} "
+              f"{r.get('anvil_compile_ms', 0):6.0f}/{r.get('triton_compile_ms', 0):.0f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""tl.dot on tensor cores (mma.sync): GPU results against float64 and the CPU backend, for every
+operand type, odd shapes (M, N, K not multiples of the tiles) and several tile/warp configs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import compiler.language as tl
+from compiler import cdiv, jit
+
+pytestmark = pytest.mark.gpu
+
+
+@jit
+def matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, BM: tl.constexpr, BN: tl.constexpr,
+           BK: tl.constexpr, ACC_FORM: tl.constexpr, PRECISION: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+    acc = tl.zeros((BM, BN), dtype=c_ptr.dtype.element_ty if ACC_FORM == 2 else
+                   (tl.int32 if a_ptr.dtype.element_ty == tl.int8 else tl.float32))
+    for k in range(0, tl.cdiv(K, BK)):
+        kmask = rk < K - k * BK
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & kmask[None, :], other=0)
+        b = tl.load(b_ptrs, mask=kmask[:, None] & (rn[None, :] < N), other=0)
+        if ACC_FORM == 1:
+            acc += tl.dot(a, b, input_precision=PRECISION)
+        elif ACC_FORM == 2:
+            acc = tl.dot(a, b, acc, out_dtype=c_ptr.dtype.element_ty)
+        else:
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BK * sak
+        b_ptrs += BK * sbk
+    c_ptrs = c_ptr + rm[:, None] * scm + rn[None, :] * scn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _run(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype, bm: int, bn: int, bk: int, warps: int,
+         form: int = 0, precision: str = "tf32") -> torch.Tensor:
+    m, k = a.shape
+    n = b.shape[1]
+    c = torch.full((m, n), 77, dtype=out_dtype, device=a.device)  # poisoned
+    matmul[(cdiv(m, bm), cdiv(n, bn))](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                       c.stride(0), c.stride(1), BM=bm, BN=bn, BK=bk, ACC_FORM=form,
+                                       PRECISION=precision, num_warps=warps)
+    return c
+
+
+SHAPES = [(64, 64, 64), (127, 255, 96), (33, 17, 200), (256, 192, 512)]
+CONFIGS = [(16, 16, 16, 1), (32, 64, 32, 4), (64, 64, 32, 4), (128, 128, 64, 8), (64, 128, 64, 4), (128, 64, 32, 2)]
+
+
+def _rel(x: torch.Tensor, ref: torch.Tensor) -> float:
+    x64, r64 = x.double().cpu(), ref.double().cpu()
+    return float((x64 - r64).norm() / r64.norm().clamp_min(1e-30))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("cfg", CONFIGS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_types(shape: tuple[int, int, int], cfg: tuple[int, int, int, int], dtype: torch.dtype) -> None:
+    m, n, k = shape
+    g = torch.Generator().manual_seed(m * n + k)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randn(k, n, generator=g).to(dtype)
+    ref = a.double() @ b.double()
+    got = _run(a.cuda(), b.cuda(), torch.float32, *cfg)
+    assert _rel(got, ref) < 1e-5
+    cpu = _run(a, b, torch.float32, *cfg)
+    assert _rel(got, cpu) < 1e-5
+
+
+@pytest.mark.parametrize("form", [1, 2])
+def test_accumulate_forms(form: int) -> None:
+    m, n, k = 150, 70, 130
+    a = torch.randn(m, k).half()
+    b = torch.randn(k, n).half()
+    got = _run(a.cuda(), b.cuda(), torch.float16 if form == 2 else torch.float32, 64, 64, 32, 4, form)
+    assert _rel(got, a.double() @ b.double()) < 2e-3
+
+
+@pytest.mark.parametrize("cfg", [(64, 64, 32, 4), (32, 32, 16, 2)])
+def test_tf32_and_ieee(cfg: tuple[int, int, int, int]) -> None:
+    m, n, k = 100, 90, 300
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    ref = a.double() @ b.double()
+    tf32 = _run(a.cuda(), b.cuda(), torch.float32, *cfg)
+    assert _rel(tf32, ref) < 2e-3  # tf32 keeps 10 mantissa bits
+    ieee = _run(a.cuda(), b.cuda(), torch.float32, *cfg, precision="ieee")
+    assert _rel(ieee, ref) < 1e-6
+
+
+@pytest.mark.parametrize("cfg", [(64, 64, 64, 4), (32, 128, 32, 4)])
+def test_int8(cfg: tuple[int, int, int, int]) -> None:
+    m, n, k = 96, 200, 160
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+    b = torch.randint(-128, 128, (k, n), dtype=torch.int8)
+    got = _run(a.cuda(), b.cuda(), torch.int32, *cfg)
+    assert torch.equal(got.cpu(), a.long().mm(b.long()).int())
+
+
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_fp8(fp8: torch.dtype) -> None:
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("fp8 mma needs sm_89+")
+    m, n, k = 130, 96, 256
+    a = (torch.randn(m, k) * 2).to(fp8)
+    b = (torch.randn(k, n) * 2).to(fp8)
+    ref = a.double() @ b.double()
+    got = _run(a.cuda(), b.cuda(), torch.float32, 64, 64, 64, 4)
+    assert _rel(got, ref) < 1e-5
+
+
+@jit
+def batched_free_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """One tile, no loop: the dot's result is stored directly (its layout converted for the store)."""
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    c = tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.where(c > 0, c, 0.5 * c))
+
+
+@pytest.mark.parametrize("mnk", [(16, 16, 16), (16, 8, 32), (64, 32, 16), (128, 256, 32)])
+def test_single_tile(mnk: tuple[int, int, int]) -> None:
+    m, n, k = mnk
+    a, b = torch.randn(m, k).half(), torch.randn(k, n).half()
+    c = torch.full((m, n), float("nan"), device="cuda")
+    batched_free_dot[(1,)](a.cuda(), b.cuda(), c, M=m, N=n, K=k, num_warps=4)
+    ref = a.double() @ b.double()
+    ref = torch.where(ref > 0, ref, 0.5 * ref)
+    assert _rel(c, ref) < 1e-5
