@@ -28,6 +28,31 @@ def test_awq_gemv(N: int, K: int, G: int) -> None:
         assert _rel(y, x.double() @ wd.t()) < tol
 
 
+@pytest.mark.parametrize(("N", "K", "G", "opts"), [
+    (200, 512, 128, {"split_k": 3, "block_n": 64, "block_k": 8, "unroll": 2}),   # ragged N, uneven split
+    (136, 256, 64, {"split_k": 4, "block_n": 32, "block_k": 4, "unroll": 4}),    # 1 group per split
+    (256, 384, 128, {"split_k": 1, "block_n": 128, "block_k": 16, "unroll": 2}),  # N a multiple of the tile
+])
+def test_awq_gemv_configs(N: int, K: int, G: int, opts: dict[str, int]) -> None:
+    w = torch.randn(N, K) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, G)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = torch.randn(3, K, dtype=torch.bfloat16)
+    ref = x.double() @ wd.t()
+    for exact in (False, True):
+        y = awq_gemv(x, qw, qz, sc, exact=exact, **opts)
+        assert y.shape == (3, N) and _rel(y, ref) < 1e-2
+    x32 = x.float()
+    assert _rel(awq_gemv(x32, qw, qz, sc, **opts), ref) < 1e-5  # fp32: every nibble at full precision
+    assert _rel(awq_gemv(x32, qw, qz, sc, exact=False, **opts), ref) < 1e-4
+
+
+def test_awq_gemv_rejects_a_step_that_does_not_divide_the_group() -> None:
+    qw, qz, sc = awq_quantize_pack(torch.randn(16, 128), 64)
+    with pytest.raises(ValueError, match="must divide the group size"):
+        awq_gemv(torch.randn(1, 128), qw, qz, sc, block_k=32, unroll=4)
+
+
 @pytest.mark.parametrize(("M", "N", "K"), [(16, 64, 128), (19, 72, 256), (33, 136, 384)])
 def test_awq_gemm(M: int, N: int, K: int) -> None:
     w = torch.randn(N, K) * 0.05

@@ -32,7 +32,7 @@ from compiler.language.extra import libdevice
 __all__ = [
     "AWQ_ORDER", "awq_shift", "awq_quantize_pack", "awq_dequantize", "awq_unpack", "awq_gemv", "awq_gemm",
     "awq_quantize_pack_kernel", "awq_dequantize_kernel", "awq_unpack_kernel", "awq_gemv_kernel",
-    "awq_gemm_kernel",
+    "awq_gemm_kernel", "awq_gemv_split", "splitk_reduce_kernel",
 ]
 
 # Nibble i of an int32 holds column AWQ_ORDER[i] of its group of 8.
@@ -134,19 +134,143 @@ def _awq_tile(qweight_ptr, qzeros_ptr, scales_ptr, k0, rn8, rn, N, G: tl.constex
 
 
 @jit
-def awq_gemv_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N, K, stride_xm, stride_ym,
-                    G: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
-    """y[m, :] = x[m, :] @ W~^T for small M: program (n tile, row m); fp32 accumulation."""
+def _nibble_f32(w, magic, I: tl.constexpr, EXACT: tl.constexpr):
+    """Nibble I (bits 4I..4I+3) of each int32 of `w` as the fp32 value OFF + q, exactly, built by
+    placing q in the mantissa under a fixed exponent (no int->float conversion instruction).
+
+    EXACT: q goes to mantissa bits 19..22 under the exponent of 16.0, so the value is 16 + q (one
+    shift per nibble). Otherwise nibbles 2j and 2j+1 share one shift: the odd one lands on bits
+    19..22 (16 + q), the even one on bits 15..18 under the exponent of 256.0 (256 + q). OFF
+    cancels in sum_k x_k (f_k - OFF - z) = A - (OFF + z) X; a larger OFF costs precision (about
+    8 bits of the fp32 accumulator at 256: fine for 16-bit activations, not for fp32 ones).
+
+    `magic` is the bit pattern of 16.0 (0x41800000) passed at run time: as a register operand the
+    mask-and-OR is one LOP3 on NVIDIA GPUs (a LOP3 takes one immediate, and two constants would
+    need two instructions)."""
+    if EXACT:
+        SH: tl.constexpr = 19 - 4 * I
+    else:
+        SH: tl.constexpr = 19 - 4 * I - 4 * ((I + 1) % 2)
+    if SH > 0:
+        v = w << SH
+    elif SH < 0:
+        v = w >> (0 - SH)
+    else:
+        v = w
+    if EXACT or I % 2 == 1:
+        out = (v & 0x780000) | magic
+    else:
+        out = (v & 0x78000) | (magic + 0x02000000)
+    return out.to(tl.float32, bitcast=True)
+
+
+@jit
+def awq_gemv_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N, K, stride_xm, stride_ym, N8, NG,
+                    GROUPS_PER_SPLIT, stride_ys, MAGIC, G: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+                    UNROLL: tl.constexpr, EXACT: tl.constexpr, EVEN_N: tl.constexpr):
+    """y[m, n] (+ split s's partial at y + s * stride_ys) = sum over this split's K rows of x[m, k] W~[n, k].
+
+    Program (n tile, K split, row m). The packed tile [UNROLL, BLOCK_K, BLOCK_N // 8] is loaded as
+    int32 (16 bytes per thread: 4 words = 32 columns, UNROLL rows in flight); every nibble is
+    turned into fp32 by a mask and an OR (_nibble_f32) and multiplied into a per-(row, column)
+    partial A, together with X = sum of x over the same rows. Per group the scale and zero enter
+    once: acc += s * (A - (OFF + z) X). Everything in the loop is elementwise in the load's layout
+    (the sum over UNROLL is within each thread); the only cross-thread reduction is at the end.
+    """
     pid_n = tl.program_id(0)
-    m = tl.program_id(1)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rn8 = pid_n * (BLOCK_N // 8) + tl.arange(0, BLOCK_N // 8)
-    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        x = tl.load(x_ptr + m * stride_xm + k0 + tl.arange(0, BLOCK_K)).to(tl.float32)
-        w = _awq_tile(qweight_ptr, qzeros_ptr, scales_ptr, k0, rn8, rn, N, G, BLOCK_K, BLOCK_N)
-        acc += tl.sum(x[:, None] * w, axis=0)
-    tl.store(y_ptr + m * stride_ym + rn, acc.to(y_ptr.dtype.element_ty), mask=rn < N)
+    pid_s = tl.program_id(1)
+    m = tl.program_id(2)
+    BN8: tl.constexpr = BLOCK_N // 8
+    STEP: tl.constexpr = UNROLL * BLOCK_K
+    # index tiles, built once: row offsets within a step, word columns
+    rows3 = tl.arange(0, UNROLL)[:, None, None] * BLOCK_K + tl.arange(0, BLOCK_K)[None, :, None]
+    rw3 = pid_n * BN8 + tl.arange(0, BN8)[None, None, :]
+    w_off = rows3 * N8 + rw3
+    x_off = tl.broadcast_to(rows3, (UNROLL, BLOCK_K, BN8)) + m * stride_xm
+    rw2 = pid_n * BN8 + tl.arange(0, BN8)[None, :] + tl.zeros((BLOCK_K, BN8), dtype=tl.int32)
+    w_ok3 = rw3 < N8
+    w_ok2 = rw2 < N8
+    g0 = pid_s * GROUPS_PER_SPLIT
+    g1 = tl.minimum(g0 + GROUPS_PER_SPLIT, NG)
+    acc0 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    acc1 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    acc2 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    acc3 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    acc4 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    acc5 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    acc6 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    acc7 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    for g in range(g0, g1):
+        a0 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        a1 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        a2 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        a3 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        a4 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        a5 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        a6 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        a7 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        xs = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        for kk in range(0, G, STEP):
+            k = g * G + kk
+            if EVEN_N:
+                wv = tl.load(qweight_ptr + k * N8 + w_off)
+            else:
+                wv = tl.load(qweight_ptr + k * N8 + w_off, mask=w_ok3, other=0)
+            xv = tl.load(x_ptr + k + x_off).to(tl.float32)
+            xs += tl.sum(xv, axis=0)
+            a0 += tl.sum(xv * _nibble_f32(wv, MAGIC, 0, EXACT), axis=0)
+            a1 += tl.sum(xv * _nibble_f32(wv, MAGIC, 1, EXACT), axis=0)
+            a2 += tl.sum(xv * _nibble_f32(wv, MAGIC, 2, EXACT), axis=0)
+            a3 += tl.sum(xv * _nibble_f32(wv, MAGIC, 3, EXACT), axis=0)
+            a4 += tl.sum(xv * _nibble_f32(wv, MAGIC, 4, EXACT), axis=0)
+            a5 += tl.sum(xv * _nibble_f32(wv, MAGIC, 5, EXACT), axis=0)
+            a6 += tl.sum(xv * _nibble_f32(wv, MAGIC, 6, EXACT), axis=0)
+            a7 += tl.sum(xv * _nibble_f32(wv, MAGIC, 7, EXACT), axis=0)
+        # the group's zeros and scales, once per group; nibble i holds column AWQ_ORDER[i]
+        if EVEN_N:
+            zw = tl.load(qzeros_ptr + g * N8 + rw2)
+        else:
+            zw = tl.load(qzeros_ptr + g * N8 + rw2, mask=w_ok2, other=0)
+        sp = scales_ptr + g * N + rw2 * 8
+        if EVEN_N:
+            s0, s1, s2, s3 = tl.load(sp + 0), tl.load(sp + 2), tl.load(sp + 4), tl.load(sp + 6)
+            s4, s5, s6, s7 = tl.load(sp + 1), tl.load(sp + 3), tl.load(sp + 5), tl.load(sp + 7)
+        else:
+            s0, s1 = tl.load(sp + 0, mask=w_ok2, other=0.0), tl.load(sp + 2, mask=w_ok2, other=0.0)
+            s2, s3 = tl.load(sp + 4, mask=w_ok2, other=0.0), tl.load(sp + 6, mask=w_ok2, other=0.0)
+            s4, s5 = tl.load(sp + 1, mask=w_ok2, other=0.0), tl.load(sp + 3, mask=w_ok2, other=0.0)
+            s6, s7 = tl.load(sp + 5, mask=w_ok2, other=0.0), tl.load(sp + 7, mask=w_ok2, other=0.0)
+        acc0 += s0.to(tl.float32) * (a0 - _nibble_f32(zw, MAGIC, 0, EXACT) * xs)
+        acc1 += s1.to(tl.float32) * (a1 - _nibble_f32(zw, MAGIC, 1, EXACT) * xs)
+        acc2 += s2.to(tl.float32) * (a2 - _nibble_f32(zw, MAGIC, 2, EXACT) * xs)
+        acc3 += s3.to(tl.float32) * (a3 - _nibble_f32(zw, MAGIC, 3, EXACT) * xs)
+        acc4 += s4.to(tl.float32) * (a4 - _nibble_f32(zw, MAGIC, 4, EXACT) * xs)
+        acc5 += s5.to(tl.float32) * (a5 - _nibble_f32(zw, MAGIC, 5, EXACT) * xs)
+        acc6 += s6.to(tl.float32) * (a6 - _nibble_f32(zw, MAGIC, 6, EXACT) * xs)
+        acc7 += s7.to(tl.float32) * (a7 - _nibble_f32(zw, MAGIC, 7, EXACT) * xs)
+    rw = pid_n * BN8 + tl.arange(0, BN8)
+    ok = rw < N8
+    yp = y_ptr + pid_s * stride_ys + m * stride_ym + rw * 8
+    ty = y_ptr.dtype.element_ty
+    tl.store(yp + 0, tl.sum(acc0, axis=0).to(ty), mask=ok)
+    tl.store(yp + 2, tl.sum(acc1, axis=0).to(ty), mask=ok)
+    tl.store(yp + 4, tl.sum(acc2, axis=0).to(ty), mask=ok)
+    tl.store(yp + 6, tl.sum(acc3, axis=0).to(ty), mask=ok)
+    tl.store(yp + 1, tl.sum(acc4, axis=0).to(ty), mask=ok)
+    tl.store(yp + 3, tl.sum(acc5, axis=0).to(ty), mask=ok)
+    tl.store(yp + 5, tl.sum(acc6, axis=0).to(ty), mask=ok)
+    tl.store(yp + 7, tl.sum(acc7, axis=0).to(ty), mask=ok)
+
+
+@jit
+def splitk_reduce_kernel(ws_ptr, y_ptr, MN, S, BLOCK: tl.constexpr):
+    """y[i] = sum over s < S of ws[s * MN + i] (fp32), written in y's dtype."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < MN
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in range(0, S):
+        acc += tl.load(ws_ptr + s * MN + offs, mask=ok, other=0.0)
+    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @jit
@@ -230,14 +354,60 @@ def _check_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor) ->
     return M, N, K, group_size
 
 
+_SM_COUNT: dict[int, int] = {}
+
+
+def _sm_count(device: torch.device) -> int:
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SM_COUNT[idx]
+
+
+def awq_gemv_split(n_tiles: int, n_groups: int, device: torch.device, programs_per_sm: int = 4) -> int:
+    """Default K split of awq_gemv: enough programs for `programs_per_sm` per SM on a GPU (each
+    split keeps >= 2 groups, so the per-group work and the partials stay small); 1 on the CPU."""
+    if device.type != "cuda":
+        return 1
+    want = max(1, (programs_per_sm * _sm_count(device)) // max(1, n_tiles))
+    return max(1, min(want, n_groups // 2))
+
+
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-             block_n: int = 64, block_k: int = 64) -> torch.Tensor:
-    """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype."""
+             block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
+             num_warps: int = 4, exact: bool | None = None) -> torch.Tensor:
+    """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
+
+    block_n columns per program (a power of two >= 8; None: 512 on a GPU, where a thread then
+    holds 32 columns and 8 threads share K within a program with 4 warps, 64 on the CPU),
+    block_k * unroll rows per loop step (block_k
+    rows spread over threads, unroll rows held by each thread; the step must divide the group
+    size). split_k programs share K (None: awq_gemv_split); their fp32 partials are summed by a
+    second small kernel. exact (default: for fp32 x) keeps every nibble at full fp32 precision
+    at the cost of one shift per nibble instead of one per two."""
     M, N, K, G = _check_gemm(x, qweight, qzeros)
-    bk = min(block_k, G)
+    if block_n is None:
+        block_n = 512 if x.device.type == "cuda" else 64
+    if block_n % 8 or block_n & (block_n - 1):
+        raise ValueError(f"block_n must be a power of two and a multiple of 8, got {block_n}")
+    step = block_k * unroll
+    if G % step:
+        raise ValueError(f"block_k * unroll = {step} must divide the group size {G}")
+    N8, NG = N // 8, K // G
+    bn8 = block_n // 8
+    n_tiles = cdiv(N8, bn8)
+    split = awq_gemv_split(n_tiles, NG, x.device) if split_k is None else max(1, min(split_k, NG))
+    per = cdiv(NG, split)
+    split = cdiv(NG, per)
+    exact = x.dtype == torch.float32 if exact is None else exact
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    awq_gemv_kernel[(cdiv(N, block_n), M)](x, qweight, qzeros, scales, y, M, N, K, x.stride(0), y.stride(0),
-                                           G=G, BLOCK_K=bk, BLOCK_N=block_n)
+    out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+    awq_gemv_kernel[(n_tiles, split, M)](x, qweight, qzeros, scales, out, M, N, K, x.stride(0), N, N8, NG, per,
+                                         M * N, 0x41800000, G=G, BLOCK_K=block_k, BLOCK_N=block_n, UNROLL=unroll,
+                                         EXACT=exact, EVEN_N=N8 % bn8 == 0, num_warps=num_warps)
+    if split > 1:
+        blk = 1024
+        splitk_reduce_kernel[(cdiv(M * N, blk),)](out, y, M * N, split, BLOCK=blk, num_warps=4)
     return y
 
 
