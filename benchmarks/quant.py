@@ -95,9 +95,16 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
             ref = x @ w_bf16.t()
             variants: dict[str, Callable[[], Any]]
             if m == 1:
-                gemv_cfgs = [(bn, bk) for bn in (32, 64, 128) for bk in (64, 128)] if sweep else [(64, 128)]
-                variants = {f"BN={bn} BK={bk}": partial(awq_gemv, x, qw, qz, sc, block_n=bn, block_k=bk)
-                            for bn, bk in gemv_cfgs}
+                # (block_n, block_k, unroll, num_warps): one row per thread, 32 columns per thread;
+                # the K split is awq_gemv's default (about 4 programs per SM). Sweep with
+                # benchmarks/quant_probe.py; the first entry is awq_gemv's default.
+                gemv_cfgs = ([(512, 8, 4, 4), (256, 8, 4, 2), (1024, 4, 4, 4), (512, 8, 8, 4)] if sweep
+                             else [(512, 8, 4, 4)])
+                if device != "cuda":
+                    gemv_cfgs = [(64, 8, 4, 4)]
+                variants = {f"BN={bn} BK={bk} U={u} warps={nw}": partial(awq_gemv, x, qw, qz, sc, block_n=bn,
+                                                                         block_k=bk, unroll=u, num_warps=nw)
+                            for bn, bk, u, nw in gemv_cfgs}
             else:
                 gemm_cfgs = [(16, bn, bk) for bn in (64, 128) for bk in (64, 128)] if sweep else [(16, 64, 64)]
                 variants = {f"BM={bm} BN={bn} BK={bk}": partial(awq_gemm, x, qw, qz, sc, block_m=bm, block_n=bn,
