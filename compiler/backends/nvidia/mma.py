@@ -143,6 +143,12 @@ def _smem_ptr(b: ir.IRBuilder, base: ir.Value, byte_off: ir.Value) -> ir.Value:
     return b.gep(b.bitcast(base, ir.PointerType(I8, addrspace=3)), [byte_off])
 
 
+def _tf32(lw: NvLowering, v: ir.Value) -> ir.Value:
+    """fp32 rounded to tf32 (nearest, ties away), as bits: the mma reads only the top 19 bits,
+    and rounding instead of truncating halves the error."""
+    return lw.intrinsic("llvm.nvvm.f2tf32.rna", I32, [v])
+
+
 def _contiguous_regs(layout: LinearLayout, dim: int, limit: int) -> int:
     """How many leading registers are consecutive elements along `dim` (a power of two <= limit)."""
     v = 1
@@ -155,7 +161,7 @@ def _contiguous_regs(layout: LinearLayout, dim: int, limit: int) -> int:
 
 
 def _stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, stride: int, bits: int,
-           transpose: bool) -> None:
+           transpose: bool, tf32: bool = False) -> None:
     """Store a 2-D register tile into shared memory at `base + byte_off`, rows of `stride`
     elements: element (i, j) at (i*stride + j), or (j*stride + i) when `transpose`."""
     b = lw.b
@@ -177,7 +183,7 @@ def _stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, stride:
         idx = b.add(b.mul(outer, ir.Constant(I32, stride)), inner)
         off = b.add(b.mul(idx, ir.Constant(I32, esize)), ir.Constant(I32, byte_off))
         ptr = _smem_ptr(b, base, off)
-        vals = [_bits_of(b, tile.regs[r0 + i], bits) for i in range(vec)]
+        vals = [_tf32(lw, tile.regs[r0 + i]) if tf32 else _bits_of(b, tile.regs[r0 + i], bits) for i in range(vec)]
         if vec == 1:
             st = b.store(vals[0], b.bitcast(ptr, ir.PointerType(ity, addrspace=3)))
             st.align = esize
@@ -268,8 +274,9 @@ def lower_dot_mma(lw: NvLowering, op: Op, plan: MmaPlan) -> None:
     b_bytes = (k * sb if trans_b else n * sb) * esize
     base = lw.scratch(a_bytes + b_bytes)
     lw.barrier()
-    _stage(lw, a_tile, base, 0, sa, bits, False)
-    _stage(lw, b_tile, base, a_bytes, sb, bits, not trans_b)
+    tf32 = plan.kind == "tf32"
+    _stage(lw, a_tile, base, 0, sa, bits, False, tf32)
+    _stage(lw, b_tile, base, a_bytes, sb, bits, not trans_b, tf32)
     lw.barrier()
 
     ms, ns, tiles = _instr_tiles(layout)
