@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Function
+from ...passes.prefetch import prefetch_dot_operands
 from .jitlink import warm_up as _warm_up_assembler
 from .lower import NvLowering
 from .toolchain import PtxasReport, assemble
@@ -77,6 +78,7 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
     t0 = time.perf_counter()
     m = ir.Module(name=symbol)
     m.triple = "nvptx64-nvidia-cuda"
+    prefetch_dot_operands(fn)
     lw = NvLowering(fn, m, symbol, num_warps, arch)
     lw.build()
     text = _with_launch_bound(str(m), symbol, 32 * num_warps)
