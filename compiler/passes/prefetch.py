@@ -27,15 +27,20 @@ from .uses import replace_all_uses
 __all__ = ["prefetch_dot_operands"]
 
 _LIMIT = 64  # ops cloned per prefetched load at most
+# Registers per thread that the dot accumulators and the prefetched tiles may take together: more
+# and the kernel spills, which costs more than the latency the prefetch hides.
+_REGISTER_BUDGET = 160
 _THROUGH = ("cast", "trans", "bitcast")
 
 
-def prefetch_dot_operands(fn: Function) -> int:
-    """Rewrite every eligible loop of `fn`; returns the number of loads prefetched."""
+def prefetch_dot_operands(fn: Function, num_warps: int | None = None) -> int:
+    """Rewrite every eligible loop of `fn`; returns the number of loads prefetched. With
+    `num_warps`, loops whose accumulators and prefetched tiles would exceed the register budget
+    per thread are left alone."""
     total = 0
     for op in list(fn.walk()):
         if op.opcode == "for" and op.parent is not None:
-            total += _loop(fn, op)
+            total += _loop(fn, op, num_warps)
     if total:
         dce(fn)
     return total
@@ -109,7 +114,19 @@ def _guarded(load: Op, mapping: dict[Value, Value], cond: Value, out: list[Op]) 
     return new
 
 
-def _loop(fn: Function, loop: Op) -> int:
+def _registers(values: list[Value], threads: int) -> int:
+    """32-bit registers per thread that holding `values` (tiles) takes."""
+    total = 0
+    for v in values:
+        t = v.type
+        if isinstance(t, T.TileType):
+            e = t.elem
+            bits = 64 if isinstance(e, T.PointerType) else max(8, e.bits)
+            total += -(-t.numel * bits // (32 * threads))
+    return total
+
+
+def _loop(fn: Function, loop: Op, num_warps: int | None) -> int:
     body = loop.regions[0]
     sign = loop.attrs.get("step_sign", 0)
     y = body.terminator
@@ -128,6 +145,10 @@ def _loop(fn: Function, loop: Op) -> int:
     todo = [(o, c) for o, c in zip(loads, chains, strict=True) if c is not None]
     if not todo:
         return 0
+    if num_warps is not None:
+        accs = [o.result for o in body.ops if o.opcode == "dot"]
+        if _registers(accs + [o.result for o, _ in todo], 32 * num_warps) > _REGISTER_BUDGET:
+            return 0
     used_args = {v for o, c in todo for x in [*o.operands, *(w for op in c for w in op.operands)]
                  for v in [x] if v in carried}
     nexts = {a: y.operands[carried.index(a)] for a in used_args}

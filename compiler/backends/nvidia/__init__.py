@@ -78,7 +78,7 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
     t0 = time.perf_counter()
     m = ir.Module(name=symbol)
     m.triple = "nvptx64-nvidia-cuda"
-    prefetch_dot_operands(fn)
+    prefetch_dot_operands(fn, num_warps)
     lw = NvLowering(fn, m, symbol, num_warps, arch)
     lw.build()
     text = _with_launch_bound(str(m), symbol, 32 * num_warps)
