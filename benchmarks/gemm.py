@@ -52,7 +52,7 @@ def run(kernel: Any, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: tup
                  BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, ACTIVATION="", num_warps=w, num_stages=s)
 
 
-def case(size: int, dtype: torch.dtype, configs: list[tuple[int, ...]]) -> dict[str, Any]:
+def case(size: int, dtype: torch.dtype, configs: list[tuple[int, ...]], triton_too: bool = True) -> dict[str, Any]:
     a = torch.randn(size, size, device="cuda", dtype=dtype)
     b = torch.randn(size, size, device="cuda", dtype=dtype)
     ref = (a.float() @ b.float())
@@ -60,7 +60,7 @@ def case(size: int, dtype: torch.dtype, configs: list[tuple[int, ...]]) -> dict[
     row: dict[str, Any] = {"shape": f"{size}^3", "dtype": str(dtype)[6:]}
     t_torch = bench(lambda: torch.matmul(a, b))
     row["torch_tflops"] = flop / t_torch / 1e9
-    for name, kernel in (("anvil", AK), ("triton", tk.matmul_kernel)):
+    for name, kernel in (("anvil", AK), ("triton", tk.matmul_kernel))[:2 if triton_too else 1]:
         best: tuple[float, tuple[int, ...], float] | None = None
         for cfg in configs:
             c = torch.full((size, size), float("nan"), device="cuda", dtype=dtype)
@@ -95,10 +95,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="4096 only, fp16 only")
     ap.add_argument("--json")
+    ap.add_argument("--anvil-only", action="store_true", help="skip Triton (quick checks of Anvil variants)")
     args = ap.parse_args()
     sizes = [4096] if args.quick else [4096, 8192]
     dtypes = [torch.float16] if args.quick else [torch.float16, torch.bfloat16]
-    rows = [case(s, dt, CONFIGS) for s in sizes for dt in dtypes]
+    rows = [case(s, dt, CONFIGS, not args.anvil_only) for s in sizes for dt in dtypes]
     print(f"\n{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}")
     print(f"{'shape':8} {'dtype':9} {'anvil TF/s':>10} {'triton TF/s':>11} {'torch TF/s':>10} {'ratio':>6}  "
           f"{'anvil cfg':14} {'triton cfg':14} {'compile ms a/t':>14}")

@@ -8,6 +8,7 @@
 - ANVIL_TRACEBACK=1: show internal tracebacks instead of only located errors.
 - ANVIL_CPU_TARGET: the CPU the CPU backend generates code for, "name[,+feature,...]"
   (default: the host's, as LLVM detects it), e.g. "x86-64-v3".
+- ANVIL_WGMMA=0: on Hopper (sm_90a), lower tl.dot to mma.sync instead of wgmma (default: wgmma).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback", "cpu_target"]
+__all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback", "cpu_target",
+           "wgmma"]
 
 
 def _flag(name: str) -> bool:
@@ -59,3 +61,7 @@ def cpu_target() -> str:
 
 def traceback() -> bool:
     return _flag("ANVIL_TRACEBACK")
+
+
+def wgmma() -> bool:
+    return os.environ.get("ANVIL_WGMMA", "1").lower() not in ("0", "false", "no", "off")

@@ -39,7 +39,8 @@ def _compile(dtype: str, arch: str, bm: int = 64, bn: int = 64, bk: int = 32, wa
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32", "i8"])
-def test_mma_sync(dtype: str, arch: str) -> None:
+def test_mma_sync(dtype: str, arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANVIL_WGMMA", "0")  # on sm_90a fp16/bf16 would take wgmma
     ck = _compile(dtype, arch)
     ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
     k = {"fp32": 8, "i8": 32}.get(dtype, 16)
@@ -74,6 +75,25 @@ def test_k_loop_carries_the_accumulator_in_registers() -> None:
 
 
 def test_big_tile_no_spills() -> None:
-    ck = _compile("fp16", "sm_90a", 128, 128, 64, 8)
+    ck = _compile("fp16", "sm_80", 128, 128, 64, 8)
     assert ck.metadata["n_spills"] == 0  # type: ignore[attr-defined]
     assert ck.asm["ptx"].count(INSTR["fp16"]) == 128 * 4 // 8  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("cfg,per_k,n", [((128, 128, 64, 8), 1, 128), ((128, 256, 64, 8), 1, 256),
+                                         ((128, 64, 32, 4), 2, 64), ((64, 64, 16, 4), 1, 64),
+                                         ((64, 64, 32, 8), 1, 32)])
+def test_wgmma_on_hopper(dtype: str, cfg: tuple[int, int, int, int], per_k: int, n: int) -> None:
+    """sm_90a: one wgmma per warpgroup slab of 64 rows and k16 step, operands through swizzled
+    shared memory made visible to the async proxy; N-major B when a warpgroup's N is a multiple of
+    64, else B^T K-major (32 columns per warpgroup)."""
+    bm, bn, bk, w = cfg
+    ck = _compile(dtype, "sm_90a", bm, bn, bk, w)
+    ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
+    ab = "f16" if dtype == "fp16" else "bf16"
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}") == per_k * bk // 16
+    assert "fence.proxy.async.shared::cta" in ptx and "wgmma.wait_group.sync.aligned" in ptx
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx
+    assert ck.asm["cubin"][:4] == b"\x7fELF"  # type: ignore[attr-defined]
+    assert ck.metadata["n_spills"] == 0  # type: ignore[attr-defined]

@@ -24,8 +24,11 @@ __all__ = ["lower_dot"]
 
 def lower_dot(lw: NvLowering, op: Op) -> None:
     from .mma import lower_dot_mma, plan_mma
+    from .wgmma import WgmmaPlan, lower_dot_wgmma
 
     plan = plan_mma(lw, op)
+    if isinstance(plan, WgmmaPlan):
+        return lower_dot_wgmma(lw, op, plan)
     if plan is not None:
         return lower_dot_mma(lw, op, plan)
     a_v, b_v, acc_v = op.operands

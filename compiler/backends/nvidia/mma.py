@@ -32,6 +32,7 @@ from .lower import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
+    from .wgmma import WgmmaPlan
 
 __all__ = ["MmaPlan", "plan_mma", "lower_dot_mma", "arch_number"]
 
@@ -91,7 +92,7 @@ def _warps(m: int, n: int, num_warps: int) -> tuple[int, int]:
     return wm, wn
 
 
-def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | None:
+def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | None:
     """The mma.sync plan for `op`, or None when the dot must run on CUDA cores."""
     a_v, b_v, _ = op.operands
     ashape, bshape = T.shape_of(a_v.type), T.shape_of(b_v.type)
@@ -119,7 +120,10 @@ def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | None:
             return None
         acc = T.fp32
     warps = _warps(m, n, lw.num_warps)
-    return MmaPlan(kind, bits, instr_k, warps, mma_v2_accumulator((m, n), warps), acc)
+    plan = MmaPlan(kind, bits, instr_k, warps, mma_v2_accumulator((m, n), warps), acc)
+    from .wgmma import plan_wgmma
+
+    return plan_wgmma(lw, op, plan) or plan
 
 
 # --------------------------------------------------------------------------- shared memory staging

@@ -1,0 +1,231 @@
+"""`tl.dot` on Hopper tensor cores with `wgmma.mma_async` (sm_90a).
+
+Warpgroups (4 warps) each own 64-row slabs of the output and `instr_n` columns. Operands are
+staged from registers into shared memory in the layouts the wgmma matrix descriptors describe,
+with the 128/64/32-byte swizzles (the 16-byte chunk index of a row XOR-ed with the row's index
+inside its 8-row atom), so the staging stores and the tensor core's reads are free of bank
+conflicts:
+
+- A [M, K] is K-major: rows of K * esize bytes (the swizzle width S), 8-row atoms of 8 * S bytes;
+  the descriptor's stride offset is 8 * S and the start address advances by 32 bytes per k16 step.
+- B [K, N] is stored N-major (`trans-b`): atoms of 8 K-rows x 64 N-columns (128 B, swizzled by
+  the K row), atoms along K 1024 B apart (the descriptor's stride offset) and atoms along N
+  K/8 * 1024 B apart (its leading offset). A warpgroup whose N extent is not a multiple of 64
+  stores B^T K-major like A instead (scalar transposing stores: slower).
+
+The generic-proxy stores are made visible to the tensor core's async proxy with
+`fence.proxy.async.shared::cta` before the barrier; the accumulators stay in registers in the
+wgmma accumulator layout, which loops carry unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ... import knobs
+from ...ir import types as T
+from ...ir.core import Op
+from ...layouts import REGISTER, LinearLayout
+from ...layouts.distributed import wgmma_accumulator
+from ..cpu import scalar as S
+from ..cpu.scalar import I8, I32, I64
+from .lower import GPUTile, num_regs, reg_coords
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+    from .mma import MmaPlan
+
+__all__ = ["WgmmaPlan", "plan_wgmma", "lower_dot_wgmma"]
+
+F32 = ir.FloatType()
+
+
+@dataclass(frozen=True)
+class WgmmaPlan:
+    kind: str
+    elem_bits: int
+    warps: tuple[int, int]  # warpgroups along M, along N
+    instr_n: int
+    layout: LinearLayout
+    acc: T.ScalarType
+    b_mode: str  # "kmajor" or "nmajor"
+
+
+def plan_wgmma(lw: NvLowering, op: Op, base: MmaPlan) -> WgmmaPlan | None:
+    if not knobs.wgmma() or not lw.arch.startswith("sm_90"):
+        return None
+    if base.kind not in ("f16", "bf16") or lw.num_warps % 4:
+        return None
+    (m, k), n = T.shape_of(op.operands[0].type), T.shape_of(op.operands[1].type)[1]
+    groups = lw.num_warps // 4
+    if m % 64 or k % 16 or k * 2 > 128 or k < 16:
+        return None
+    gm = min(groups, m // 64)
+    gn = groups // gm
+    instr_n = n // gn
+    if instr_n < 8 or instr_n > 256 or instr_n % 8:
+        return None
+    mode = "nmajor" if instr_n % 64 == 0 else "kmajor"
+    layout = wgmma_accumulator((m, n), (4 * gm, gn), instr_n)
+    return WgmmaPlan(base.kind, 16, (gm, gn), instr_n, layout, T.fp32, mode)
+
+
+def _swizzle_width(row_bytes: int) -> int:
+    return 128 if row_bytes >= 128 else (64 if row_bytes >= 64 else 32)
+
+
+_SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
+
+
+def _kmajor_offset(b: ir.IRBuilder, row: ir.Value, kbyte: ir.Value, width: int) -> ir.Value:
+    """Byte offset of (row, byte kbyte of the row) in a K-major swizzled tile of `width`-byte rows."""
+    inner = b.and_(row, ir.Constant(I32, 7))
+    atom = b.lshr(row, ir.Constant(I32, 3))
+    chunk = b.lshr(kbyte, ir.Constant(I32, 4))
+    mask = width // 16 - 1
+    # the swizzle XORs address bits [4, 4 + log2(width/16)) with bits [7, ...): row bits for 128 B
+    # rows, (row / 2) bits for 64 B rows, (row / 4) for 32 B rows
+    sw_src = b.lshr(b.mul(inner, ir.Constant(I32, width)), ir.Constant(I32, 7))
+    chunk = b.xor(chunk, b.and_(sw_src, ir.Constant(I32, mask)))
+    off = b.add(b.mul(atom, ir.Constant(I32, 8 * width)), b.mul(inner, ir.Constant(I32, width)))
+    off = b.add(off, b.shl(chunk, ir.Constant(I32, 4)))
+    return b.add(off, b.and_(kbyte, ir.Constant(I32, 15)))
+
+
+def _nmajor_offset(b: ir.IRBuilder, k: ir.Value, nbyte: ir.Value, k_rows: int) -> ir.Value:
+    """Byte offset of (k, byte nbyte along N) in an N-major tile of 128 B-swizzled atoms
+    (8 K-rows x 128 B); atoms along K are 1024 B apart, atoms along N k_rows/8 * 1024 B apart."""
+    inner = b.and_(k, ir.Constant(I32, 7))
+    katom = b.lshr(k, ir.Constant(I32, 3))
+    natom = b.lshr(nbyte, ir.Constant(I32, 7))
+    chunk = b.and_(b.lshr(nbyte, ir.Constant(I32, 4)), ir.Constant(I32, 7))
+    chunk = b.xor(chunk, inner)
+    off = b.add(b.mul(natom, ir.Constant(I32, (k_rows // 8) * 1024)), b.mul(katom, ir.Constant(I32, 1024)))
+    off = b.add(off, b.mul(inner, ir.Constant(I32, 128)))
+    off = b.add(off, b.shl(chunk, ir.Constant(I32, 4)))
+    return b.add(off, b.and_(nbyte, ir.Constant(I32, 15)))
+
+
+def _stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, offset_of, fast_dim: int) -> None:  # type: ignore[no-untyped-def]
+    """Store a 2-D 16-bit register tile at `base + byte_off + offset_of(i, j)` (bytes), in
+    16-byte vectors where the thread holds 8 consecutive elements along `fast_dim`."""
+    b = lw.b
+    layout = tile.layout
+    vec = 1
+    for basis in layout.bases(REGISTER):
+        want = tuple(vec if d == fast_dim else 0 for d in range(2))
+        if basis != want or vec >= 8:
+            break
+        vec *= 2
+    hw = lw.hw_coords(layout)
+    i16 = ir.IntType(16)
+    seen: set[tuple[int, ...]] = set()
+    p8 = b.bitcast(base, ir.PointerType(I8, addrspace=3))
+    for r0 in range(0, num_regs(layout), vec):
+        rc = reg_coords(layout, r0)
+        if rc in seen:
+            continue
+        seen.add(rc)
+        i = b.or_(hw[0], ir.Constant(I32, rc[0])) if rc[0] else hw[0]
+        j = b.or_(hw[1], ir.Constant(I32, rc[1])) if rc[1] else hw[1]
+        off = b.add(offset_of(b, i, j), ir.Constant(I32, byte_off))
+        ptr = b.gep(p8, [off])
+        vals = [tile.regs[r0 + t] if tile.regs[r0 + t].type == i16 else b.bitcast(tile.regs[r0 + t], i16)
+                for t in range(vec)]
+        if vec == 1:
+            st = b.store(vals[0], b.bitcast(ptr, ir.PointerType(i16, addrspace=3)))
+            st.align = 2
+            continue
+        vty = ir.VectorType(i16, vec)
+        v: ir.Value = ir.Constant(vty, None)
+        for t, x in enumerate(vals):
+            v = b.insert_element(v, x, ir.Constant(I32, t))
+        st = b.store(v, b.bitcast(ptr, ir.PointerType(vty, addrspace=3)))
+        st.align = 2 * vec
+
+
+def _desc(lw: NvLowering, addr: ir.Value, lbo: int, sbo: int, swizzle: int) -> ir.Value:
+    """A wgmma matrix descriptor for the shared-memory byte address `addr` (i32)."""
+    b = lw.b
+    start = b.zext(b.and_(b.lshr(addr, ir.Constant(I32, 4)), ir.Constant(I32, 0x3FFF)), I64)
+    const = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | swizzle << 62
+    return b.or_(start, ir.Constant(I64, const))
+
+
+def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value, db: ir.Value) -> list[ir.Value]:
+    n = len(acc)
+    ab = "f16" if plan.kind == "f16" else "bf16"
+    tb = 0 if plan.b_mode == "kmajor" else 1
+    outs = ",".join(f"${i}" for i in range(n))
+    asm = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${n + 2}, 0;\n"
+           f"wgmma.mma_async.sync.aligned.m64n{plan.instr_n}k16.f32.{ab}.{ab} "
+           f"{{{outs}}}, ${n}, ${n + 1}, p, 1, 1, 0, {tb};\n}}")
+    cons = ",".join(["=f"] * n + ["l", "l", "r"] + [str(i) for i in range(n)])
+    fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [I64, I64, I32, *([F32] * n)])
+    res = lw.b.asm(fty, asm, cons, [da, db, ir.Constant(I32, 1), *acc], side_effect=True)
+    return [lw.b.extract_value(res, i) for i in range(n)]
+
+
+def lower_dot_wgmma(lw: NvLowering, op: Op, plan: WgmmaPlan) -> None:
+    a_v, b_v, acc_v = op.operands
+    (m, k), n = T.shape_of(a_v.type), T.shape_of(b_v.type)[1]
+    layout = plan.layout
+    oe = T.elem_of(op.result.type)
+    assert isinstance(oe, T.ScalarType)
+    b = lw.b
+    acc_tile = lw.tile(acc_v, layout)
+    cur = [S.emit_cast(b, oe, plan.acc, v) for v in acc_tile.regs]
+    a_tile, b_tile = lw.tile(a_v), lw.tile(b_v)
+    wa = _swizzle_width(k * 2)
+    a_bytes = m * wa
+    b_base = -(-a_bytes // 1024) * 1024
+    if plan.b_mode == "kmajor":
+        b_bytes = n * wa
+    else:
+        b_bytes = (n * 2 // 128) * k * 128
+    base = lw.scratch(b_base + b_bytes)
+    assert lw.smem is not None
+    lw.smem.align = 1024
+    lw.barrier()
+    _stage(lw, a_tile, base, 0, lambda bb, i, j: _kmajor_offset(bb, i, bb.shl(j, ir.Constant(I32, 1)), wa), 1)
+    if plan.b_mode == "kmajor":
+        _stage(lw, b_tile, base, b_base, lambda bb, i, j: _kmajor_offset(bb, j, bb.shl(i, ir.Constant(I32, 1)), wa), 0)
+    else:
+        _stage(lw, b_tile, base, b_base, lambda bb, i, j: _nmajor_offset(bb, i, bb.shl(j, ir.Constant(I32, 1)), k), 1)
+    lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
+    lw.barrier()
+
+    e = lw.entry
+    smem_addr = e.trunc(e.ptrtoint(base, I64), I32)
+    wg = e.lshr(lw.warp, ir.Constant(I32, 2))
+    gm, gn = plan.warps
+    wg_m = e.urem(wg, ir.Constant(I32, gm)) if gm > 1 else ir.Constant(I32, 0)
+    wg_n = e.udiv(wg, ir.Constant(I32, gm)) if gn > 1 else ir.Constant(I32, 0)
+    # this warpgroup's first row of A and first column of B (register reps go along M by 64 * gm)
+    a_row0 = e.mul(wg_m, ir.Constant(I32, 64))
+    n0 = e.mul(wg_n, ir.Constant(I32, plan.instr_n))
+    a_start = e.add(smem_addr, e.mul(a_row0, ir.Constant(I32, wa)))
+    if plan.b_mode == "kmajor":
+        b_start = e.add(smem_addr, e.add(ir.Constant(I32, b_base), e.mul(n0, ir.Constant(I32, wa))))
+    else:
+        b_start = e.add(smem_addr, e.add(ir.Constant(I32, b_base), e.mul(e.lshr(n0, ir.Constant(I32, 6)),
+                                                                         ir.Constant(I32, (k // 8) * 1024))))
+    per_rep = plan.instr_n // 2  # f32 accumulators per thread per 64-row slab
+    reps = len(cur) // per_rep
+    lw.intrinsic("llvm.nvvm.wgmma.fence.sync.aligned", ir.VoidType(), [])
+    for kk in range(0, k, 16):
+        if plan.b_mode == "kmajor":
+            db = _desc(lw, b.add(b_start, ir.Constant(I32, kk * 2)), 16, 8 * wa, _SWIZZLE_MODE[wa])
+        else:
+            db = _desc(lw, b.add(b_start, ir.Constant(I32, (kk // 8) * 1024)), (k // 8) * 1024, 1024, 1)
+        for rep in range(reps):
+            row = rep * 64 * gm
+            da = _desc(lw, b.add(a_start, ir.Constant(I32, row * wa + kk * 2)), 16, 8 * wa, _SWIZZLE_MODE[wa])
+            regs = cur[rep * per_rep:(rep + 1) * per_rep]
+            cur[rep * per_rep:(rep + 1) * per_rep] = _wgmma(lw, plan, regs, da, db)
+    lw.intrinsic("llvm.nvvm.wgmma.commit_group.sync.aligned", ir.VoidType(), [])
+    lw.intrinsic("llvm.nvvm.wgmma.wait_group.sync.aligned", ir.VoidType(), [ir.Constant(I64, 0)])
+    lw.vals[op.result] = GPUTile(layout, [S.emit_cast(b, plan.acc, oe, v) for v in cur])
