@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import hashlib
 import json
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .. import __version__, knobs
@@ -134,15 +138,50 @@ class _Artifacts(dict):  # type: ignore[type-arg]
 
 
 def _cache_key(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> str:
-    from ..backends.cpu.engine import host
+    parts = [fn.deep_hash, __version__, target, repr(opts)]
+    if target == "cpu":  # the host CPU only matters to CPU code (and reading it initialises LLVM's JIT)
+        from ..backends.cpu.engine import host
 
-    parts = [fn.deep_hash, __version__, target, repr(opts), host().cpu, host().features]
+        parts += [host().cpu, host().features]
     for s in specs:
         parts.append(f"{s.name}:{s.constant}:{s.value!r}:{s.type}:{s.divisibility}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 _MEMORY: dict[str, CompiledKernel] = {}
+
+_gc_lock = threading.Lock()
+_gc_depth = 0  # compiles in flight (any thread)
+_gc_ours = False  # the collector was on when the first of them started, and they turned it off
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No automatic garbage collection while kernels compile. A compile allocates 10^4-10^5 objects
+    (Tile IR, llvmlite IR); with torch and triton loaded, a full collection that they trigger walks
+    the whole heap (~100 ms during a layer norm compile, measured). Afterwards the young generations
+    are collected explicitly (the compile's garbage: llvmlite modules are cyclic): that costs what
+    the automatic young collections would have, and it leaves the counters at zero, so the launch
+    that follows the compile starts no collection either. Full collections still happen, between
+    compiles, when Python's own thresholds call for them. A collector the program turned off stays off."""
+    global _gc_depth, _gc_ours
+    with _gc_lock:
+        if _gc_depth == 0 and gc.isenabled():
+            gc.disable()
+            _gc_ours = True
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            last = _gc_depth == 0 and _gc_ours
+        if last:
+            gc.collect(1)
+            with _gc_lock:
+                if _gc_depth == 0 and _gc_ours:
+                    _gc_ours = False
+                    gc.enable()
 
 
 def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> CompiledKernel:
@@ -151,6 +190,11 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
     hit = _MEMORY.get(key)
     if hit is not None:
         return hit
+    with _collector_paused():
+        return _compile(fn, specs, opts, target, key)
+
+
+def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str) -> CompiledKernel:
     t0 = time.perf_counter()
     disk = _disk_load(key) if knobs.cache_enabled() and target == "cpu" else None
     if disk is not None:
@@ -160,7 +204,6 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
         ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
         _MEMORY[key] = ck
         return ck
-    from ..backends import cpu
     from ..frontend import GenOptions, generate_kernel
     from ..ir.printer import print_function
     from ..passes import run_pipeline
@@ -185,6 +228,8 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
     symbol = f"anvil_{_sanitize(fn.__name__)}_{key[:16]}"
     if target.startswith("cuda"):
         return _finish_cuda(fn, specs, opts, target, key, ir_fn, tir, symbol, t0, t1, t2)
+    from ..backends import cpu
+
     binary = cpu.compile_function(ir_fn, symbol, opts.debug)
     binary.arg_names = list(ir_fn.arg_names)
     if knobs.dump_llir():

@@ -6,9 +6,11 @@ architecture. The driver module (driver.py) loads and launches the cubin.
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from functools import cache
+from typing import Any
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -20,10 +22,11 @@ from .jitlink import warm_up as _warm_up_assembler
 from .lower import NvLowering
 from .toolchain import PtxasReport, assemble
 
-__all__ = ["CudaBinary", "compile_function", "ptx_version_for", "emit_ptx"]
+__all__ = ["CudaBinary", "compile_function", "ptx_version_for", "emit_ptx", "warm_up"]
 
-# libnvJitLink loads on another thread while the first kernel is lowered (see toolchain.py)
-_warm_up_assembler()
+_llvm_lock = threading.Lock()
+_llvm_initialised = False
+_target_machines: dict[str, llvm.TargetMachine] = {}
 
 
 @dataclass
@@ -52,18 +55,84 @@ def ptx_version_for(arch: str) -> str:
     return "+ptx84" if num >= 89 else "+ptx78"
 
 
-@cache
-def _target_machine(arch: str) -> llvm.TargetMachine:
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
+def _new_target_machine(arch: str) -> llvm.TargetMachine:
+    global _llvm_initialised
+    with _llvm_lock:  # target registration is not thread-safe, and the warm-up thread does it too
+        if not _llvm_initialised:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            _llvm_initialised = True
     t = llvm.Target.from_triple("nvptx64-nvidia-cuda")
     return t.create_target_machine(cpu=arch, features=ptx_version_for(arch), opt=3)
 
 
+def _target_machine(arch: str) -> llvm.TargetMachine:
+    """The target machine compiles use (one per architecture, kept for the process)."""
+    tm = _target_machines.get(arch)
+    if tm is None:
+        tm = _target_machines.setdefault(arch, _new_target_machine(arch))
+    return tm
+
+
+_TINY_LL = """define ptx_kernel void @anvil_warm_up(ptr addrspace(1) %p, float %x) {
+  %y = fmul contract float %x, %x
+  store float %y, ptr addrspace(1) %p
+  ret void
+}
+"""
+
+
+def _likely_arch() -> str:
+    """The current device's architecture when torch has initialised CUDA already, else sm_90a."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            from .driver import device_arch
+
+            return device_arch()
+    except Exception:  # noqa: BLE001 - only a guess for the warm-up
+        pass
+    return "sm_90a"
+
+
+def _warm_up_llvm() -> None:
+    """Initialise LLVM's NVPTX target and take a tiny kernel through the whole pipeline: the first
+    parse / O3 / PTX emission in a process costs ~5-10 ms of one-time work (lazily registered
+    passes, code paged in). It runs in its own LLVM context with its own target machine, so it
+    shares nothing with a compile running at the same time; llvmlite calls release the GIL."""
+    try:
+        arch = _likely_arch()
+        tm = _new_target_machine(arch)
+        _target_machines.setdefault(arch, _new_target_machine(arch))
+        _optimise_and_emit(tm, _TINY_LL, llvm.create_context())
+    except Exception:  # noqa: BLE001 - a warm-up: the first compile does the work if this fails
+        pass
+
+
+def warm_up() -> None:
+    """Start the one-time work of the first CUDA compile on background threads (once per process):
+    LLVM's NVPTX initialisation, and loading libnvJitLink (see jitlink.py). Called when this
+    backend is imported, i.e. at the first launch with CUDA tensors or the first CUDA compile."""
+    global _warm_started
+    with _llvm_lock:
+        if _warm_started:
+            return
+        _warm_started = True
+    _warm_up_assembler()
+    threading.Thread(target=_warm_up_llvm, name="anvil-llvm-warm-up", daemon=True).start()
+
+
+_warm_started = False
+warm_up()
+
+
 def emit_ptx(llir: str, arch: str) -> tuple[str, str]:
     """Optimise LLVM IR for `arch` and emit PTX; returns (optimised IR, PTX)."""
-    tm = _target_machine(arch)
-    mod = llvm.parse_assembly(llir)
+    return _optimise_and_emit(_target_machine(arch), llir, None)
+
+
+def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple[str, str]:
+    mod = llvm.parse_assembly(llir, context=context)
     mod.triple = "nvptx64-nvidia-cuda"
     mod.data_layout = str(tm.target_data)
     mod.verify()

@@ -15,7 +15,7 @@ from .lower import GPUTile, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["convert", "broadcast_tile", "linear_index", "register_map"]
+__all__ = ["convert", "broadcast_tile", "linear_index", "register_map", "fold_or", "fold_add", "fold_mul"]
 
 
 def _hw_bases(layout: LinearLayout, proj: set[int] | None = None) -> tuple[tuple[int, ...], ...]:
@@ -52,11 +52,42 @@ def linear_index(lw: NvLowering, layout: LinearLayout, r: int, shape: tuple[int,
     idx: ir.Value = ir.Constant(I32, 0)
     stride = 1
     for d in reversed(range(len(shape))):
-        c = b.or_(hw[d], ir.Constant(I32, rc[d])) if rc[d] else hw[d]
-        term = b.mul(c, ir.Constant(I32, stride)) if stride != 1 else c
-        idx = b.add(idx, term)
+        c = fold_or(b, hw[d], ir.Constant(I32, rc[d]))
+        idx = fold_add(b, idx, fold_mul(b, c, stride))
         stride *= shape[d]
     return idx
+
+
+# i32 arithmetic folded in Python when an operand is a constant: the lowering computes many
+# indices from constants (register coordinates, warp slots), and every instruction not emitted is
+# time saved in building, printing, parsing and optimising the IR.
+def _const(x: ir.Value) -> int | None:
+    return x.constant if isinstance(x, ir.Constant) and isinstance(x.constant, int) else None
+
+
+def fold_or(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    cx, cy = _const(x), _const(y)
+    if cx is not None and cy is not None:
+        return ir.Constant(I32, cx | cy)
+    if cx == 0:
+        return y
+    return x if cy == 0 else b.or_(x, y)
+
+
+def fold_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    cx, cy = _const(x), _const(y)
+    if cx is not None and cy is not None:
+        return ir.Constant(I32, cx + cy)
+    if cx == 0:
+        return y
+    return x if cy == 0 else b.add(x, y)
+
+
+def fold_mul(b: ir.IRBuilder, x: ir.Value, k: int) -> ir.Value:
+    cx = _const(x)
+    if cx is not None:
+        return ir.Constant(I32, cx * k)
+    return x if k == 1 else b.mul(x, ir.Constant(I32, k))
 
 
 def _through_shared(lw: NvLowering, x: GPUTile, dst: LinearLayout, elem: T.ElemType) -> GPUTile:
@@ -95,8 +126,11 @@ def smem_load(lw: NvLowering, base: ir.Value, idx: ir.Value, ty: ir.Type) -> ir.
 def _addr(lw: NvLowering, base: ir.Value, idx: ir.Value, ty: ir.Type) -> ir.Value:
     """Address of element `idx` of type `ty` in the shared scratch area starting at `base`."""
     b = lw.b
-    p = b.bitcast(base, ir.PointerType(ty, addrspace=3))
-    return b.gep(p, [b.zext(idx, I64)])
+    pty = ir.PointerType(ty, addrspace=3)
+    # the scratch area itself is a global: its cast is a constant expression, not an instruction
+    p = base.bitcast(pty) if isinstance(base, ir.GlobalVariable) else b.bitcast(base, pty)
+    c = _const(idx)
+    return b.gep(p, [ir.Constant(I64, c) if c is not None else b.zext(idx, I64)])
 
 
 def convert(lw: NvLowering, x: GPUTile, dst: LinearLayout, elem: T.ElemType) -> GPUTile:

@@ -14,7 +14,7 @@ import os
 import threading
 from typing import Any
 
-__all__ = ["warm_up", "ready_linker", "JitLinker"]
+__all__ = ["warm_up", "ready_linker", "status", "JitLinker"]
 
 _PTX_INPUT = 2  # NVJITLINK_INPUT_PTX
 _TINY_PTX = (".version 8.0\n.target sm_80\n.address_size 64\n"
@@ -62,6 +62,7 @@ class JitLinker:
         self._info_size, self._info = sym("GetInfoLogSize"), sym("GetInfoLog")
         self._err_size, self._err = sym("GetErrorLogSize"), sym("GetErrorLog")
         self._lib = lib
+        self.path = path
 
     def _log(self, h: ctypes.c_void_p, size_fn: Any, get_fn: Any) -> str:
         n = ctypes.c_size_t()
@@ -96,48 +97,46 @@ class JitLinker:
             self._destroy(ctypes.byref(h))
 
 
-def _same_as_ptxas(version: tuple[int, int]) -> bool:
-    """Use the library only where it is the same assembler release as the ptxas binary that would
-    run otherwise (another release allocates registers differently); ANVIL_NVJITLINK=any skips
-    the check. With no ptxas binary at all, the library is the assembler."""
-    import re
-    import subprocess
-
-    from .toolchain import find_ptxas
+def _wanted_release() -> tuple[int, int] | None:
+    """The assembler release the library must have: the ptxas binary's (another release allocates
+    registers differently, so the cubin would depend on which path ran); None when any will do
+    (ANVIL_NVJITLINK=any, or no ptxas binary at all: the library is then the assembler)."""
+    from .toolchain import ptxas_release
 
     if os.environ.get("ANVIL_NVJITLINK", "").lower() == "any":
-        return True
-    ptxas = find_ptxas()
-    if ptxas is None:
-        return True
-    try:
-        text = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    m = re.search(r"release (\d+)\.(\d+)", text)
-    return m is not None and (int(m.group(1)), int(m.group(2))) == version
+        return None
+    return ptxas_release()
 
 
 _ready = threading.Event()
 _linker: JitLinker | None = None
 _started = False
 _lock = threading.Lock()
+_passed_over: list[str] = []  # libraries found but not used, and why (status())
 
 
 def _load() -> None:
+    """Use the first library of the wanted release that assembles a tiny kernel; the next candidate
+    when one is another release (the nvidia wheel and the CUDA toolkit often differ)."""
     global _linker
     try:
+        want = _wanted_release()
         for path in _library_candidates():
             try:
                 lk = JitLinker(path)
             except (OSError, AttributeError):
                 continue
-            if not _same_as_ptxas(lk.version):
-                return
+            if want is not None and lk.version != want:
+                _passed_over.append(f"{path} is release {lk.version[0]}.{lk.version[1]}, "
+                                    f"ptxas is {want[0]}.{want[1]}")
+                continue
             out = lk.assemble(_TINY_PTX, "sm_80")  # pages the assembler in and checks it works
             if out is not None and out[0][:4] == b"\x7fELF":
                 _linker = lk
                 return
+            _passed_over.append(f"{path} failed to assemble a test kernel")
+    except Exception as e:  # noqa: BLE001 - a background probe: any failure means "use ptxas"
+        _passed_over.append(f"probing libnvJitLink failed: {type(e).__name__}: {e}")
     finally:
         _ready.set()
 
@@ -157,3 +156,18 @@ def warm_up() -> None:
 def ready_linker() -> JitLinker | None:
     """The in-process assembler if it has finished loading; None means: use ptxas now (never waits)."""
     return _linker if _ready.is_set() else None
+
+
+def status(wait_s: float = 0.0) -> str:
+    """Which assembler compiles use, in words (after waiting up to `wait_s` for the warm-up)."""
+    if os.environ.get("ANVIL_NVJITLINK", "1").lower() in ("0", "off", "no", "false"):
+        return "ptxas (ANVIL_NVJITLINK=0)"
+    if not _started:
+        return "ptxas (libnvJitLink not loaded yet: the NVIDIA backend starts it on import)"
+    if not _ready.wait(wait_s):
+        return "ptxas until libnvJitLink has loaded (still loading)"
+    lk = _linker
+    why = "; ".join(_passed_over)
+    if lk is not None:
+        return f"libnvJitLink {lk.version[0]}.{lk.version[1]} in-process ({lk.path})" + (f"; {why}" if why else "")
+    return "ptxas: " + (why or "no libnvJitLink found")

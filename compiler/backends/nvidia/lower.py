@@ -112,17 +112,25 @@ class NvLowering:
             return hit
         b = self.entry
         rank = len(layout.out_dims)
-        acc: list[ir.Value] = [ir.Constant(I32, 0)] * rank
+        acc: list[ir.Value | None] = [None] * rank
         for name, src in ((LANE, self.lane), (WARP, self.warp)):
-            for k, basis in enumerate(layout.bases(name)):
-                if not any(basis):
-                    continue
-                bit = b.and_(b.lshr(src, ir.Constant(I32, k)), ir.Constant(I32, 1))
-                for d, v in enumerate(basis):
-                    if v:
-                        acc[d] = b.or_(acc[d], b.mul(bit, ir.Constant(I32, v)))
-        self.hw_cache[layout] = acc
-        return acc
+            for d in range(rank):
+                # bit k of `src` contributes v_k to dim d; a run of bits whose values are consecutive
+                # powers of two is one field: ((src >> k0) & (2^n - 1)) << log2(v_k0)
+                for k0, n, v0 in _bit_runs([basis[d] for basis in layout.bases(name)]):
+                    if v0 & (v0 - 1):  # not a power of two (no such layout today): bit by bit
+                        part: ir.Value = b.mul(b.and_(b.lshr(src, ir.Constant(I32, k0)), ir.Constant(I32, 1)),
+                                               ir.Constant(I32, v0))
+                    else:
+                        part = b.lshr(src, ir.Constant(I32, k0)) if k0 else src
+                        part = b.and_(part, ir.Constant(I32, (1 << n) - 1))
+                        shift = v0.bit_length() - 1
+                        part = b.shl(part, ir.Constant(I32, shift)) if shift else part
+                    cur = acc[d]
+                    acc[d] = part if cur is None else b.or_(cur, part)
+        out = [a if a is not None else ir.Constant(I32, 0) for a in acc]
+        self.hw_cache[layout] = out
+        return out
 
     # ------------------------------------------------------------------ function
     def build(self) -> ir.Function:
@@ -230,6 +238,22 @@ class NvLowering:
             if op.opcode in ("yield", "condition"):
                 continue
             lower_op(self, op)
+
+
+def _bit_runs(values: list[int]) -> list[tuple[int, int, int]]:
+    """(first bit, length, value of the first bit) of each run of bits k, k+1, ... whose values are
+    v, 2v, 4v, ... (v a power of two); zero values are skipped, other values are runs of one."""
+    runs: list[tuple[int, int, int]] = []
+    for k, v in enumerate(values):
+        if not v:
+            continue
+        if runs and not v & (v - 1):
+            k0, n, v0 = runs[-1]
+            if k0 + n == k and not v0 & (v0 - 1) and v == v0 << n:
+                runs[-1] = (k0, n + 1, v0)
+                continue
+        runs.append((k, 1, v))
+    return runs
 
 
 def _vector_hints(fn: Function, axis: dict[Value, AxisInfo]) -> dict[tuple[int, ...], int]:

@@ -8,6 +8,7 @@ the mask constant across the group; masked accesses are predicated PTX (no branc
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -84,8 +85,32 @@ def _words(total: int) -> tuple[ir.IntType, int, str]:
     return (I16, 1, "h") if total == 2 else (I16, 1, "h")
 
 
+def _const_words(vals: list[ir.Value], ety: ir.Type, wty: ir.IntType, n: int) -> list[ir.Value] | None:
+    """The words of a vector of constants (a masked load's `other`), packed here rather than by
+    insertelement/bitcast/extractelement instructions; None when a value is not a constant."""
+    if isinstance(ety, ir.IntType):
+        fmt = {8: "B", 16: "H", 32: "I", 64: "Q"}.get(ety.width)
+    else:
+        fmt = {"half": "e", "float": "f", "double": "d"}.get(str(ety))
+    if fmt is None or not all(isinstance(v, ir.Constant) for v in vals):
+        return None
+    try:
+        raw = b"".join(struct.pack("<" + fmt, ((v.constant or 0) & ((1 << ety.width) - 1))
+                                   if isinstance(ety, ir.IntType) else (v.constant or 0.0)) for v in vals)
+    except (struct.error, OverflowError, TypeError):
+        return None
+    bits = wty.width
+    if len(raw) != n * bits // 8:
+        return None
+    words = struct.unpack(f"<{n}{'I' if bits == 32 else 'H'}", raw)  # NVPTX is little-endian
+    return [ir.Constant(wty, w - (1 << bits) if w >> (bits - 1) else w) for w in words]
+
+
 def _pack(b: ir.IRBuilder, vals: list[ir.Value], ety: ir.Type, total: int) -> list[ir.Value]:
     wty, n, _ = _words(total)
+    consts = _const_words(vals, ety, wty, n) if total > 1 else None
+    if consts is not None:
+        return consts
     if total == 1:
         return [b.zext(b.bitcast(vals[0], I8) if vals[0].type != I8 else vals[0], I16)]
     vec = ir.Constant(ir.VectorType(ety, len(vals)), None)

@@ -11,7 +11,7 @@ from ...ir import types as T
 from ...ir.core import Block, Op
 from ...layouts import LANE, REGISTER, WARP, slice_layout
 from ..cpu.scalar import I16, I32, I64
-from .convert import smem_load, smem_store
+from .convert import fold_add, fold_mul, fold_or, smem_load, smem_store
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
@@ -104,10 +104,17 @@ def _across_warps(lw: NvLowering, region: Block, acc: dict[int, list[ir.Value]],
     n_out = 1
     for s in out_shape:
         n_out *= s
+    # this warp's slot: its bits `warp_bits` packed densely (runs of adjacent bits move as one field)
     widx: ir.Value = ir.Constant(I32, 0)
-    for j, k in enumerate(warp_bits):
-        bit = b.and_(b.lshr(lw.warp, ir.Constant(I32, k)), ir.Constant(I32, 1))
-        widx = b.or_(widx, b.shl(bit, ir.Constant(I32, j)))
+    j = 0
+    while j < len(warp_bits):
+        n = 1
+        while j + n < len(warp_bits) and warp_bits[j + n] == warp_bits[j] + n:
+            n += 1
+        k = warp_bits[j]
+        field = b.and_(b.lshr(lw.warp, ir.Constant(I32, k)) if k else lw.warp, ir.Constant(I32, (1 << n) - 1))
+        widx = fold_or(b, widx, b.shl(field, ir.Constant(I32, j)) if j else field)
+        j += n
     sizes = [8 if isinstance(e, T.PointerType) else max(1, e.bits // 8) for e in elems]
     offsets, off = [], 0
     for s in sizes:
@@ -117,16 +124,16 @@ def _across_warps(lw: NvLowering, region: Block, acc: dict[int, list[ir.Value]],
     lw.barrier()
     for key, vals in acc.items():
         li = linear_index(lw, out_layout, key, out_shape) if out_shape else ir.Constant(I32, 0)  # type: ignore[arg-type]
-        slot = b.add(b.mul(li, ir.Constant(I32, nw)), widx)
+        slot = fold_add(b, fold_mul(b, li, nw), widx)
         for v, o, _e in zip(vals, offsets, elems, strict=True):
             smem_store(lw, _byte_offset(lw, base, o), slot, v)
     lw.barrier()
     for key in list(acc):
         li = linear_index(lw, out_layout, key, out_shape) if out_shape else ir.Constant(I32, 0)  # type: ignore[arg-type]
-        row = b.mul(li, ir.Constant(I32, nw))
+        row = fold_mul(b, li, nw)
         cur: list[ir.Value] | None = None
         for j in range(nw):
-            slot = b.add(row, ir.Constant(I32, j))
+            slot = fold_add(b, row, ir.Constant(I32, j))
             vals = [smem_load(lw, _byte_offset(lw, base, o), slot, nv_type(e))
                     for o, e in zip(offsets, elems, strict=True)]
             cur = vals if cur is None else _combine(lw, region, cur, vals)

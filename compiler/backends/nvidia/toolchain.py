@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ...errors import AnvilError
 
-__all__ = ["find_ptxas", "assemble", "assemble_with_ptxas", "PtxasReport", "PtxasError"]
+__all__ = ["find_ptxas", "ptxas_release", "assemble", "assemble_with_ptxas", "PtxasReport", "PtxasError"]
 
 
 class PtxasError(AnvilError):
@@ -73,6 +73,21 @@ def find_ptxas() -> str | None:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
     return None
+
+
+@cache
+def ptxas_release() -> tuple[int, int] | None:
+    """The release of the ptxas binary found ((13, 0) for CUDA 13.0); None when there is none,
+    (0, 0) when it does not say."""
+    ptxas = find_ptxas()
+    if ptxas is None:
+        return None
+    try:
+        text = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return (0, 0)
+    m = re.search(r"release (\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 _RE = {
