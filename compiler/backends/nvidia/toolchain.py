@@ -5,7 +5,10 @@ kernel), or the ptxas binary. libnvJitLink is large (100+ MB), so it is loaded a
 background thread (`warm_up()`, started when the NVIDIA backend is imported; the dlopen and the
 link run outside the GIL); until it is ready, or when it is missing or fails, ptxas runs.
 It is used only when it is the same release as the ptxas binary found (so the cubin does not
-change); ANVIL_NVJITLINK=0 turns it off, =any drops the release check, =<path> names the library.
+depend on which path ran): the first library of that release among those found is used (torch's
+wheel and the CUDA toolkit often ship different releases); ANVIL_NVJITLINK=0 turns it off, =any
+drops the release check, =<path> names the library. `jitlink.status()` (printed by
+benchmarks/compile_phases.py) says which assembler is in use and why.
 
 Search order for ptxas: $ANVIL_PTXAS, $CUDA_HOME/bin, `ptxas` on PATH, /usr/local/cuda*/bin,
 the ptxas bundled with the `triton` package, the `nvidia-cuda-nvcc` wheel.
