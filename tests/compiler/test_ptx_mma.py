@@ -52,11 +52,23 @@ def test_mma_sync(dtype: str, arch: str, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.parametrize("dtype", ["fp8e4nv", "fp8e5"])
-@pytest.mark.parametrize("arch", ["sm_89", "sm_90a"])
-def test_fp8_mma(dtype: str, arch: str) -> None:
-    ck = _compile(dtype, arch, bk=64)
+def test_fp8_mma_sync(dtype: str) -> None:
+    ck = _compile(dtype, "sm_89", bk=64)
     assert INSTR[dtype] in ck.asm["ptx"]  # type: ignore[attr-defined]
     assert ck.asm["cubin"][:4] == b"\x7fELF"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("dtype,name", [("fp8e4nv", "k32.f32.e4m3.e4m3"), ("fp8e5", "k32.f32.e5m2.e5m2"),
+                                        ("fp32", "k8.f32.tf32.tf32")])
+def test_wgmma_fp8_and_tf32(dtype: str, name: str) -> None:
+    """8- and 32-bit operands: both K-major (no transpose immediates), 32 bytes of K per wgmma."""
+    bk = 64 if dtype != "fp32" else 32
+    ck = _compile(dtype, "sm_90a", 128, 128, bk, 8)
+    ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n128{name}") == (2 if dtype != "fp32" else 4)
+    assert ("cvt.rna.tf32.f32" in ptx) == (dtype == "fp32")
+    assert ck.asm["cubin"][:4] == b"\x7fELF"  # type: ignore[attr-defined]
+    assert ck.metadata["n_spills"] == 0  # type: ignore[attr-defined]
 
 
 def test_ieee_fp32_stays_on_cuda_cores() -> None:

@@ -57,20 +57,27 @@ class WgmmaPlan:
 def plan_wgmma(lw: NvLowering, op: Op, base: MmaPlan) -> WgmmaPlan | None:
     if not knobs.wgmma() or not lw.arch.startswith("sm_90"):
         return None
-    if base.kind not in ("f16", "bf16") or lw.num_warps % 4:
+    if base.kind not in _ASM_TYPES or lw.num_warps % 4:
         return None
     (m, k), n = T.shape_of(op.operands[0].type), T.shape_of(op.operands[1].type)[1]
     groups = lw.num_warps // 4
-    if m % 64 or k % 16 or k * 2 > 128 or k < 16:
+    esize = base.elem_bits // 8
+    if m % 64 or k * esize % 32 or k * esize > 128:
         return None
     gm = min(groups, m // 64)
     gn = groups // gm
     instr_n = n // gn
     if instr_n < 8 or instr_n > 256 or instr_n % 8:
         return None
-    mode = "nmajor" if instr_n % 64 == 0 else "kmajor"
+    # N-major B (trans-b) exists for 16-bit types only; 8- and 32-bit B is stored K-major
+    mode = "nmajor" if instr_n % 64 == 0 and esize == 2 else "kmajor"
     layout = wgmma_accumulator((m, n), (4 * gm, gn), instr_n)
-    return WgmmaPlan(base.kind, 16, (gm, gn), instr_n, layout, T.fp32, mode)
+    return WgmmaPlan(base.kind, base.elem_bits, (gm, gn), instr_n, layout, T.fp32, mode)
+
+
+# operand types in the instruction name, per mma kind; the k of one instruction is 32 bytes
+_ASM_TYPES = {"f16": "f16.f16", "bf16": "bf16.bf16", "tf32": "tf32.tf32", "e4m3.e4m3": "e4m3.e4m3",
+              "e4m3.e5m2": "e4m3.e5m2", "e5m2.e4m3": "e5m2.e4m3", "e5m2.e5m2": "e5m2.e5m2"}
 
 
 def _swizzle_width(row_bytes: int) -> int:
@@ -109,19 +116,22 @@ def _nmajor_offset(b: ir.IRBuilder, k: ir.Value, nbyte: ir.Value, k_rows: int) -
     return b.add(off, b.and_(nbyte, ir.Constant(I32, 15)))
 
 
-def _stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, offset_of, fast_dim: int) -> None:  # type: ignore[no-untyped-def]
-    """Store a 2-D 16-bit register tile at `base + byte_off + offset_of(i, j)` (bytes), in
-    16-byte vectors where the thread holds 8 consecutive elements along `fast_dim`."""
+def _stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, offset_of, fast_dim: int,  # type: ignore[no-untyped-def]
+           bits: int) -> None:
+    """Store a 2-D register tile of `bits`-bit elements at `base + byte_off + offset_of(i, j)`
+    (bytes), in vectors of up to 16 bytes where the thread holds consecutive elements along
+    `fast_dim`. fp32 elements are rounded to tf32 on the way."""
     b = lw.b
     layout = tile.layout
     vec = 1
     for basis in layout.bases(REGISTER):
         want = tuple(vec if d == fast_dim else 0 for d in range(2))
-        if basis != want or vec >= 8:
+        if basis != want or vec * bits >= 128:
             break
         vec *= 2
     hw = lw.hw_coords(layout)
-    i16 = ir.IntType(16)
+    i16 = ir.IntType(bits)
+    esize = bits // 8
     seen: set[tuple[int, ...]] = set()
     p8 = b.bitcast(base, ir.PointerType(I8, addrspace=3))
     for r0 in range(0, num_regs(layout), vec):
@@ -133,18 +143,25 @@ def _stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, offset_
         j = b.or_(hw[1], ir.Constant(I32, rc[1])) if rc[1] else hw[1]
         off = b.add(offset_of(b, i, j), ir.Constant(I32, byte_off))
         ptr = b.gep(p8, [off])
-        vals = [tile.regs[r0 + t] if tile.regs[r0 + t].type == i16 else b.bitcast(tile.regs[r0 + t], i16)
-                for t in range(vec)]
+        vals = [_bits(lw, tile.regs[r0 + t], i16) for t in range(vec)]
         if vec == 1:
             st = b.store(vals[0], b.bitcast(ptr, ir.PointerType(i16, addrspace=3)))
-            st.align = 2
+            st.align = esize
             continue
         vty = ir.VectorType(i16, vec)
         v: ir.Value = ir.Constant(vty, None)
         for t, x in enumerate(vals):
             v = b.insert_element(v, x, ir.Constant(I32, t))
         st = b.store(v, b.bitcast(ptr, ir.PointerType(vty, addrspace=3)))
-        st.align = 2 * vec
+        st.align = esize * vec
+
+
+def _bits(lw: NvLowering, v: ir.Value, ity: ir.IntType) -> ir.Value:
+    if v.type == ity:
+        return v
+    if isinstance(v.type, ir.FloatType):  # fp32 -> tf32, rounded to nearest
+        return lw.intrinsic("llvm.nvvm.f2tf32.rna", I32, [v])
+    return lw.b.bitcast(v, ity)
 
 
 def _desc(lw: NvLowering, addr: ir.Value, lbo: int, sbo: int, swizzle: int) -> ir.Value:
@@ -157,12 +174,13 @@ def _desc(lw: NvLowering, addr: ir.Value, lbo: int, sbo: int, swizzle: int) -> i
 
 def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value, db: ir.Value) -> list[ir.Value]:
     n = len(acc)
-    ab = "f16" if plan.kind == "f16" else "bf16"
-    tb = 0 if plan.b_mode == "kmajor" else 1
+    k = 256 // plan.elem_bits  # 32 bytes of K
+    # the transpose immediates exist for 16-bit types only
+    tail = f", 0, {0 if plan.b_mode == 'kmajor' else 1}" if plan.elem_bits == 16 else ""
     outs = ",".join(f"${i}" for i in range(n))
     asm = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${n + 2}, 0;\n"
-           f"wgmma.mma_async.sync.aligned.m64n{plan.instr_n}k16.f32.{ab}.{ab} "
-           f"{{{outs}}}, ${n}, ${n + 1}, p, 1, 1, 0, {tb};\n}}")
+           f"wgmma.mma_async.sync.aligned.m64n{plan.instr_n}k{k}.f32.{_ASM_TYPES[plan.kind]} "
+           f"{{{outs}}}, ${n}, ${n + 1}, p, 1, 1{tail};\n}}")
     cons = ",".join(["=f"] * n + ["l", "l", "r"] + [str(i) for i in range(n)])
     fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [I64, I64, I32, *([F32] * n)])
     res = lw.b.asm(fty, asm, cons, [da, db, ir.Constant(I32, 1), *acc], side_effect=True)
@@ -179,7 +197,9 @@ def lower_dot_wgmma(lw: NvLowering, op: Op, plan: WgmmaPlan) -> None:
     acc_tile = lw.tile(acc_v, layout)
     cur = [S.emit_cast(b, oe, plan.acc, v) for v in acc_tile.regs]
     a_tile, b_tile = lw.tile(a_v), lw.tile(b_v)
-    wa = _swizzle_width(k * 2)
+    bits = plan.elem_bits
+    es = bits // 8
+    wa = _swizzle_width(k * es)
     a_bytes = m * wa
     b_base = -(-a_bytes // 1024) * 1024
     if plan.b_mode == "kmajor":
@@ -190,11 +210,14 @@ def lower_dot_wgmma(lw: NvLowering, op: Op, plan: WgmmaPlan) -> None:
     assert lw.smem is not None
     lw.smem.align = 1024
     lw.barrier()
-    _stage(lw, a_tile, base, 0, lambda bb, i, j: _kmajor_offset(bb, i, bb.shl(j, ir.Constant(I32, 1)), wa), 1)
+    def scaled(bb: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        return bb.mul(x, ir.Constant(I32, es)) if es != 1 else x
+
+    _stage(lw, a_tile, base, 0, lambda bb, i, j: _kmajor_offset(bb, i, scaled(bb, j), wa), 1, bits)
     if plan.b_mode == "kmajor":
-        _stage(lw, b_tile, base, b_base, lambda bb, i, j: _kmajor_offset(bb, j, bb.shl(i, ir.Constant(I32, 1)), wa), 0)
+        _stage(lw, b_tile, base, b_base, lambda bb, i, j: _kmajor_offset(bb, j, scaled(bb, i), wa), 0, bits)
     else:
-        _stage(lw, b_tile, base, b_base, lambda bb, i, j: _nmajor_offset(bb, i, bb.shl(j, ir.Constant(I32, 1)), k), 1)
+        _stage(lw, b_tile, base, b_base, lambda bb, i, j: _nmajor_offset(bb, i, scaled(bb, j), k), 1, bits)
     lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
     lw.barrier()
 
@@ -216,14 +239,15 @@ def lower_dot_wgmma(lw: NvLowering, op: Op, plan: WgmmaPlan) -> None:
     per_rep = plan.instr_n // 2  # f32 accumulators per thread per 64-row slab
     reps = len(cur) // per_rep
     lw.intrinsic("llvm.nvvm.wgmma.fence.sync.aligned", ir.VoidType(), [])
-    for kk in range(0, k, 16):
+    step = 32 // es  # elements of K per instruction (32 bytes)
+    for kk in range(0, k, step):
         if plan.b_mode == "kmajor":
-            db = _desc(lw, b.add(b_start, ir.Constant(I32, kk * 2)), 16, 8 * wa, _SWIZZLE_MODE[wa])
+            db = _desc(lw, b.add(b_start, ir.Constant(I32, kk * es)), 16, 8 * wa, _SWIZZLE_MODE[wa])
         else:
             db = _desc(lw, b.add(b_start, ir.Constant(I32, (kk // 8) * 1024)), (k // 8) * 1024, 1024, 1)
         for rep in range(reps):
             row = rep * 64 * gm
-            da = _desc(lw, b.add(a_start, ir.Constant(I32, row * wa + kk * 2)), 16, 8 * wa, _SWIZZLE_MODE[wa])
+            da = _desc(lw, b.add(a_start, ir.Constant(I32, row * wa + kk * es)), 16, 8 * wa, _SWIZZLE_MODE[wa])
             regs = cur[rep * per_rep:(rep + 1) * per_rep]
             cur[rep * per_rep:(rep + 1) * per_rep] = _wgmma(lw, plan, regs, da, db)
     lw.intrinsic("llvm.nvvm.wgmma.commit_group.sync.aligned", ir.VoidType(), [])
