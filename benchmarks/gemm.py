@@ -37,6 +37,7 @@ AK = compiler.compile_source(SRC, kernel="matmul_kernel", filename="gemm_kernels
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
 CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 128, 64, 4, 4),
            (128, 64, 64, 4, 4), (256, 128, 64, 8, 3)]
+FAST = [CONFIGS[1], CONFIGS[2], CONFIGS[5]]  # the best of each compiler in earlier sweeps
 
 
 def bench(fn: Any) -> float:
@@ -96,10 +97,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="4096 only, fp16 only")
     ap.add_argument("--json")
     ap.add_argument("--anvil-only", action="store_true", help="skip Triton (quick checks of Anvil variants)")
+    ap.add_argument("--fast", action="store_true", help="three configs instead of the sweep")
     args = ap.parse_args()
     sizes = [4096] if args.quick else [4096, 8192]
     dtypes = [torch.float16] if args.quick else [torch.float16, torch.bfloat16]
-    rows = [case(s, dt, CONFIGS, not args.anvil_only) for s in sizes for dt in dtypes]
+    configs = FAST if args.fast else CONFIGS
+    rows = [case(s, dt, configs, not args.anvil_only) for s in sizes for dt in dtypes]
     print(f"\n{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}")
     print(f"{'shape':8} {'dtype':9} {'anvil TF/s':>10} {'triton TF/s':>11} {'torch TF/s':>10} {'ratio':>6}  "
           f"{'anvil cfg':14} {'triton cfg':14} {'compile ms a/t':>14}")
