@@ -74,7 +74,13 @@ class CudaCompiledKernel:
         fn = self._fn or self.function
         vals = tuple(params[i].data_ptr() if p else params[i]
                      for i, p in zip(self.arg_index, self._is_ptr, strict=True))
+        if self.options.debug:  # the tensors' bounds for the kernel's checks (debug_host.py)
+            from ..backends.nvidia.debug_host import check_debug_record, write_debug_bounds
+
+            write_debug_bounds(self, params)
         fn.launch(grid[0], grid[1], grid[2], current_stream(), vals)
+        if self.options.debug:
+            check_debug_record(self)
 
     def fast_entry(self, raw_positions: list[int], n_raw: int) -> Callable[..., Any]:
         """The warm launch of this specialization, `entry(gx, gy, gz, raw, params) -> self`: `raw` holds
@@ -82,6 +88,12 @@ class CudaCompiledKernel:
         data_ptr (`raw_positions[i]` is where kernel argument i sits in it; `n_raw` its length);
         `params` (every parameter's value) is unused here. Grid dimensions are in [0, 2**31)."""
         global _stream
+        if self.options.debug:  # every debug launch goes through `launch` (bounds before, record after)
+            def debug_entry(gx: int, gy: int, gz: int, raw: tuple[Any, ...], params: tuple[Any, ...]) -> Any:
+                self.launch((gx, gy, gz), list(params))
+                return self
+
+            return debug_entry
         fn = self._fn or self.function
         if _stream is None:
             _stream = _stream_reader()
@@ -107,4 +119,4 @@ def compile_cuda(ir_fn: Any, symbol: str, opts: LaunchOptions, target: str) -> A
     from ..backends.nvidia import compile_function
 
     arch = target.split(":", 1)[1] if ":" in target else "sm_90a"
-    return compile_function(ir_fn, symbol, opts.num_warps, arch)
+    return compile_function(ir_fn, symbol, opts.num_warps, arch, debug=opts.debug)

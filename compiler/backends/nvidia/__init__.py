@@ -143,12 +143,14 @@ def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple
     return opt, tm.emit_assembly(mod)
 
 
-def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assemble_cubin: bool = True) -> CudaBinary:
+def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assemble_cubin: bool = True,
+                     debug: bool = False) -> CudaBinary:
+    """`debug`: bounds-check every global-memory access against its tensor argument (bounds.py)."""
     t0 = time.perf_counter()
     m = ir.Module(name=symbol)
     m.triple = "nvptx64-nvidia-cuda"
     prefetch_dot_operands(fn, num_warps)
-    lw = NvLowering(fn, m, symbol, num_warps, arch)
+    lw = NvLowering(fn, m, symbol, num_warps, arch, debug)
     lw.build()
     text = _with_launch_bound(str(m), symbol, 32 * num_warps)
     t1 = time.perf_counter()

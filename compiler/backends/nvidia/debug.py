@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["lower_print", "lower_assert", "record_error", "vprintf", "DEBUG_LOCS", "ERR_GLOBAL", "ERR_WORDS"]
 
 ERR_GLOBAL = "__anvil_debug_err"
-ERR_WORDS = 8  # kind << 32 | loc id, pid x, y, z, detail, (spare)
+ERR_WORDS = 8  # kind << 32 | loc id, pid x, y, z, detail, argument position + 1 (bounds checks), (spare)
 DEBUG_LOCS: dict[str, list[Location]] = {}
 _PTR = ir.PointerType()
 
@@ -148,10 +148,12 @@ def _loc_id(lw: NvLowering, op: Op) -> int:
     return len(locs)
 
 
-def record_error(lw: NvLowering, bad: ir.Value, kind: int, op: Op, detail: ir.Value, message: str,
-                 message_args: list[ir.Value] | None = None) -> None:
-    """If `bad` (i1), record (kind, location, program id, detail) unless a failure is already
-    recorded, and print `message` (a printf format after the program id) from the recording thread."""
+def record_error(lw: NvLowering, bad: ir.Value, kind: int, op: Op, detail: ir.Value, message: str | None,
+                 message_args: list[ir.Value] | None = None, extra: ir.Value | None = None) -> None:
+    """If `bad` (i1), record (kind, location, program id, detail[, extra]) unless a failure is
+    already recorded, and print `message` (a printf format after the program id; None: print
+    nothing) from the recording thread. `extra` goes to the spare word (bounds checks: the
+    argument's position + 1)."""
     g = _err_record(lw)
     loc_id = _loc_id(lw, op)
 
@@ -163,12 +165,13 @@ def record_error(lw: NvLowering, bad: ir.Value, kind: int, op: Op, detail: ir.Va
 
         def store() -> None:
             b3 = lw.b
-            for i, val in enumerate([*lw.pid, detail]):
+            for i, val in enumerate([*lw.pid, detail, *([extra] if extra is not None else [])]):
                 p = b3.gep(words, [ir.Constant(I64, i + 1)])
                 b3.store(b3.zext(val, I64) if val.type != I64 else val, p)
             # make the record visible to the host after the kernel ends (st is weak otherwise)
             b3.fence("seq_cst")
-            vprintf(lw, f"pid (%d, %d, %d) {message}\n", [*lw.pid, *(message_args or [])])
+            if message is not None:
+                vprintf(lw, f"pid (%d, %d, %d) {message}\n", [*lw.pid, *(message_args or [])])
 
         _if(lw, b2.extract_value(res, 1), store)
 

@@ -56,9 +56,11 @@ def num_regs(layout: LinearLayout) -> int:
 class NvLowering:
     """Lowers one Tile IR function into an NVPTX kernel in `module`."""
 
-    def __init__(self, fn: Function, module: ir.Module, name: str, num_warps: int, arch: str = "sm_80") -> None:
+    def __init__(self, fn: Function, module: ir.Module, name: str, num_warps: int, arch: str = "sm_80",
+                 debug: bool = False) -> None:
         self.fn = fn
         self.arch = arch
+        self.debug = debug  # bounds-check global-memory accesses (bounds.py)
         self.m = module
         self.name = name
         self.num_warps = num_warps

@@ -3,6 +3,8 @@
 A thread's registers that hold consecutive elements along the fastest dimension are moved with
 one instruction of up to 16 bytes when axis info proves the addresses contiguous and aligned and
 the mask constant across the group; masked accesses are predicated PTX (no branches).
+In debug mode (`lw.debug`) every access goes element by element, each predicated on its bounds
+check as well (bounds.py); without it the code is exactly the non-debug code.
 """
 
 from __future__ import annotations
@@ -77,6 +79,33 @@ def _canonical_regs(layout: LinearLayout) -> list[int]:
         if not any(basis):
             dup |= 1 << k
     return [r for r in range(num_regs(layout)) if not r & dup]
+
+
+def _debug_mask(lw: NvLowering, op: Op, ptr_v: Value, ptr: GPUTile, mask: GPUTile | None,
+                active: ir.Value | None = None, regs: list[int] | None = None) -> GPUTile | None:
+    """Debug mode: `mask` with the bounds check of each of `regs` (default: all) folded in
+    (bounds.py); unchanged when the pointer's provenance is unknown."""
+    from .bounds import checked_predicates
+
+    n = num_regs(ptr.layout)
+    which = list(range(n)) if regs is None else regs
+    preds = [mask.regs[r] if mask is not None else None for r in which]
+    out = checked_predicates(lw, op, ptr_v, [ptr.regs[r] for r in which], preds, active)
+    if out is preds:
+        return mask
+    full: list[ir.Value] = list(mask.regs) if mask is not None else [ir.Constant(I1, 1)] * n
+    for r, m in zip(which, out, strict=True):
+        assert m is not None
+        full[r] = m
+    return GPUTile(ptr.layout, full)
+
+
+def _debug_pred(lw: NvLowering, op: Op, ptr_v: Value, p: ir.Value, m: ir.Value | None,
+                active: ir.Value | None = None) -> ir.Value | None:
+    """Debug mode: the predicate of a scalar access with its bounds check folded in."""
+    from .bounds import checked_predicates
+
+    return checked_predicates(lw, op, ptr_v, [p], [m], active)[0]
 
 
 def _words(total: int) -> tuple[ir.IntType, int, str]:
@@ -176,6 +205,8 @@ def lower_load(lw: NvLowering, op: Op) -> None:
         p = lw.scalar(ptr_v)
         m = lw.scalar(mask_v) if mask_v is not None else None
         o = lw.scalar(other_v) if other_v is not None else ir.Constant(ety, None)
+        if lw.debug:
+            m = _debug_pred(lw, op, ptr_v, p, m)
         lw.vals[op.result] = _load_one(lw, p, m, o, ety, elem)
         return
     ptr = lw.tile(ptr_v)
@@ -183,6 +214,8 @@ def lower_load(lw: NvLowering, op: Op) -> None:
     mask = lw.tile(mask_v, layout) if mask_v is not None else None
     other = lw.tile(other_v, layout) if other_v is not None else None
     vec = _vec(lw, layout, ptr_v, mask_v, elem)
+    if lw.debug:  # element by element: an access partly outside its tensor still reads the inside part
+        mask, vec = _debug_mask(lw, op, ptr_v, ptr, mask), 1
     size = _elem_bytes(elem)
     regs: list[ir.Value | None] = [None] * num_regs(layout)
     for r0 in range(0, num_regs(layout), vec):
@@ -236,6 +269,8 @@ def lower_store(lw: NvLowering, op: Op) -> None:
     if not isinstance(ptr_v.type, T.TileType):
         first = b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0))
         m = lw.scalar(mask_v) if mask_v is not None else None
+        if lw.debug:
+            m = _debug_pred(lw, op, ptr_v, lw.scalar(ptr_v), m, first)
         pred = first if m is None else b.and_(first, m)
         _store_one(lw, lw.scalar(ptr_v), lw.scalar(val_v), pred, ety, elem)
         return
@@ -245,6 +280,8 @@ def lower_store(lw: NvLowering, op: Op) -> None:
     mask = lw.tile(mask_v, layout) if mask_v is not None else None
     owner = _owner(lw, layout)
     vec = _vec(lw, layout, ptr_v, mask_v, elem)
+    if lw.debug:
+        mask, vec = _debug_mask(lw, op, ptr_v, ptr, mask, owner, _canonical_regs(layout)), 1
     size = _elem_bytes(elem)
     canon = set(_canonical_regs(layout))
     for r0 in range(0, num_regs(layout), vec):
@@ -336,6 +373,8 @@ def lower_atomic_rmw(lw: NvLowering, op: Op) -> None:
     if not isinstance(ptr_v.type, T.TileType):
         p, v = lw.scalar(ptr_v), lw.scalar(val_v)
         m = lw.scalar(mask_v) if mask_v is not None else None
+        if lw.debug:
+            m = _debug_pred(lw, op, ptr_v, p, m, b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0)))
         _scalar_atomic(lw, op, lambda: b.atomic_rmw(kind, p, v, order), ety, m)
         return
     ptr = lw.tile(ptr_v)
@@ -343,6 +382,8 @@ def lower_atomic_rmw(lw: NvLowering, op: Op) -> None:
     val = lw.tile(val_v, layout)
     mask = lw.tile(mask_v, layout) if mask_v is not None else None
     owner = _owner(lw, layout)
+    if lw.debug:
+        mask = _debug_mask(lw, op, ptr_v, ptr, mask, owner, _canonical_regs(layout))
     canon = set(_canonical_regs(layout))
     regs = []
     for r in range(num_regs(layout)):
@@ -373,13 +414,21 @@ def lower_atomic_cas(lw: NvLowering, op: Op) -> None:
 
     if not isinstance(ptr_v.type, T.TileType):
         p, c, v = lw.scalar(ptr_v), lw.scalar(cmp_v), lw.scalar(val_v)
-        _scalar_atomic(lw, op, lambda: cas(p, c, v), ety, None)
+        ok = None
+        if lw.debug:
+            ok = _debug_pred(lw, op, ptr_v, p, None, b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0)))
+        _scalar_atomic(lw, op, lambda: cas(p, c, v), ety, ok)
         return
     ptr = lw.tile(ptr_v)
     layout = ptr.layout
     cv, vv = lw.tile(cmp_v, layout), lw.tile(val_v, layout)
     owner = _owner(lw, layout)
-    regs = [_guarded(lw, owner, functools.partial(cas, ptr.regs[r], cv.regs[r], vv.regs[r]), ety)
+    preds: list[ir.Value | None] = [owner] * num_regs(layout)
+    if lw.debug:
+        ok = _debug_mask(lw, op, ptr_v, ptr, None, owner)
+        if ok is not None:
+            preds = [m if owner is None else b.and_(owner, m) for m in ok.regs]
+    regs = [_guarded(lw, preds[r], functools.partial(cas, ptr.regs[r], cv.regs[r], vv.regs[r]), ety)
             for r in range(num_regs(layout))]
     lw.vals[op.result] = GPUTile(layout, regs)
 

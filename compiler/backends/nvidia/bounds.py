@@ -1,0 +1,159 @@
+"""Debug-mode bounds checks of global-memory accesses on NVIDIA GPUs.
+
+Every load, store and atomic whose pointer derives from a pointer argument of the kernel (its
+provenance, `pointer_roots`) checks, per element that is not masked off, that the bytes it
+touches lie inside that argument's tensor: [lo, hi) as written by the host before the launch
+into the module global `__anvil_debug_bounds` (two i64 per kernel argument, by argument
+position; debug_host.write_debug_bounds). An element outside is not accessed (a load gives
+`other`, or zero) and the first violation of the launch goes to the error record (debug.py,
+kind 1: the address as detail, the argument's position + 1 in the spare word).
+
+The bounds are loaded once, in the entry block; the checks exist only when `lw.debug` is set.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Function, Op, Value
+from ..cpu.scalar import I1, I64
+from .debug import record_error
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+
+__all__ = ["BOUNDS_GLOBAL", "OOB_KIND", "checked_predicates", "pointer_roots"]
+
+BOUNDS_GLOBAL = "__anvil_debug_bounds"
+OOB_KIND = 1  # the CPU backend's kind for out-of-bounds accesses (2: device_assert)
+
+# ops whose (pointer) result addresses the same tensor as their first operand
+_DERIVED = ("addptr", "splat", "broadcast", "expand_dims", "reshape", "trans", "bitcast", "cast")
+
+
+def pointer_roots(fn: Function) -> dict[Value, int]:
+    """For each pointer-typed value with a unique provenance, the position of the kernel argument
+    it was derived from. A loop-carried pointer counts only when the body yields a pointer of the
+    same provenance (else a pointer swapped for another tensor's inside a loop would be checked
+    against the wrong tensor); such loops are excluded and the analysis rerun until stable."""
+    excluded: set[int] = set()
+    while True:
+        roots = _roots(fn, excluded)
+        bad = {id(op) for op in fn.walk() if op.opcode == "for" and id(op) not in excluded
+               and not _loop_consistent(op, roots)}
+        if not bad:
+            return roots
+        excluded |= bad
+
+
+def _is_ptr(v: Value) -> bool:
+    return isinstance(T.elem_of(v.type), T.PointerType)
+
+
+def _roots(fn: Function, excluded: set[int]) -> dict[Value, int]:
+    roots: dict[Value, int] = {a: i for i, a in enumerate(fn.args) if isinstance(a.type, T.PointerType)}
+    for op in fn.walk():  # pre-order: a loop's carried arguments get roots before its body is visited
+        if op.opcode in _DERIVED:
+            if op.operands and op.operands[0] in roots and _is_ptr(op.result):
+                roots[op.result] = roots[op.operands[0]]
+        elif op.opcode == "select" and _is_ptr(op.result):
+            a, b = op.operands[1], op.operands[2]
+            if a in roots and b in roots and roots[a] == roots[b]:
+                roots[op.result] = roots[a]
+        elif op.opcode == "for" and id(op) not in excluded:
+            body = op.regions[0]
+            for init, arg, res in zip(op.operands[3:], body.args[1:], op.results, strict=True):
+                if init in roots:
+                    roots[arg] = roots[init]
+                    roots[res] = roots[init]
+    return roots
+
+
+def _loop_consistent(op: Op, roots: dict[Value, int]) -> bool:
+    body = op.regions[0]
+    term = body.terminator
+    if term is None:
+        return True
+    for arg, y in zip(body.args[1:], term.operands, strict=True):
+        if arg in roots and roots.get(y) != roots[arg]:
+            return False
+    return True
+
+
+@dataclass
+class _State:
+    roots: dict[Value, int]
+    table: ir.Value | None = None
+    bounds: dict[int, tuple[ir.Value, ir.Value]] = field(default_factory=dict)
+
+
+_STATE: weakref.WeakKeyDictionary[NvLowering, _State] = weakref.WeakKeyDictionary()
+
+
+def _state(lw: NvLowering) -> _State:
+    st = _STATE.get(lw)
+    if st is None:
+        st = _STATE[lw] = _State(pointer_roots(lw.fn))
+    return st
+
+
+def _bounds(lw: NvLowering, st: _State, idx: int) -> tuple[ir.Value, ir.Value]:
+    """(lo, hi) of argument `idx`, loaded in the entry block (dominates every use)."""
+    hit = st.bounds.get(idx)
+    if hit is not None:
+        return hit
+    e = lw.entry
+    if st.table is None:
+        ty = ir.ArrayType(I64, 2 * len(lw.fn.args))
+        g = ir.GlobalVariable(lw.m, ty, BOUNDS_GLOBAL, addrspace=1)
+        # external linkage and not constant: LLVM must not fold the loads to the zero initializer
+        g.initializer = ir.Constant(ty, None)
+        g.align = 8
+        st.table = e.bitcast(g, ir.PointerType(I64, addrspace=1))
+    lo = e.load(e.gep(st.table, [ir.Constant(I64, 2 * idx)]), typ=I64)
+    hi = e.load(e.gep(st.table, [ir.Constant(I64, 2 * idx + 1)]), typ=I64)
+    st.bounds[idx] = (lo, hi)
+    return lo, hi
+
+
+def checked_predicates(lw: NvLowering, op: Op, ptr_v: Value, addrs: list[ir.Value], preds: list[ir.Value | None],
+                       active: ir.Value | None = None) -> list[ir.Value | None]:
+    """Debug mode: the access predicates of `addrs` (one per element, None: unconditional) with the
+    bounds check folded in, after recording the first element that is not masked off and lies
+    outside its tensor. `active` (None: every thread) limits which threads may record, e.g. to the
+    owner of each element. Pointers of unknown provenance are left unchecked, as on the CPU."""
+    if not lw.debug:
+        return preds
+    st = _state(lw)
+    idx = st.roots.get(ptr_v)
+    if idx is None:
+        return preds
+    lo, hi = _bounds(lw, st, idx)
+    pe = T.elem_of(ptr_v.type)
+    assert isinstance(pe, T.PointerType)
+    size = ir.Constant(I64, 8 if isinstance(pe.elem, T.PointerType) else max(1, pe.elem.bits // 8))
+    b = lw.b
+    out: list[ir.Value | None] = []
+    bads: list[tuple[ir.Value, ir.Value]] = []
+    for p, m in zip(addrs, preds, strict=True):
+        a = b.ptrtoint(p, I64)
+        ok = b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<=", b.add(a, size), hi))
+        bad = b.not_(ok) if m is None else b.and_(m, b.not_(ok))
+        bads.append((bad, a))
+        out.append(ok if m is None else b.and_(m, ok))
+    any_bad: ir.Value = ir.Constant(I1, 0)
+    first: ir.Value = ir.Constant(I64, 0)
+    for bad, a in reversed(bads):  # the lowest register's address wins
+        any_bad = b.or_(any_bad, bad)
+        first = b.select(bad, a, first)
+    if active is not None:
+        any_bad = b.and_(any_bad, active)
+    # no device printf (unlike device_assert): the host raises with the whole story, and a call
+    # would make ptxas save registers around it in every kernel with a check
+    record_error(lw, any_bad, OOB_KIND, op, first, None, extra=ir.Constant(I64, idx + 1))
+    return out
