@@ -223,13 +223,21 @@ class NvLowering:
         return x
 
     def result_layout(self, op: Op) -> LinearLayout:
-        """Elementwise results keep their operands' layout when they all agree."""
+        """Elementwise results keep their operands' layout when they all agree; otherwise the
+        layout of the first operand that cannot be recomputed cheaply (a dot's accumulator, a
+        loaded tile, a loop-carried value), so only the cheap operands move."""
+        from .remat import is_cheap
+
         shape = T.shape_of(op.results[0].type)
-        layouts = {self.vals[o].layout for o in op.operands if isinstance(self.vals.get(o), GPUTile)}
+        tiles = [(o, self.vals[o]) for o in op.operands if isinstance(self.vals.get(o), GPUTile)]
+        layouts = {t.layout for _, t in tiles}
         if len(layouts) == 1:
             lay = layouts.pop()
             if lay.out_shape == shape:
                 return lay
+        for o, t in tiles:
+            if t.layout.out_shape == shape and not is_cheap(o):
+                return t.layout
         return self.canonical(shape)
 
     # ------------------------------------------------------------------ ops

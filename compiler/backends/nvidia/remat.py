@@ -23,7 +23,7 @@ from .lower import GPUTile, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["rematerialize", "collapse", "lower_broadcast"]
+__all__ = ["rematerialize", "collapse", "lower_broadcast", "is_cheap"]
 
 _CHEAP = frozenset({*BINARY, "make_range", "splat", "expand_dims", "broadcast", "cmp", "cast", "bitcast",
                     "select", "addptr"}) - {"pow", "atan2", "hypot", "div"}
@@ -47,7 +47,7 @@ def _drop(layout: LinearLayout, axis: int) -> LinearLayout:
     return LinearLayout.from_bases(bases, dict(zip(dim_names(len(rest)), rest, strict=True)))
 
 
-def _cost(lw: NvLowering, v: Value, seen: set[Value]) -> int:
+def _cost(v: Value, seen: set[Value]) -> int:
     """Ops to recompute for `v`, or a number above the limit when it cannot be recomputed."""
     if v in seen or not isinstance(v.type, T.TileType):
         return 0
@@ -57,7 +57,7 @@ def _cost(lw: NvLowering, v: Value, seen: set[Value]) -> int:
         return _LIMIT + 1
     total = 1
     for o in op.operands:
-        total += _cost(lw, o, seen)
+        total += _cost(o, seen)
         if total > _LIMIT:
             break
     return total
@@ -103,9 +103,14 @@ def _emit(lw: NvLowering, v: Value, layout: LinearLayout, memo: dict[tuple[Value
     return out
 
 
+def is_cheap(v: Value) -> bool:
+    """True when `v` can be recomputed in another layout instead of converted."""
+    return _cost(v, set()) <= _LIMIT
+
+
 def rematerialize(lw: NvLowering, v: Value, layout: LinearLayout) -> GPUTile | None:
     """`v` recomputed in `layout`, or None when that is not cheap."""
-    if _cost(lw, v, set()) > _LIMIT:
+    if _cost(v, set()) > _LIMIT:
         return None
     return _emit(lw, v, layout, {})
 
@@ -116,7 +121,7 @@ def lower_broadcast(lw: NvLowering, op: Op) -> None:
     src = op.operands[0]
     x = lw.vals[src]
     shape = T.shape_of(op.result.type)
-    dst = lw.canonical(shape)
+    dst = _consumer_layout(lw, op) or lw.canonical(shape)
     if not isinstance(x, GPUTile):
         lw.vals[op.result] = GPUTile(dst, [x] * num_regs(dst))
         return
@@ -127,3 +132,22 @@ def lower_broadcast(lw: NvLowering, op: Op) -> None:
         return
     src_tile = lw.tile(src, collapse(dst, dims))
     lw.vals[op.result] = GPUTile(dst, list(src_tile.regs))
+
+
+def _consumer_layout(lw: NvLowering, op: Op) -> LinearLayout | None:
+    """The layout of an already lowered, expensive operand that the broadcast result is combined
+    with elementwise further down the block (e.g. `acc * alpha[:, None]` with `acc` a dot's
+    accumulator): broadcasting straight into it spares converting the big operand."""
+    block = op.parent
+    if block is None:
+        return None
+    shape = T.shape_of(op.result.type)
+    start = block.ops.index(op)
+    for user in block.ops[start + 1:]:
+        if op.result not in user.operands or user.opcode not in _CHEAP:
+            continue
+        for o in user.operands:
+            t = lw.vals.get(o)
+            if o is not op.result and isinstance(t, GPUTile) and t.layout.out_shape == shape and not is_cheap(o):
+                return t.layout
+    return None
