@@ -8,6 +8,7 @@
 - ANVIL_TRACEBACK=1: show internal tracebacks instead of only located errors.
 - ANVIL_CPU_TARGET: the CPU the CPU backend generates code for, "name[,+feature,...]"
   (default: the host's, as LLVM detects it), e.g. "x86-64-v3".
+- ANVIL_NATIVE_LAUNCH=0: launch GPU kernels through ctypes instead of a generated native entry.
 - ANVIL_WGMMA=0: on Hopper (sm_90a), lower tl.dot to mma.sync instead of wgmma (default: wgmma).
 """
 
@@ -65,3 +66,7 @@ def traceback() -> bool:
 
 def wgmma() -> bool:
     return os.environ.get("ANVIL_WGMMA", "1").lower() not in ("0", "false", "no", "off")
+
+
+def native_launch() -> bool:
+    return os.environ.get("ANVIL_NATIVE_LAUNCH", "1").lower() not in ("0", "false", "no", "off")

@@ -2,34 +2,48 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from typing import Any
 
 from ..ir import types as T
 from .specialize import LaunchOptions
 
-__all__ = ["CudaCompiledKernel", "compile_cuda", "current_stream"]
+__all__ = ["CudaCompiledKernel", "compile_cuda", "current_stream", "stream_source"]
 
 
-def _stream_reader() -> Callable[[], int]:
-    """torch's current CUDA stream on the current device, as a raw handle. Read on every launch (not
-    cached): CUDA graph capture and `torch.cuda.stream(...)` work by changing it."""
+def _stream_reader() -> tuple[Callable[[Any], int], Any]:
+    """(read, arg): `read(arg)` is torch's current CUDA stream on the current device, as a raw handle.
+    Read on every launch (never cached): CUDA graph capture and `torch.cuda.stream(...)` work by
+    changing it. torch's `_cuda_getCurrentRawStream(-1)` asks for the current device's stream in one
+    call (c10::cuda::getCurrentCUDAStream treats -1 as the current device); it is used once checked
+    against the two-call form on a side stream, which it must see."""
     import torch
 
     c = torch._C
     raw, device = c._cuda_getCurrentRawStream, c._cuda_getDevice
-    return lambda: raw(device())
+    try:
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            if raw(-1) == raw(device()) == side.cuda_stream:
+                return raw, -1
+    except Exception:  # noqa: BLE001 - an older torch that refuses -1: the two-call form
+        pass
+    return (lambda _: raw(device())), None
 
 
-_stream: Callable[[], int] | None = None
+_stream: tuple[Callable[[Any], int], Any] | None = None
 
 
-def current_stream() -> int:
+def stream_source() -> tuple[Callable[[Any], int], Any]:
     global _stream
     if _stream is None:
         _stream = _stream_reader()
-    return _stream()
+    return _stream
+
+
+def current_stream() -> int:
+    read, arg = _stream or stream_source()
+    return read(arg)
 
 
 class CudaCompiledKernel:
@@ -79,40 +93,23 @@ class CudaCompiledKernel:
 
             write_debug_bounds(self, params)
         fn.launch(grid[0], grid[1], grid[2], current_stream(), vals)
-        if self.options.debug:
+        if self.options.debug:  # debug-mode hook: a failed tl.device_assert or bounds check raises here
             check_debug_record(self)
 
-    def fast_entry(self, raw_positions: list[int], n_raw: int) -> Callable[..., Any]:
-        """The warm launch of this specialization, `entry(gx, gy, gz, raw, params) -> self`: `raw` holds
-        the values of the launch's non-constexpr parameters in order, tensors already read with
-        data_ptr (`raw_positions[i]` is where kernel argument i sits in it; `n_raw` its length);
-        `params` (every parameter's value) is unused here. Grid dimensions are in [0, 2**31)."""
-        global _stream
-        if self.options.debug:  # every debug launch goes through `launch` (bounds before, record after)
-            def debug_entry(gx: int, gy: int, gz: int, raw: tuple[Any, ...], params: tuple[Any, ...]) -> Any:
-                self.launch((gx, gy, gz), list(params))
-                return self
-
-            return debug_entry
+    def fast_entry(self, raw_positions: list[int], n_raw: int, n_params: int) -> Callable[..., Any] | None:
+        """The warm launch of this specialization (fastpath.py's entry protocol): `entry(gx, gy, gz,
+        r0, ..., r{n_raw-1}, v0, ..., v{n_params-1}) -> self`, where the r are the values of the
+        launch's non-constexpr parameters, tensors already read with data_ptr (`raw_positions[i]` is
+        where kernel argument i sits among them), and the v (every parameter's value) are unused.
+        None in debug mode: every debug launch goes through `launch` (bounds before, record after)."""
+        if self.options.debug:
+            return None
         fn = self._fn or self.function
-        if _stream is None:
-            _stream = _stream_reader()
-        pick = None if raw_positions == list(range(n_raw)) else _picker(raw_positions)
-        entry: Callable[..., Any] = fn.entry(pick, _stream, self)
-        return entry
+        read, arg = stream_source()
+        return fn.entry(raw_positions, n_raw, n_params, read, arg, self)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"CudaCompiledKernel({self.name}, {self.target})"
-
-
-def _picker(positions: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    """A C-speed selection of `positions` out of a tuple (the values the binary takes)."""
-    if not positions:
-        return lambda raw: ()
-    if len(positions) == 1:
-        p = positions[0]
-        return lambda raw: (raw[p],)
-    return operator.itemgetter(*positions)
 
 
 def compile_cuda(ir_fn: Any, symbol: str, opts: LaunchOptions, target: str) -> Any:

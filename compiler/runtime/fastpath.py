@@ -1,19 +1,27 @@
-"""The warm launch path: per-call-shape binders generated as straight-line Python.
+"""The warm launch path: one front function per kernel, generated as straight-line Python.
 
-`kernel[grid](x, y, out, n, BLOCK=1024)` looks up a binder by the call's shape (how many positional
-arguments, which keywords) and calls it. A binder unpacks the arguments into locals, computes a flat
-key and the raw values in one pass (each tensor's data_ptr is read once: it gives both the 16-byte
-alignment bit of the key and the value passed to the kernel), finds the launch entry and calls it.
-Anything unusual goes to the general path (Launcher.run), which raises the located errors:
+`kernel[grid]` returns `functools.partial(front, gx, gy, gz)`, cached per grid value (a grid tuple
+of plain ints is checked once, when it is first seen), so `kernel[grid](x, y, out, n, BLOCK=1024)`
+is a C-level call of the generated front: Python itself binds the arguments to the kernel's own
+parameter names (no *args/**kwargs packing, no lookup by call shape). The front computes a flat key
+and the raw values in one pass (each tensor's data_ptr is read once: it gives both the 16-byte
+alignment bit of the key and the value passed to the kernel), finds the launch entry and calls it
+with the grid, the raw values and every parameter's value.
 
-- a shape with unknown keywords, too many arguments, a missing argument or a launch option other
-  than num_warps/num_stages gets a binder that only calls the general path;
-- a key seen for the first time (Launcher.miss) goes through the general path, which compiles,
-  launches and then registers the entry for that key.
+The front's signature is `(gx, gy, gz, /, p0=<default or MISSING>, ..., *extra, **kw)`: a missing
+argument, too many arguments, an unknown keyword or a launch option other than num_warps/num_stages
+reaches the general path (Launcher.run) with the arguments as given, which raises the located
+errors. One case never reaches it: an argument given both by position and by keyword is refused by
+Python's own binding, `TypeError: <kernel>() got multiple values for argument 'n'`. A key seen for the
+first time (Launcher.miss) also goes through the general path, which compiles, launches and then
+registers the entry for that key. `gy is None` marks a grid not checked yet (a callable, a list, a
+tuple with non-int items or out of range): the front normalises it after the key lookup, as the
+general path would.
 
 The key holds three tokens per non-constexpr parameter and one per constexpr, at fixed positions:
   tensor (exactly torch.Tensor, specialized): (dtype, device, data_ptr % 16 == 0)
   int in int32 range, specialized:           (1 | 16 | 0  for ==1 / %16==0 / other, None, None)
+  float, specialized:                        ("fp32", None, None)
   anything else:                             (arg_key(...): a str or tuple, never an int, None, None)
   constexpr: the value itself if it is an int, else arg_key's ("c", type name, value)
 then num_warps and num_stages as given (None when not). A torch.dtype only appears as a tensor's
@@ -21,18 +29,35 @@ first token and an int first token only for ints, so different specializations n
 everything that changes the binary (dtypes, alignment, ==1 and %16 of ints, constexprs, warps,
 stages) is in it, and so is each tensor's device: a launch with tensors on another device (or on
 mixed devices) misses and goes to the general path, which compiles for it or says what is wrong.
+
+Entries (Launcher.miss makes them) are called `entry(gx, gy, gz, r0, ..., r{R-1}, v0, ..., v{P-1})`
+with each grid dimension an int in [1, 2**31), the R raw values of the non-constexpr parameters
+(tensors as their data_ptr) and the P values of all parameters, and return the compiled kernel
+(result_of(entry) gives it without launching).
 """
 
 from __future__ import annotations
 
+import keyword
+import types
 from collections.abc import Callable
 from typing import Any
 
 from .specialize import _Tensor, arg_key
 
-__all__ = ["make_binder", "constexpr_token", "raw_value"]
+__all__ = ["make_front", "bind_grid", "constexpr_token", "raw_value", "MISSING"]
 
 _FAST_OPTIONS = ("num_warps", "num_stages")
+_OPTION_VARS = {"num_warps": "_Anw", "num_stages": "_Ans"}
+_PREFIX = "_A"  # every name the generated code defines starts with it; no kernel parameter may
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
 
 
 def constexpr_token(v: Any) -> Any:
@@ -55,91 +80,135 @@ class _ConstexprInfo:
 _CONSTEXPR: Any = _ConstexprInfo()
 
 
-def make_binder(launcher: Any, nargs: int, kwnames: tuple[str, ...]) -> Callable[..., Any]:
-    """Generate the binder for calls with `nargs` positional arguments and keywords `kwnames`."""
+class Unchecked:
+    """A grid the front normalises (or rejects) at launch time, as the general path would: a
+    function of the arguments, a list, a tuple with items that are not plain ints, out of range,
+    or with an empty dimension."""
+
+    __slots__ = ("grid",)
+
+    def __init__(self, grid: Any) -> None:
+        self.grid = grid
+
+
+def checked_grid(grid: Any) -> tuple[int, int, int] | Unchecked:
+    """(gx, gy, gz) for a grid of 1-3 plain ints in [1, 2**31); Unchecked(grid) for anything else."""
+    if grid.__class__ is int:
+        grid = (grid,)
+    if grid.__class__ is tuple and 1 <= len(grid) <= 3:
+        dims = (*grid, 1, 1)
+        if all(d.__class__ is int and 0 < d < 2147483648 for d in dims):
+            return dims[0], dims[1], dims[2]
+    return Unchecked(grid)
+
+
+def bind_grid(front: Callable[..., Any], grid: Any) -> Callable[..., Any]:
+    """`kernel[grid]`: the front as a method of the checked grid. A bound method's call prepends its
+    `self` without copying the arguments (a partial with several bound arguments copies them)."""
+    return types.MethodType(front, checked_grid(grid))
+
+
+def grid_of(g: tuple[int, int, int] | Unchecked) -> Any:
+    """The grid as the caller gave it (for the general path)."""
+    return g.grid if isinstance(g, Unchecked) else g
+
+
+def make_front(launcher: Any) -> Callable[..., Any]:
+    """Generate the front of `launcher`'s kernel (see the module docstring)."""
     names: list[str] = launcher.names
-    index = launcher.index
-    given: dict[int, str] = {i: f"_args[{i}]" for i in range(min(nargs, len(names)))}
-    opts = {o: "None" for o in _FAST_OPTIONS}
-    ok = nargs <= len(names)
-    for k in kwnames:
-        i = index.get(k)
-        if k in opts and i is None:
-            opts[k] = f"_kw[{k!r}]"
-        elif i is None or i in given:
-            ok = False
-        else:
-            given[i] = f"_kw[{k!r}]"
-    ns: dict[str, Any] = {"_Tensor": _Tensor, "_arg_key": arg_key, "_cx": constexpr_token, "_raw": raw_value,
-                          "_fast_get": launcher.fast.get, "_miss": launcher.miss, "_grid3": _grid3_of(launcher),
-                          "_names": tuple(names)}
+    if any(n.startswith(_PREFIX) or not n.isidentifier() or keyword.iskeyword(n) for n in names):
+        return _general_front(launcher)
+    fname = launcher.fn.__name__
+    if not fname.isidentifier() or keyword.iskeyword(fname) or fname.startswith(_PREFIX) or fname in names:
+        fname = "kernel"
+    ns: dict[str, Any] = {"_ATensor": _Tensor, "_Aarg_key": arg_key, "_Acx": constexpr_token, "_Araw": raw_value,
+                          "_Afast_get": launcher.fast.get, "_Amiss": launcher.miss, "_Aslow": launcher.slow,
+                          "_Agrid3": _grid3_of(launcher), "_AM": MISSING,
+                          "_Aresult_of": result_of}
+    sig = ["_Ag", "/"]
+    required = []
     for i, n in enumerate(names):
-        if i not in given:
-            if n not in launcher.defaults:
-                ok = False
-                break
-            ns[f"_d{i}"] = launcher.defaults[n]
-            given[i] = f"_d{i}"
-    if not ok:
-        run = launcher.run
-
-        def general(_grid: Any, _args: tuple[Any, ...], _kw: dict[str, Any]) -> Any:
-            return run(_args, _kw, _grid, False)
-
-        return general
-    lines = ["def binder(_grid, _args, _kw):"]
-    lines += [f"    _v{i} = {given[i]}" for i in range(len(names))]
+        if n in launcher.defaults:
+            ns[f"_Ad{i}"] = launcher.defaults[n]
+            sig.append(f"{n}=_Ad{i}")
+        else:
+            sig.append(f"{n}=_AM")
+            required.append(n)
+    sig += ["*_Aextra", "**_Akw"]
+    values = "(" + "".join(f"{n}, " for n in names) + ")"
+    opts = [o for o in _FAST_OPTIONS if o not in launcher.index]
+    bad = " or ".join(["_Akw", "_Aextra"] + [f"{n} is _AM" for n in required])
+    lines = [f"def {fname}({', '.join(sig)}):", "    _Anw = _Ans = None", "    if _Akw:"]
+    lines += [f"        {_OPTION_VARS[o]} = _Akw.pop({o!r}, None)" for o in opts] or ["        pass"]
+    lines += [f"    if {bad}:", f"        return _Aslow(_Ag, {values}, _Aextra, _Akw, _Anw, _Ans)"]
     keys: list[str] = []
     raws: list[str] = []
-    for i, p in enumerate(launcher.params):
-        v = f"_v{i}"
+    for i, (n, p) in enumerate(zip(names, launcher.params, strict=True)):
         if p.constexpr:
-            lines.append(f"    _k{i} = {v} if {v}.__class__ is int else _cx({v})")
-            keys.append(f"_k{i}")
+            lines.append(f"    _Ak{i} = {n} if {n}.__class__ is int else _Acx({n})")
+            keys.append(f"_Ak{i}")
             continue
-        ns[f"_p{i}"] = p
+        ns[f"_Ap{i}"] = p
         if p.no_specialize:
-            lines += [f"    _k{i} = _arg_key(_p{i}, {v})", f"    _a{i} = _b{i} = None", f"    _r{i} = _raw({v})"]
+            lines += [f"    _Ak{i} = _Aarg_key(_Ap{i}, {n})", f"    _Aa{i} = _Ab{i} = None", f"    _Ar{i} = _Araw({n})"]
         else:
             lines += [
-                f"    _t = {v}.__class__",
-                "    if _t is _Tensor:",
-                f"        _r{i} = {v}.data_ptr()",
-                f"        _k{i} = {v}.dtype",
-                f"        _a{i} = {v}.device",
-                f"        _b{i} = not _r{i} & 15",
-                f"    elif _t is int and -2147483648 <= {v} < 2147483648:",
-                f"        _r{i} = {v}",
-                f"        _k{i} = 1 if {v} == 1 else (0 if {v} & 15 else 16)",
-                f"        _a{i} = _b{i} = None",
+                f"    _At = {n}.__class__",
+                "    if _At is _ATensor:",
+                f"        _Ar{i} = {n}.data_ptr()",
+                f"        _Ak{i} = {n}.dtype",
+                f"        _Aa{i} = {n}.get_device()",
+                f"        _Ab{i} = not _Ar{i} & 15",
+                f"    elif _At is int and -2147483648 <= {n} < 2147483648:",
+                f"        _Ar{i} = {n}",
+                f"        _Ak{i} = 1 if {n} == 1 else (0 if {n} & 15 else 16)",
+                f"        _Aa{i} = _Ab{i} = None",
+                "    elif _At is float:",
+                f"        _Ar{i} = {n}",
+                f"        _Ak{i} = 'fp32'",
+                f"        _Aa{i} = _Ab{i} = None",
                 "    else:",
-                f"        _r{i} = _raw({v})",
-                f"        _k{i} = _arg_key(_p{i}, {v})",
-                f"        _a{i} = _b{i} = None",
+                f"        _Ar{i} = _Araw({n})",
+                f"        _Ak{i} = _Aarg_key(_Ap{i}, {n})",
+                f"        _Aa{i} = _Ab{i} = None",
             ]
-        keys += [f"_k{i}", f"_a{i}", f"_b{i}"]
-        raws.append(f"_r{i}")
-    raw_tuple = "(" + "".join(f"{r}, " for r in raws) + ")"
-    params = "(" + "".join(f"_v{i}, " for i in range(len(names))) + ")"
+        keys += [f"_Ak{i}", f"_Aa{i}", f"_Ab{i}"]
+        raws.append(f"_Ar{i}")
+    nw, ns_ = (_OPTION_VARS[o] if o in opts else "None" for o in _FAST_OPTIONS)
+    args = "".join(f", {r}" for r in raws) + "".join(f", {n}" for n in names)
     lines += [
-        f"    _key = ({''.join(k + ', ' for k in keys)}{opts['num_warps']}, {opts['num_stages']})",
-        "    _e = _fast_get(_key)",
-        "    if _e is None:",
-        f"        return _miss(_grid, _args, _kw, _key, {len(raws)})",
-        "    if _grid.__class__ is not tuple or len(_grid) != 1:",
-        f"        _g0, _g1, _g2 = _grid3(_grid, {params})",
-        f"        return _e(_g0, _g1, _g2, {raw_tuple}, {params})",
-        "    _g0 = _grid[0]",
-        "    if _g0.__class__ is not int or not 0 <= _g0 < 2147483648:",
-        f"        _g0, _g1, _g2 = _grid3(_grid, {params})",
-        f"        return _e(_g0, _g1, _g2, {raw_tuple}, {params})",
-        f"    return _e(_g0, 1, 1, {raw_tuple}, {params})",
+        f"    _Akey = ({''.join(k + ', ' for k in keys)}{nw}, {ns_})",
+        "    _Ae = _Afast_get(_Akey)",
+        "    if _Ae is None:",
+        f"        return _Amiss(_Ag, {values}, _Akey, {nw}, {ns_})",
+        "    if _Ag.__class__ is tuple:",
+        "        _Agx, _Agy, _Agz = _Ag",
+        "    else:",
+        f"        _Agx, _Agy, _Agz = _Agrid3(_Ag.grid, {values})",
+        "        if not (_Agx and _Agy and _Agz):",
+        "            return _Aresult_of(_Ae)",
+        f"    return _Ae(_Agx, _Agy, _Agz{args})",
     ]
     src = "\n".join(lines) + "\n"
-    exec(compile(src, f"<anvil binder {launcher.fn.__name__}>", "exec"), ns)  # noqa: S102 - generated above
-    binder: Callable[..., Any] = ns["binder"]
-    binder.__anvil_source__ = src  # type: ignore[attr-defined]
-    return binder
+    exec(compile(src, f"<anvil front {launcher.fn.__name__}>", "exec"), ns)  # noqa: S102 - generated above
+    front: Callable[..., Any] = ns[fname]
+    front.__anvil_source__ = src  # type: ignore[attr-defined]
+    return front
+
+
+def result_of(entry: Callable[..., Any]) -> Any:
+    """What `entry` returns (for an empty grid, which launches nothing): a native entry's
+    `__self__`, a Python entry's `__anvil_result__`."""
+    r = getattr(entry, "__anvil_result__", None)
+    return r if r is not None else entry.__self__  # type: ignore[attr-defined]
+
+
+def _general_front(launcher: Any) -> Callable[..., Any]:
+    """For parameter names the generator cannot use: every launch takes the general path."""
+    def front(g: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return launcher.run_clean(args, kwargs, grid_of(g))
+
+    return front
 
 
 def _grid3_of(launcher: Any) -> Callable[[Any, tuple[Any, ...]], tuple[int, int, int]]:
@@ -153,4 +222,3 @@ def _grid3_of(launcher: Any) -> Callable[[Any, tuple[Any, ...]], tuple[int, int,
         return grid3(grid)
 
     return norm
-

@@ -1,7 +1,8 @@
 """`@jit` kernels: the function object, launch (`kernel[grid](...)`), specialization, warm-up.
 
-A warm launch binds the arguments, builds a small key (per-argument specialization plus
-constexpr values) and finds the compiled kernel in a dict; everything else is precomputed.
+A warm launch (`kernel[grid](...)`, fastpath.py) binds the arguments with Python's own binding,
+builds a flat key (per-argument specialization plus constexpr values) and finds the launch entry
+in a dict; everything else is precomputed.
 """
 
 from __future__ import annotations
@@ -118,31 +119,18 @@ class JITFunction(KernelInterface):
         return self._launcher
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        # The warm path (fastpath.py): a binder per call shape, found by (len(args), *keywords).
-        launcher = self.launcher
-        binders = launcher.binders
-
-        def launch(*args: Any, **kwargs: Any) -> Any:
-            b = binders.get((len(args), *kwargs))
-            if b is None:
-                b = launcher.binder((len(args), *kwargs))
-            try:
-                return b(grid, args, kwargs)
-            except E.AnvilError as e:
-                raise _clean(e) from None
-
-        return launch
+        # The warm path (fastpath.py): the kernel's generated front with this grid bound, made once
+        # per grid value; calling it is a C-level call of the front.
+        launcher = self._launcher or self.launcher
+        try:
+            b = launcher.grids.get(grid)
+        except TypeError:  # an unhashable grid (a list): bound afresh each time
+            b = None
+        return b if b is not None else launcher.bound(grid)
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Launch on `grid` with `args` (torch tensors and scalars) and constexpr keywords."""
-        launcher = self.launcher
-        b = launcher.binders.get((len(args), *kwargs))
-        if b is None:
-            b = launcher.binder((len(args), *kwargs))
-        try:
-            return b(grid, args, kwargs)
-        except E.AnvilError as e:
-            raise _clean(e) from None
+        return (self._launcher or self.launcher).call(grid, args, kwargs)
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without running; returns the compiled kernel."""
@@ -171,10 +159,9 @@ class JITFunction(KernelInterface):
 
 
 def _clean(e: E.AnvilError) -> E.AnvilError:
-    """Drop the compiler's internal frames unless ANVIL_TRACEBACK=1 asks for them."""
-    from .. import knobs
+    from .launch import clean_error
 
-    return e if knobs.traceback() else e.with_traceback(None)
+    return clean_error(e)
 
 
 def _cell_ok(c: Any) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from .. import errors as E
 from ..ir import types as T
 from .compiled import CompiledKernel, compile_kernel
+from .fastpath import MISSING, Unchecked, bind_grid, grid_of, make_front
 from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signature_type, spec_for
 
 __all__ = ["Launcher", "compile_for_signature", "run_grid", "grid3"]
@@ -78,29 +79,79 @@ class Launcher:
         self.has_descriptors = False  # set once a launch passes a host tensor descriptor
         self.index = {n: i for i, n in enumerate(self.names)}
         self._default_opts: LaunchOptions | None = None  # ANVIL_DEBUG is read at the first launch
-        # The warm path (see fastpath.py): binders generated per call shape (number of positional
-        # arguments, keyword names), and the launch entries they find by a flat key.
-        self.binders: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        # The warm path (fastpath.py): the generated front, the launch entries it finds by a flat key,
+        # and `kernel[grid]`'s partials of the front per grid value.
         self.fast: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self.grids: dict[Any, Callable[..., Any]] = {}
         nonconst = [i for i, p in enumerate(self.params) if not p.constexpr]
-        self.raw_pos = {i: j for j, i in enumerate(nonconst)}  # parameter index -> place in the raw tuple
+        self.raw_pos = {i: j for j, i in enumerate(nonconst)}  # parameter index -> place among the raw values
+        self.front = make_front(self)
 
-    def binder(self, shape: tuple[Any, ...]) -> Callable[..., Any]:
-        """The binder for calls with `shape[0]` positional arguments and keywords `shape[1:]`."""
-        from .fastpath import make_binder
-
-        b = make_binder(self, shape[0], shape[1:])
-        self.binders[shape] = b
+    def bound(self, grid: Any) -> Callable[..., Any]:
+        """`kernel[grid]`: the front with `grid` bound, remembered for grids of plain ints (hashable,
+        and few in a program; a grid function is often a new lambda per call: never remembered)."""
+        b = bind_grid(self.front, grid)
+        if not isinstance(b.__self__, Unchecked):  # type: ignore[attr-defined]
+            if len(self.grids) >= 4096:  # a program that sweeps grids: start over rather than grow
+                self.grids.clear()
+            self.grids[grid] = b
         return b
 
-    def miss(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], fkey: tuple[Any, ...],
-             n_raw: int) -> Any:
-        """A binder found no entry for `fkey`: launch through the general path, then remember the entry."""
-        ck, eligible = self._run(args, kwargs, grid, False)
+    def call(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """`kernel.run(*args, grid=grid, **kwargs)`: the front, except for an argument given twice (by
+        position and by keyword), which the general path reports as a LaunchError."""
+        if kwargs and args:
+            index = self.index
+            if any(index.get(k, len(args)) < len(args) for k in kwargs):
+                return self.run_clean(args, kwargs, grid)
+        return self.bound(grid)(*args, **kwargs)
+
+    def run_clean(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> Any:
+        """The general path, with its errors' internal frames dropped (jit.clean_error)."""
+        try:
+            return self._run(args, kwargs, grid, False)[0]
+        except E.AnvilError as e:
+            raise clean_error(e) from None
+
+    def slow(self, g: Any, vals: tuple[Any, ...], extra: tuple[Any, ...], kw: dict[str, Any], nw: Any,
+             ns: Any) -> Any:
+        """The front got an unusual call (a missing argument, too many, a keyword it does not know or
+        another launch option): rebuild the call as given and take the general path, which launches
+        or raises the located error."""
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        by_keyword = False  # from the first missing parameter on, the values given went by keyword
+        for n, v in zip(self.names, vals, strict=True):
+            if v is MISSING:
+                by_keyword = True
+            elif by_keyword:
+                kwargs[n] = v
+            else:
+                args.append(v)
+        if nw is not None:
+            kwargs["num_warps"] = nw
+        if ns is not None:
+            kwargs["num_stages"] = ns
+        kwargs.update(kw)
+        return self.run_clean((*args, *extra), kwargs, grid_of(g))
+
+    def miss(self, g: Any, vals: tuple[Any, ...], fkey: tuple[Any, ...], nw: Any, ns: Any) -> Any:
+        """The front found no entry for `fkey`: launch through the general path, then remember the entry."""
+        kwargs = {}
+        if nw is not None:
+            kwargs["num_warps"] = nw
+        if ns is not None:
+            kwargs["num_stages"] = ns
+        try:
+            ck, eligible = self._run(vals, kwargs, grid_of(g), False)
+        except E.AnvilError as e:
+            raise clean_error(e) from None
         if eligible:
             raw_positions = [self.raw_pos[i] for i in ck.arg_index]
+            n_raw, n_params = len(self.raw_pos), len(self.names)
             fe = getattr(ck, "fast_entry", None)
-            self.fast[fkey] = fe(raw_positions, n_raw) if fe is not None else _cpu_entry(ck)
+            entry = fe(raw_positions, n_raw, n_params) if fe is not None else None
+            self.fast[fkey] = entry if entry is not None else general_entry(ck, n_raw, self.fn.__name__)
         return ck
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], LaunchOptions]:
@@ -207,14 +258,26 @@ class Launcher:
         return self._default_opts.debug
 
 
-def _cpu_entry(ck: Any) -> Callable[..., Any]:
+def general_entry(ck: Any, n_raw: int, name: str) -> Callable[..., Any]:
+    """A launch entry that calls `ck.launch` (the CPU backend). The key's device token (get_device)
+    is -1 for CPU and meta tensors alike: the devices are checked here, with the general path's errors."""
     launch = ck.launch
 
-    def entry(gx: int, gy: int, gz: int, raw: tuple[Any, ...], params: tuple[Any, ...]) -> Any:
+    def entry(gx: int, gy: int, gz: int, *rest: Any) -> Any:
+        params = list(rest[n_raw:])
+        _target_for(params, name)
         launch((gx, gy, gz), params)
         return ck
 
+    entry.__anvil_result__ = ck  # type: ignore[attr-defined]
     return entry
+
+
+def clean_error(e: E.AnvilError) -> E.AnvilError:
+    """Drop the compiler's internal frames unless ANVIL_TRACEBACK=1 asks for them."""
+    from .. import knobs
+
+    return e if knobs.traceback() else e.with_traceback(None)
 
 
 _MISSING = object()

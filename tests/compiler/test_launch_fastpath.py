@@ -114,8 +114,12 @@ def test_bad_calls_keep_their_errors() -> None:
         axpy[(1,)](x, x, 10, BLOCK=64)
     with pytest.raises(E.LaunchError, match="unexpected keyword argument 'bogus'"):
         axpy[(1,)](x, x, 10, 1.0, BLOCK=64, bogus=1)
-    with pytest.raises(E.LaunchError, match="multiple values for argument 'n'"):
+    # Python's own binding refuses an argument given twice, before any of Anvil's code runs;
+    # kernel.run reports it as a LaunchError
+    with pytest.raises(TypeError, match=r"axpy\(\) got multiple values for argument 'n'"):
         axpy[(1,)](x, x, 10, 1.0, n=3, BLOCK=64)
+    with pytest.raises(E.LaunchError, match="multiple values for argument 'n'"):
+        axpy.run(x, x, 10, 1.0, n=3, BLOCK=64, grid=(1,))
     with pytest.raises(E.LaunchError, match="takes 6 arguments"):
         axpy[(1,)](x, x, 10, 1.0, 64, 0, 7)
     meta = torch.empty(10, device="meta")
@@ -136,7 +140,7 @@ def test_binder_reads_each_pointer_once() -> None:
 
     x = torch.randn(64)
     _run(x, 64)
-    src = axpy.launcher.binders[(4, "BLOCK")].__anvil_source__
+    src = axpy.launcher.front.__anvil_source__
     # one read in each non-constexpr parameter's tensor branch, shared by the key and the launch
     assert src.count(".data_ptr()") == 4
     y = x.as_subclass(Counting)  # not exactly torch.Tensor: the generic path, still correct
@@ -144,3 +148,63 @@ def test_binder_reads_each_pointer_once() -> None:
     axpy[(1,)](y, o, 64, 2.0, BLOCK=64)
     torch.testing.assert_close(o, x * 2)
     assert calls
+
+
+def test_grid_binding_is_remembered_for_int_grids_only() -> None:
+    x = torch.randn(130)
+    out = torch.full_like(x, float("nan"))
+    assert axpy[(3,)] is axpy[(3,)] and axpy[3] is axpy[3]
+    lam = lambda meta: (3,)  # noqa: E731
+    assert axpy[lam] is not axpy[lam] and axpy[[3]] is not axpy[[3]]
+    for grid in ((3,), 3, [3], (3.0,), lam, (3, 1, 1)):
+        out.fill_(float("nan"))
+        axpy[grid](x, out, 130, 2.0, BLOCK=64)
+        torch.testing.assert_close(out, x * 2)
+
+
+def test_arguments_by_keyword_missing_and_extra_reach_the_general_path() -> None:
+    x = torch.randn(100)
+    out = torch.full_like(x, float("nan"))
+    axpy[(2,)](x, out_ptr=out, alpha=3.0, n=100, BLOCK=64)
+    torch.testing.assert_close(out, x * 3)
+    with pytest.raises(E.LaunchError, match="missing argument 'n'"):
+        axpy[(2,)](x, out_ptr=out, alpha=3.0, BLOCK=64)
+    with pytest.raises(E.LaunchError, match="missing argument 'BLOCK'"):
+        axpy[(2,)](x, out, 100, 3.0)
+    with pytest.raises(E.LaunchError, match="unexpected keyword argument 'num_threads'"):
+        axpy[(2,)](x, out, 100, 3.0, BLOCK=64, num_threads=4)
+    out.fill_(float("nan"))
+    k = axpy[(2,)](x, out, 100, 3.0, BLOCK=64, num_stages=2, num_ctas=1)  # another option: general path
+    assert k.metadata["num_stages"] == 2
+    torch.testing.assert_close(out, x * 3)
+    out.fill_(float("nan"))
+    axpy.run(x, out, 100, 4.0, grid=(2,), BLOCK=64, num_warps=2)
+    torch.testing.assert_close(out, x * 4)
+
+
+def test_unusual_parameter_names() -> None:
+    src = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(_A0, num_warps, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(_A0 + offs) * num_warps)
+'''
+    from compiler import compile_source
+
+    k = compile_source(src, filename="<unusual names>")
+    x = torch.randn(16)
+    for _ in range(2):
+        out = torch.full_like(x, float("nan"))
+        k[(1,)](x, 3, out, BLOCK=16)  # `num_warps` is a parameter here, not the launch option
+        torch.testing.assert_close(out, x * 3)
+    assert not hasattr(k.launcher.front, "__anvil_source__")  # names with the front's prefix: general path
+    k2 = compile_source(src.replace("_A0", "x_ptr"), filename="<option as a parameter>")
+    out = torch.full_like(x, float("nan"))
+    for _ in range(2):
+        k2[(1,)](x, num_warps=5, out_ptr=out, BLOCK=16)
+    torch.testing.assert_close(out, x * 5)
+    front = k2.launcher.front.__anvil_source__
+    assert "pop('num_warps'" not in front and "pop('num_stages'" in front

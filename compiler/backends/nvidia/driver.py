@@ -7,8 +7,12 @@ arguments are prepared objects (no per-call conversion). The buffer is laid out 
     [CUlaunchConfig (56 bytes): grid xyz, block xyz, shared bytes, stream, attrs=NULL, numAttrs=0]
     [argument values, each at its natural alignment]   <- the kernelParams array points here
 
-and a lock serialises pack+call: the driver reads the values during the call, and ctypes releases
-the GIL for it, so another thread must not repack the buffer meanwhile.
+A lock serialises pack+call per kernel: ctypes releases the GIL during the call (the driver may
+block there while the launch queue is full; holding the GIL would stall every Python thread), the
+driver reads the values during the call, and even with the GIL held a thread switch can happen
+between pack_into returning and the call starting; without the lock another thread could repack the
+buffer in either window and one launch would run with the other's values. An uncontended
+acquire/release pair costs about 0.07 us.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import struct
 import threading
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, NoReturn
 
 from ...errors import LaunchError, ResourceError
 from ...ir import types as T
@@ -112,7 +116,7 @@ class CudaFunction:
         self.name = name
         self.threads = 32 * num_warps
         self.shared = shared
-        codes = pack_codes(arg_types)
+        codes = self.codes = pack_codes(arg_types)
         fmt = CONFIG_FORMAT + codes
         self.packer = struct.Struct(fmt)
         self.buffer = ctypes.create_string_buffer(max(self.packer.size, CONFIG_BYTES + 8))
@@ -126,6 +130,7 @@ class CudaFunction:
         launch_ex.restype = ctypes.c_int
         launch_ex.argtypes = None  # every argument is a prepared ctypes object: nothing to convert per call
         self._launch_ex = launch_ex
+        self._handle_int = handle
         self._pack = self.packer.pack_into
         self._lock = threading.Lock()
 
@@ -141,42 +146,80 @@ class CudaFunction:
         if err:
             self._raise(err, (gx, gy, gz))
 
-    def entry(self, pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None, stream: Callable[[], int],
-              result: Any) -> Callable[..., Any]:
-        """`launch` as one closure for the warm path: `entry(gx, gy, gz, raw, params)` launches with
-        `pick(raw)` (or `raw` itself when `pick` is None) on `stream()` and returns `result`."""
-        lock, pack, buf, call = self._lock, self._pack, self.buffer, self._launch_ex
-        cfg, handle, argv, threads, shared = self._config, self._handle, self.argv, self.threads, self.shared
+    def entry(self, positions: list[int], n_raw: int, n_params: int, stream: Callable[[Any], int], stream_arg: Any,
+              result: Any, native: bool | None = None) -> Callable[..., Any]:
+        """`launch` as one generated function for the warm path (fastpath.py's entry protocol):
+        `entry(gx, gy, gz, r0, ..., r{n_raw-1}, v0, ..., v{n_params-1})` launches with the raw values
+        at `positions` (the kernel's parameters, in order; the others are constants compiled in) on
+        the stream `stream(stream_arg)` and returns `result` (also its `__anvil_result__`). The grid
+        dimensions are ints in [1, 2**31). The native entry (native_launch.py) is used when `native`
+        (default: ANVIL_NATIVE_LAUNCH, on) and it handles the parameter types; it falls back to the
+        ctypes entry built here for anything unusual."""
+        raws = [f"_r{i}" for i in range(n_raw)]
+        params = [f"_v{i}" for i in range(n_params)]
+        values = "".join(f", _r{p}" for p in positions)
+        src = "\n".join([
+            f"def entry(_gx, _gy, _gz, {''.join(a + ', ' for a in raws + params)}):",
+            "    _acquire()",
+            "    try:",
+            f"        _pack(_buf, 0, _gx, _gy, _gz, {self.threads}, 1, 1, {self.shared}, _stream(_sarg){values})",
+            "        _err = _call(_cfg, _handle, _argv, None)",
+            "    except BaseException as e:",
+            "        _release()",
+            "        _failed(e)",
+            "    _release()",
+            "    if _err:",
+            "        _raise(_err, (_gx, _gy, _gz))",
+            "    return _result",
+        ]) + "\n"
+        ns: dict[str, Any] = {
+            "_acquire": self._lock.acquire, "_release": self._lock.release, "_pack": self._pack, "_buf": self.buffer,
+            "_stream": stream, "_sarg": stream_arg, "_call": self._launch_ex, "_cfg": self._config,
+            "_handle": self._handle, "_argv": self.argv, "_failed": self._failed, "_raise": self._raise,
+            "_result": result,
+        }
+        exec(compile(src, f"<anvil launch {self.name}>", "exec"), ns)  # noqa: S102 - generated above
+        fn: Callable[..., Any] = ns["entry"]
+        fn.__anvil_source__ = src  # type: ignore[attr-defined]
+        fn.__anvil_result__ = result  # type: ignore[attr-defined]
+        if native is None:
+            from ... import knobs
 
-        def entry(gx: int, gy: int, gz: int, raw: tuple[Any, ...], params: tuple[Any, ...]) -> Any:
-            if gx and gy and gz:
-                with lock:
-                    try:
-                        pack(buf, 0, gx, gy, gz, threads, 1, 1, shared, stream(), *raw)
-                    except struct.error as e:
-                        self._bad_value(e)
-                    err = call(cfg, handle, argv, None)
-                if err:
-                    self._raise(err, (gx, gy, gz))
-            return result
+            native = knobs.native_launch()
+        if not native:
+            return fn
+        from . import native_launch
 
-        if pick is None:
-            return entry
+        if not native_launch.supported(self.codes):
+            return fn
 
-        def entry_pick(gx: int, gy: int, gz: int, raw: tuple[Any, ...], params: tuple[Any, ...]) -> Any:
-            return entry(gx, gy, gz, pick(raw), params)
+        def on_error(err: int, gx: int, gy: int, gz: int) -> None:
+            self._raise(err, (gx, gy, gz))
 
-        return entry_pick
+        try:
+            nfn = native_launch.native_entry(self.codes, positions, n_raw, n_params, self._launch_ex, self._handle_int,
+                                             self.threads, self.shared, stream, stream_arg, result, fn, on_error)
+        except Exception:  # noqa: BLE001 - no JIT for the host (or llvmlite refused): the ctypes entry
+            return fn
+        return nfn
 
-    def _bad_value(self, e: Exception) -> None:
+    def _failed(self, e: BaseException) -> NoReturn:
+        if isinstance(e, struct.error):
+            self._bad_value(e)
+        raise e
+
+    def _bad_value(self, e: Exception) -> NoReturn:
         raise LaunchError(f"kernel {self.name}: an argument does not fit its parameter type ({e}); "
                           "check the integer and float arguments")
 
-    def _raise(self, err: int, grid: tuple[int, int, int]) -> None:
-        from cuda.bindings import driver as cu
+    def _raise(self, err: int, grid: tuple[int, int, int]) -> NoReturn:
+        try:
+            from cuda.bindings import driver as cu
 
-        name = cu.cuGetErrorName(cu.CUresult(err))[1]
-        text = name.decode() if isinstance(name, bytes) else str(name)
+            name = cu.cuGetErrorName(cu.CUresult(err))[1]
+            text = name.decode() if isinstance(name, bytes) else str(name)
+        except Exception:  # noqa: BLE001 - the error is reported, by number if it has no name
+            text = f"CUDA error {err}"
         raise LaunchError(f"launching kernel {self.name} failed: {text} (grid {grid}, {self.threads} threads, "
                           f"{self.shared} bytes of shared memory)")
 
