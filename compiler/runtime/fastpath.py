@@ -19,7 +19,7 @@ tuple with non-int items or out of range): the front normalises it after the key
 general path would.
 
 The key holds three tokens per non-constexpr parameter and one per constexpr, at fixed positions:
-  tensor (exactly torch.Tensor, specialized): (dtype, device, data_ptr % 16 == 0)
+  tensor (exactly torch.Tensor, specialized): (dtype, get_device(), data_ptr % 16 == 0)
   int in int32 range, specialized:           (1 | 16 | 0  for ==1 / %16==0 / other, None, None)
   float, specialized:                        ("fp32", None, None)
   anything else:                             (arg_key(...): a str or tuple, never an int, None, None)
@@ -29,6 +29,10 @@ first token and an int first token only for ints, so different specializations n
 everything that changes the binary (dtypes, alignment, ==1 and %16 of ints, constexprs, warps,
 stages) is in it, and so is each tensor's device: a launch with tensors on another device (or on
 mixed devices) misses and goes to the general path, which compiles for it or says what is wrong.
+The device token is `get_device()`, an int (cheaper than a torch.device to make, hash and compare):
+the CUDA index, or -1 for CPU and meta tensors alike, so the CPU backend's entry checks the devices
+itself (launch.general_entry); a CUDA index never meets another accelerator's, as one torch build
+has one accelerator.
 
 Entries (Launcher.miss makes them) are called `entry(gx, gy, gz, r0, ..., r{R-1}, v0, ..., v{P-1})`
 with each grid dimension an int in [1, 2**31), the R raw values of the non-constexpr parameters

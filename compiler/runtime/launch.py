@@ -104,7 +104,11 @@ class Launcher:
             index = self.index
             if any(index.get(k, len(args)) < len(args) for k in kwargs):
                 return self.run_clean(args, kwargs, grid)
-        return self.bound(grid)(*args, **kwargs)
+        try:
+            b = self.grids.get(grid)
+        except TypeError:  # an unhashable grid
+            b = None
+        return (b or self.bound(grid))(*args, **kwargs)
 
     def run_clean(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> Any:
         """The general path, with its errors' internal frames dropped (jit.clean_error)."""
