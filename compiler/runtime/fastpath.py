@@ -130,21 +130,21 @@ def make_front(launcher: Any) -> Callable[..., Any]:
                           "_Agrid3": _grid3_of(launcher), "_AM": MISSING,
                           "_Aresult_of": result_of}
     sig = ["_Ag", "/"]
-    required = []
     for i, n in enumerate(names):
         if n in launcher.defaults:
             ns[f"_Ad{i}"] = launcher.defaults[n]
             sig.append(f"{n}=_Ad{i}")
         else:
             sig.append(f"{n}=_AM")
-            required.append(n)
     sig += ["*_Aextra", "**_Akw"]
     values = "(" + "".join(f"{n}, " for n in names) + ")"
     opts = [o for o in _FAST_OPTIONS if o not in launcher.index]
-    bad = " or ".join(["_Akw", "_Aextra"] + [f"{n} is _AM" for n in required])
-    lines = [f"def {fname}({', '.join(sig)}):", "    _Anw = _Ans = None", "    if _Akw:"]
-    lines += [f"        {_OPTION_VARS[o]} = _Akw.pop({o!r}, None)" for o in opts] or ["        pass"]
-    lines += [f"    if {bad}:", f"        return _Aslow(_Ag, {values}, _Aextra, _Akw, _Anw, _Ans)"]
+    # A missing argument is not checked here: MISSING takes the generic key branch, whose token
+    # ("?", "_Missing") no entry is ever registered under, so the lookup misses and Launcher.miss
+    # hands the call to the general path, which reports it.
+    lines = [f"def {fname}({', '.join(sig)}):", "    _Anw = _Ans = None", "    if _Akw or _Aextra:", "        if _Akw:"]
+    lines += [f"            {_OPTION_VARS[o]} = _Akw.pop({o!r}, None)" for o in opts] or ["            pass"]
+    lines += ["        if _Akw or _Aextra:", f"            return _Aslow(_Ag, {values}, _Aextra, _Akw, _Anw, _Ans)"]
     keys: list[str] = []
     raws: list[str] = []
     for i, (n, p) in enumerate(zip(names, launcher.params, strict=True)):

@@ -141,6 +141,8 @@ class Launcher:
 
     def miss(self, g: Any, vals: tuple[Any, ...], fkey: tuple[Any, ...], nw: Any, ns: Any) -> Any:
         """The front found no entry for `fkey`: launch through the general path, then remember the entry."""
+        if any(v is MISSING for v in vals):  # an argument not given: the general path says which
+            return self.slow(g, vals, (), {}, nw, ns)
         kwargs = {}
         if nw is not None:
             kwargs["num_warps"] = nw
