@@ -1,8 +1,11 @@
 """The CUDA driver side: load cubins (cuda-bindings) and launch on torch's current stream.
 
-The warm path is one `struct.pack_into` of the launch configuration and the argument values into a
-buffer prepared once per loaded kernel, and one ctypes call of cuLaunchKernelEx whose four
-arguments are prepared objects (no per-call conversion). The buffer is laid out as
+The warm path's entry (CudaFunction.entry) is native code when it can be (native_launch.py: the
+values converted with the C API onto its own stack, cuLaunchKernelEx called directly). The ctypes
+entry below is its fallback and the general path: one `struct.pack_into` of the launch
+configuration and the argument values into a buffer prepared once per loaded kernel, and one
+ctypes call of cuLaunchKernelEx whose four arguments are prepared objects (no per-call
+conversion). The buffer is laid out as
 
     [CUlaunchConfig (56 bytes): grid xyz, block xyz, shared bytes, stream, attrs=NULL, numAttrs=0]
     [argument values, each at its natural alignment]   <- the kernelParams array points here
