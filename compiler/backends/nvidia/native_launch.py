@@ -104,7 +104,10 @@ def native_entry(codes: str, positions: list[int], n_raw: int, n_params: int, la
 
     from ..cpu import optimize_parsed
     from ..cpu.engine import jit_engine
+    from . import _llvm_lock
 
+    with _llvm_lock:  # the host JIT's first use registers LLVM targets, as the NVPTX warm-up thread does
+        engine = jit_engine()
     with _lock:
         _register_api()
         fid = next(_ids)
@@ -113,7 +116,7 @@ def native_entry(codes: str, positions: list[int], n_raw: int, n_params: int, la
     module = ir.Module(name=symbol)
     _build(module, symbol, launch_name, codes, positions, 3 + n_raw + n_params, handle, threads, shared,
            [result, stream, stream_arg, fallback, on_error])
-    addr, _ = jit_engine().add(optimize_parsed(str(module)), symbol, f"anvil-native-launch-{symbol}", None)
+    addr, _ = engine.add(optimize_parsed(str(module)), symbol, f"anvil-native-launch-{symbol}", None)
     name = ctypes.create_string_buffer(symbol.encode())
     mdef = _MethodDef(ctypes.cast(name, ctypes.c_char_p), addr, _METH_FASTCALL, None)
     keep = (result, stream, stream_arg, fallback, on_error, mdef, name)
