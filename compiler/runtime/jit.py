@@ -97,7 +97,8 @@ class JITFunction(KernelInterface):
     def deep_hash(self) -> str:
         """Hash of this function's source and of every @jit function and constant it reaches."""
         if self._deep_hash is None:
-            h = hashlib.sha256(self.text.encode())
+            # where the source lives too: compiled code carries file:line locations for its errors
+            h = hashlib.sha256(f"{self.filename}:{self.first_line}\n{self.text}".encode())
             self._deep_hash = "pending"
             for name in sorted(_free_names(self.source.tree)):
                 obj = self.globals.get(name)
