@@ -5,11 +5,11 @@ import torch
 
 
 @pytest.mark.parametrize("M,N,K", [(1, 1, 1), (37, 61, 29), (130, 70, 90), (64, 64, 64)])
-def test_block_ptr_matmul(example, M, N, K):
+def test_block_ptr_matmul(example, f32_dot_tol, M, N, K):
     bp = example("block_ptr")
     a, b = torch.randn(M, K), torch.randn(K, N)
     c = bp.matmul(a, b)
-    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), **f32_dot_tol(1e-5, 1e-4))
 
 
 def test_block_ptr_matmul_strided_fp16(example):

@@ -106,15 +106,20 @@ def test_int8(cfg: tuple[int, int, int, int]) -> None:
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
-def test_fp8(fp8: torch.dtype) -> None:
+@pytest.mark.parametrize("warps", [4, 2])
+def test_fp8(fp8: torch.dtype, warps: int) -> None:
     if torch.cuda.get_device_capability() < (8, 9):
         pytest.skip("fp8 mma needs sm_89+")
     m, n, k = 130, 96, 256
     a = (torch.randn(m, k) * 2).to(fp8)
     b = (torch.randn(k, n) * 2).to(fp8)
     ref = a.double() @ b.double()
-    got = _run(a.cuda(), b.cuda(), torch.float32, 64, 64, 64, 4)
-    assert _rel(got, ref) < 1e-5
+    got = _run(a.cuda(), b.cuda(), torch.float32, 64, 64, 64, warps)
+    # Hopper's fp8 tensor cores (wgmma: a warpgroup, so 4 warps) add with fewer than fp32's
+    # mantissa bits; mma.sync (2 warps, or sm_89) accumulates in fp32
+    print(f"fp8 rel err {_rel(got, ref):.3e}")
+    hopper_wgmma = torch.cuda.get_device_capability()[0] == 9 and warps == 4
+    assert _rel(got, ref) < (2e-3 if hopper_wgmma else 1e-5)
 
 
 @jit
