@@ -15,7 +15,7 @@ from .lower import GPUTile, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["convert", "broadcast_tile", "linear_index", "register_map", "fold_or", "fold_add", "fold_mul"]
+__all__ = ["convert", "linear_index", "register_map", "fold_or", "fold_add", "fold_mul", "spill", "through_shared"]
 
 
 def _hw_bases(layout: LinearLayout, proj: set[int] | None = None) -> tuple[tuple[int, ...], ...]:
@@ -90,20 +90,29 @@ def fold_mul(b: ir.IRBuilder, x: ir.Value, k: int) -> ir.Value:
     return x if k == 1 else b.mul(x, ir.Constant(I32, k))
 
 
-def _through_shared(lw: NvLowering, x: GPUTile, dst: LinearLayout, elem: T.ElemType) -> GPUTile:
-    from .lower import nv_type
-
-    shape = dst.out_shape
+def spill(lw: NvLowering, x: GPUTile, shape: tuple[int, ...], elem: T.ElemType) -> ir.Value:
+    """Write tile `x` (of `shape`) to the shared scratch area in row-major order, between the
+    barriers that order it after earlier users and before the reads; returns the area."""
     n = 1
     for s in shape:
         n *= s
-    ty = nv_type(elem)
     size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
     base = lw.scratch(n * size)
     lw.barrier()
     for r, v in enumerate(x.regs):
         smem_store(lw, base, linear_index(lw, x.layout, r, shape), v)
     lw.barrier()
+    return base
+
+
+def through_shared(lw: NvLowering, x: GPUTile, src_shape: tuple[int, ...], dst: LinearLayout,
+                   elem: T.ElemType) -> GPUTile:
+    """`x` re-read in layout `dst` (same elements in row-major order; the shapes may differ)."""
+    from .lower import nv_type
+
+    base = spill(lw, x, src_shape, elem)
+    ty = nv_type(elem)
+    shape = dst.out_shape
     regs = [smem_load(lw, base, linear_index(lw, dst, r, shape), ty) for r in range(num_regs(dst))]
     return GPUTile(dst, regs)
 
@@ -139,43 +148,7 @@ def convert(lw: NvLowering, x: GPUTile, dst: LinearLayout, elem: T.ElemType) -> 
     m = register_map(x.layout, dst, set())
     if m is not None:
         return GPUTile(dst, [x.regs[i] for i in m])
-    return _through_shared(lw, x, dst, elem)
-
-
-def broadcast_tile(lw: NvLowering, x: GPUTile, dst: LinearLayout, src_shape: tuple[int, ...],
-                   elem: T.ElemType) -> GPUTile:
-    """Broadcast size-1 dims of `x` to `dst` (its shape), converting if the threads differ."""
-    zero = {d for d, s in enumerate(src_shape) if s == 1 and dst.out_shape[d] != 1}
-    m = register_map(x.layout, dst, zero)
-    if m is not None:
-        return GPUTile(dst, [x.regs[i] for i in m])
-    # Materialise the source through shared memory, then read the broadcast coordinates.
-    from .lower import nv_type
-
-    n = 1
-    for s in src_shape:
-        n *= s
-    ty = nv_type(elem)
-    size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
-    base = lw.scratch(n * size)
-    b = lw.b
-    lw.barrier()
-    for r, v in enumerate(x.regs):
-        smem_store(lw, base, linear_index(lw, x.layout, r, src_shape), v)
-    lw.barrier()
-    hw = lw.hw_coords(dst)
-    regs = []
-    for r in range(num_regs(dst)):
-        rc = reg_coords(dst, r)
-        idx: ir.Value = ir.Constant(I32, 0)
-        stride = 1
-        for d in reversed(range(len(src_shape))):
-            if d not in zero and src_shape[d] > 1:
-                c = b.or_(hw[d], ir.Constant(I32, rc[d])) if rc[d] else hw[d]
-                idx = b.add(idx, b.mul(c, ir.Constant(I32, stride)))
-            stride *= src_shape[d]
-        regs.append(smem_load(lw, base, idx, ty))
-    return GPUTile(dst, regs)
+    return through_shared(lw, x, dst.out_shape, dst, elem)
 
 
 _ = REGISTER

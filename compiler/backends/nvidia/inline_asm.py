@@ -16,9 +16,9 @@ from llvmlite import ir
 from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
-from ...layouts import REGISTER, LinearLayout, blocked_layout
+from ...layouts import REGISTER, LinearLayout
 from ..cpu.scalar import I32
-from .lower import GPUTile, num_regs, nv_type
+from .lower import GPUTile, blocked_for, num_regs, nv_type
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -51,21 +51,7 @@ def _layout_for(lw: NvLowering, shape: tuple[int, ...], pack: int) -> LinearLayo
     layout = lw.canonical(shape)
     if _packs_last_dim(layout, pack):
         return layout
-    rank = len(shape)
-    spt = [1] * rank
-    spt[-1] = pack
-    rem = [s // p for s, p in zip(shape, spt, strict=True)]
-    tpw, lanes = [1] * rank, 32
-    for d in reversed(range(rank)):
-        t = min(lanes, rem[d])
-        tpw[d], lanes, rem[d] = t, lanes // t, rem[d] // t
-    tpw[0] *= lanes
-    wpc, warps = [1] * rank, lw.num_warps
-    for d in reversed(range(rank)):
-        w = min(warps, max(1, rem[d]))
-        wpc[d], warps, rem[d] = w, warps // w, max(1, rem[d] // w)
-    wpc[0] *= warps
-    return blocked_layout(shape, spt, tpw, wpc, list(reversed(range(rank))))
+    return blocked_for(shape, pack, lw.num_warps)
 
 
 def _to_operands(b: ir.IRBuilder, vals: list[ir.Value], e: T.ElemType, pack: int) -> list[ir.Value]:

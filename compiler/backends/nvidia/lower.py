@@ -41,6 +41,26 @@ class GPUTile:
     regs: list[ir.Value]
 
 
+def blocked_for(shape: tuple[int, ...], vec: int, num_warps: int) -> LinearLayout:
+    """Row-major blocked layout: `vec` consecutive elements per thread along the last dim, lanes
+    then warps filling the dims from the last one; what is left over repeats along dim 0."""
+    rank = len(shape)
+    spt = [1] * rank
+    spt[-1] = vec
+    rem = [s // p for s, p in zip(shape, spt, strict=True)]
+    tpw, lanes = [1] * rank, 32
+    for d in reversed(range(rank)):
+        t = min(lanes, rem[d])
+        tpw[d], lanes, rem[d] = t, lanes // t, rem[d] // t
+    tpw[0] *= lanes
+    wpc, warps = [1] * rank, num_warps
+    for d in reversed(range(rank)):
+        w = min(warps, max(1, rem[d]))
+        wpc[d], warps, rem[d] = w, warps // w, max(1, rem[d] // w)
+    wpc[0] *= warps
+    return blocked_layout(shape, spt, tpw, wpc, list(reversed(range(rank))))
+
+
 def reg_coords(layout: LinearLayout, r: int) -> tuple[int, ...]:
     out = [0] * len(layout.out_dims)
     for k, basis in enumerate(layout.bases(REGISTER)):
@@ -81,7 +101,6 @@ class NvLowering:
         hit = self.layout_cache.get(shape)
         if hit is not None:
             return hit
-        rank = len(shape)
         numel = 1
         for s in shape:
             numel *= s
@@ -90,20 +109,7 @@ class NvLowering:
         # other 8 warps holding duplicates (which would load and compute everything twice).
         per_thread = max(1, numel // (32 * self.num_warps))
         vec = min(self.vec_hint.get(shape, 4), shape[-1], per_thread)
-        spt = [1] * rank
-        spt[-1] = vec
-        rem = [s // p for s, p in zip(shape, spt, strict=True)]
-        tpw, lanes = [1] * rank, 32
-        for d in reversed(range(rank)):
-            t = min(lanes, rem[d])
-            tpw[d], lanes, rem[d] = t, lanes // t, rem[d] // t
-        tpw[0] *= lanes
-        wpc, warps = [1] * rank, self.num_warps
-        for d in reversed(range(rank)):
-            w = min(warps, max(1, rem[d]))
-            wpc[d], warps, rem[d] = w, warps // w, max(1, rem[d] // w)
-        wpc[0] *= warps
-        layout = blocked_layout(shape, spt, tpw, wpc, list(reversed(range(rank))))
+        layout = blocked_for(shape, vec, self.num_warps)
         self.layout_cache[shape] = layout
         return layout
 

@@ -24,11 +24,12 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op
-from ...layouts import LANE, REGISTER, WARP, LinearLayout
+from ...layouts import LANE, WARP, LinearLayout
 from ...layouts.distributed import mma_v2_accumulator
 from ..cpu import scalar as S
 from ..cpu.scalar import I8, I16, I32
 from .lower import GPUTile, num_regs, reg_coords
+from .staging import Offset, stage
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -137,70 +138,10 @@ def _row_stride(cols: int, esize: int) -> int:
     return nbytes // esize
 
 
-def _bits_of(b: ir.IRBuilder, v: ir.Value, bits: int) -> ir.Value:
-    ity = ir.IntType(bits)
-    return v if v.type == ity else b.bitcast(v, ity)
-
-
 def _smem_ptr(b: ir.IRBuilder, base: ir.Value, byte_off: ir.Value) -> ir.Value:
     """The byte at `byte_off` of the shared scratch area, as an i8 pointer."""
     return b.gep(b.bitcast(base, ir.PointerType(I8, addrspace=3)), [byte_off])
 
-
-def _tf32(lw: NvLowering, v: ir.Value) -> ir.Value:
-    """fp32 rounded to tf32 (nearest, ties away), as bits: the mma reads only the top 19 bits,
-    and rounding instead of truncating halves the error."""
-    return lw.intrinsic("llvm.nvvm.f2tf32.rna", I32, [v])
-
-
-def _contiguous_regs(layout: LinearLayout, dim: int, limit: int) -> int:
-    """How many leading registers are consecutive elements along `dim` (a power of two <= limit)."""
-    v = 1
-    for basis in layout.bases(REGISTER):
-        want = tuple(v if d == dim else 0 for d in range(len(basis)))
-        if basis != want or v >= limit:
-            break
-        v *= 2
-    return v
-
-
-def _stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, stride: int, bits: int,
-           transpose: bool, tf32: bool = False) -> None:
-    """Store a 2-D register tile into shared memory at `base + byte_off`, rows of `stride`
-    elements: element (i, j) at (i*stride + j), or (j*stride + i) when `transpose`."""
-    b = lw.b
-    layout = tile.layout
-    esize = bits // 8
-    fast = 0 if transpose else 1
-    vec = _contiguous_regs(layout, fast, max(1, 16 // esize))
-    hw = lw.hw_coords(layout)
-    ity = ir.IntType(bits)
-    seen: set[tuple[int, ...]] = set()
-    for r0 in range(0, num_regs(layout), vec):
-        rc = reg_coords(layout, r0)
-        if rc in seen:
-            continue  # a broadcast register: the same element again
-        seen.add(rc)
-        rows = b.or_(hw[0], ir.Constant(I32, rc[0])) if rc[0] else hw[0]
-        cols = b.or_(hw[1], ir.Constant(I32, rc[1])) if rc[1] else hw[1]
-        outer, inner = (cols, rows) if transpose else (rows, cols)
-        idx = b.add(b.mul(outer, ir.Constant(I32, stride)), inner)
-        off = b.add(b.mul(idx, ir.Constant(I32, esize)), ir.Constant(I32, byte_off))
-        ptr = _smem_ptr(b, base, off)
-        vals = [_tf32(lw, tile.regs[r0 + i]) if tf32 else _bits_of(b, tile.regs[r0 + i], bits) for i in range(vec)]
-        if vec == 1:
-            st = b.store(vals[0], b.bitcast(ptr, ir.PointerType(ity, addrspace=3)))
-            st.align = esize
-            continue
-        vty = ir.VectorType(ity, vec)
-        v: ir.Value = ir.Constant(vty, None)
-        for i, x in enumerate(vals):
-            v = b.insert_element(v, x, ir.Constant(I32, i))
-        st = b.store(v, b.bitcast(ptr, ir.PointerType(vty, addrspace=3)))
-        st.align = vec * esize
-
-
-# --------------------------------------------------------------------------- fragments and mma
 
 def _ldmatrix(lw: NvLowering, ptr: ir.Value, trans: bool, count: int = 4) -> list[ir.Value]:
     """`count` 8x8 b16 matrices; lanes 8i..8i+7 address the rows of matrix i."""
@@ -278,9 +219,14 @@ def lower_dot_mma(lw: NvLowering, op: Op, plan: MmaPlan) -> None:
     b_bytes = (k * sb if trans_b else n * sb) * esize
     base = lw.scratch(a_bytes + b_bytes)
     lw.barrier()
-    tf32 = plan.kind == "tf32"
-    _stage(lw, a_tile, base, 0, sa, bits, False, tf32)
-    _stage(lw, b_tile, base, a_bytes, sb, bits, not trans_b, tf32)
+    def rows(stride: int) -> Offset:  # element (i, j) at row i
+        return lambda bb, i, j: bb.mul(bb.add(bb.mul(i, ir.Constant(I32, stride)), j), ir.Constant(I32, esize))
+
+    def cols(stride: int) -> Offset:  # element (i, j) at row j (B^T)
+        return lambda bb, i, j: bb.mul(bb.add(bb.mul(j, ir.Constant(I32, stride)), i), ir.Constant(I32, esize))
+
+    stage(lw, a_tile, base, 0, rows(sa), 1, bits)  # fp32 operands are rounded to tf32 on the way
+    stage(lw, b_tile, base, a_bytes, rows(sb) if trans_b else cols(sb), 1 if trans_b else 0, bits)
     lw.barrier()
 
     ms, ns, tiles = _instr_tiles(layout)

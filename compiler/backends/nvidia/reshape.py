@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LinearLayout, dim_names
-from .lower import GPUTile, num_regs, nv_type
+from .lower import GPUTile, num_regs
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -56,23 +56,6 @@ def lower_reshape(lw: NvLowering, op: Op) -> None:
     if layout is not None:
         lw.vals[op.result] = GPUTile(layout, list(x.regs))
         return
-    lw.vals[op.result] = _through_shared(lw, x, T.shape_of(src.type), shape, T.elem_of(op.result.type))
+    from .convert import through_shared
 
-
-def _through_shared(lw: NvLowering, x: GPUTile, src_shape: tuple[int, ...], shape: tuple[int, ...],
-                    elem: T.ElemType) -> GPUTile:
-    from .convert import linear_index, smem_load, smem_store
-
-    dst = lw.canonical(shape)
-    ty = nv_type(elem)
-    n = 1
-    for s in shape:
-        n *= s
-    size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
-    base = lw.scratch(n * size)
-    lw.barrier()
-    for r, v in enumerate(x.regs):
-        smem_store(lw, base, linear_index(lw, x.layout, r, src_shape), v)
-    lw.barrier()
-    regs = [smem_load(lw, base, linear_index(lw, dst, r, shape), ty) for r in range(num_regs(dst))]
-    return GPUTile(dst, regs)
+    lw.vals[op.result] = through_shared(lw, x, T.shape_of(src.type), lw.canonical(shape), T.elem_of(op.result.type))

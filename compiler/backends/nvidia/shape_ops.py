@@ -16,7 +16,7 @@ from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP, LinearLayout, dim_names
 from ..cpu.scalar import I32, I64
-from .convert import linear_index, smem_load, smem_store
+from .convert import smem_load, spill
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
@@ -128,15 +128,7 @@ def lower_gather(lw: NvLowering, op: Op) -> None:
     src = lw.tile(src_v)
     idx = lw.tile(idx_v)
     b = lw.b
-    n = 1
-    for s in src_shape:
-        n *= s
-    size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
-    base = lw.scratch(n * size)
-    lw.barrier()
-    for r, v in enumerate(src.regs):
-        smem_store(lw, base, linear_index(lw, src.layout, r, src_shape), v)
-    lw.barrier()
+    base = spill(lw, src, src_shape, elem)
     hw = lw.hw_coords(idx.layout)
     zero = ir.Constant(ty, None)
     regs = []

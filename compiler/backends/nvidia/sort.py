@@ -20,7 +20,7 @@ from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP, LinearLayout
 from ..cpu import scalar as S
 from ..cpu.scalar import I32
-from .convert import linear_index, smem_load, smem_store
+from .convert import linear_index, smem_load, spill
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 from .reduce import _shfl_xor
 
@@ -112,15 +112,7 @@ def _stage(lw: NvLowering, layout: LinearLayout, shape: tuple[int, ...], et: T.E
 def _through_shared(lw: NvLowering, layout: LinearLayout, shape: tuple[int, ...], et: T.ElemType,
                     regs: list[ir.Value], j: int) -> list[ir.Value]:
     """Each register's partner (coordinate ^ j along the last axis), read back from shared memory."""
-    n = 1
-    for s in shape:
-        n *= s
-    size = 8 if isinstance(et, T.PointerType) else max(1, et.bits // 8)
-    base = lw.scratch(n * size)
-    lw.barrier()
+    base = spill(lw, GPUTile(layout, regs), shape, et)
     idx = [linear_index(lw, layout, r, shape) for r in range(len(regs))]
-    for r, v in enumerate(regs):
-        smem_store(lw, base, idx[r], v)
-    lw.barrier()
     # the last axis has stride 1 in the row-major index, so the partner is index ^ j
     return [smem_load(lw, base, lw.b.xor(i, ir.Constant(I32, j)), nv_type(et)) for i in idx]

@@ -28,11 +28,12 @@ from llvmlite import ir
 from ... import knobs
 from ...ir import types as T
 from ...ir.core import Op
-from ...layouts import REGISTER, LinearLayout
+from ...layouts import LinearLayout
 from ...layouts.distributed import wgmma_accumulator
 from ..cpu import scalar as S
-from ..cpu.scalar import I8, I32, I64
-from .lower import GPUTile, num_regs, reg_coords
+from ..cpu.scalar import I32, I64
+from .lower import GPUTile
+from .staging import stage
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -116,54 +117,6 @@ def _nmajor_offset(b: ir.IRBuilder, k: ir.Value, nbyte: ir.Value, k_rows: int) -
     return b.add(off, b.and_(nbyte, ir.Constant(I32, 15)))
 
 
-def _stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, offset_of, fast_dim: int,  # type: ignore[no-untyped-def]
-           bits: int) -> None:
-    """Store a 2-D register tile of `bits`-bit elements at `base + byte_off + offset_of(i, j)`
-    (bytes), in vectors of up to 16 bytes where the thread holds consecutive elements along
-    `fast_dim`. fp32 elements are rounded to tf32 on the way."""
-    b = lw.b
-    layout = tile.layout
-    vec = 1
-    for basis in layout.bases(REGISTER):
-        want = tuple(vec if d == fast_dim else 0 for d in range(2))
-        if basis != want or vec * bits >= 128:
-            break
-        vec *= 2
-    hw = lw.hw_coords(layout)
-    i16 = ir.IntType(bits)
-    esize = bits // 8
-    seen: set[tuple[int, ...]] = set()
-    p8 = b.bitcast(base, ir.PointerType(I8, addrspace=3))
-    for r0 in range(0, num_regs(layout), vec):
-        rc = reg_coords(layout, r0)
-        if rc in seen:
-            continue
-        seen.add(rc)
-        i = b.or_(hw[0], ir.Constant(I32, rc[0])) if rc[0] else hw[0]
-        j = b.or_(hw[1], ir.Constant(I32, rc[1])) if rc[1] else hw[1]
-        off = b.add(offset_of(b, i, j), ir.Constant(I32, byte_off))
-        ptr = b.gep(p8, [off])
-        vals = [_bits(lw, tile.regs[r0 + t], i16) for t in range(vec)]
-        if vec == 1:
-            st = b.store(vals[0], b.bitcast(ptr, ir.PointerType(i16, addrspace=3)))
-            st.align = esize
-            continue
-        vty = ir.VectorType(i16, vec)
-        v: ir.Value = ir.Constant(vty, None)
-        for t, x in enumerate(vals):
-            v = b.insert_element(v, x, ir.Constant(I32, t))
-        st = b.store(v, b.bitcast(ptr, ir.PointerType(vty, addrspace=3)))
-        st.align = esize * vec
-
-
-def _bits(lw: NvLowering, v: ir.Value, ity: ir.IntType) -> ir.Value:
-    if v.type == ity:
-        return v
-    if isinstance(v.type, ir.FloatType):  # fp32 -> tf32, rounded to nearest
-        return lw.intrinsic("llvm.nvvm.f2tf32.rna", I32, [v])
-    return lw.b.bitcast(v, ity)
-
-
 def _desc(lw: NvLowering, addr: ir.Value, lbo: int, sbo: int, swizzle: int) -> ir.Value:
     """A wgmma matrix descriptor for the shared-memory byte address `addr` (i32)."""
     b = lw.b
@@ -213,11 +166,11 @@ def lower_dot_wgmma(lw: NvLowering, op: Op, plan: WgmmaPlan) -> None:
     def scaled(bb: ir.IRBuilder, x: ir.Value) -> ir.Value:
         return bb.mul(x, ir.Constant(I32, es)) if es != 1 else x
 
-    _stage(lw, a_tile, base, 0, lambda bb, i, j: _kmajor_offset(bb, i, scaled(bb, j), wa), 1, bits)
+    stage(lw, a_tile, base, 0, lambda bb, i, j: _kmajor_offset(bb, i, scaled(bb, j), wa), 1, bits)
     if plan.b_mode == "kmajor":
-        _stage(lw, b_tile, base, b_base, lambda bb, i, j: _kmajor_offset(bb, j, scaled(bb, i), wa), 0, bits)
+        stage(lw, b_tile, base, b_base, lambda bb, i, j: _kmajor_offset(bb, j, scaled(bb, i), wa), 0, bits)
     else:
-        _stage(lw, b_tile, base, b_base, lambda bb, i, j: _nmajor_offset(bb, i, scaled(bb, j), k), 1, bits)
+        stage(lw, b_tile, base, b_base, lambda bb, i, j: _nmajor_offset(bb, i, scaled(bb, j), k), 1, bits)
     lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
     lw.barrier()
 
