@@ -10,6 +10,9 @@
   (default: the host's, as LLVM detects it), e.g. "x86-64-v3".
 - ANVIL_NATIVE_LAUNCH=0: launch GPU kernels through ctypes instead of a generated native entry.
 - ANVIL_WGMMA=0: on Hopper (sm_90a), lower tl.dot to mma.sync instead of wgmma (default: wgmma).
+- ANVIL_PTXAS: the ptxas binary the NVIDIA backend uses (default: searched, see toolchain.py).
+- ANVIL_NVJITLINK: the in-process assembler (libnvJitLink): unset uses one of the same release as
+  ptxas when found, 0 never, `any` any release, or a path to the library.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import os
 from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback", "cpu_target",
-           "wgmma"]
+           "wgmma", "ptxas", "nvjitlink"]
 
 
 def _flag(name: str) -> bool:
@@ -70,3 +73,12 @@ def wgmma() -> bool:
 
 def native_launch() -> bool:
     return os.environ.get("ANVIL_NATIVE_LAUNCH", "1").lower() not in ("0", "false", "no", "off")
+
+
+def ptxas() -> str:
+    return os.environ.get("ANVIL_PTXAS", "")
+
+
+def nvjitlink() -> str:
+    """ANVIL_NVJITLINK as given ("" when unset)."""
+    return os.environ.get("ANVIL_NVJITLINK", "")

@@ -14,6 +14,8 @@ import os
 import threading
 from typing import Any
 
+from ... import knobs
+
 __all__ = ["warm_up", "ready_linker", "status", "JitLinker"]
 
 _PTX_INPUT = 2  # NVJITLINK_INPUT_PTX
@@ -22,7 +24,7 @@ _TINY_PTX = (".version 8.0\n.target sm_80\n.address_size 64\n"
 
 
 def _library_candidates() -> list[str]:
-    env = os.environ.get("ANVIL_NVJITLINK", "")
+    env = knobs.nvjitlink()
     if env and env.lower() not in ("1", "on", "yes", "true", "any"):
         return [env]
     cands: list[str] = []
@@ -103,7 +105,7 @@ def _wanted_release() -> tuple[int, int] | None:
     (ANVIL_NVJITLINK=any, or no ptxas binary at all: the library is then the assembler)."""
     from .toolchain import ptxas_release
 
-    if os.environ.get("ANVIL_NVJITLINK", "").lower() == "any":
+    if knobs.nvjitlink().lower() == "any":
         return None
     return ptxas_release()
 
@@ -144,7 +146,7 @@ def _load() -> None:
 def warm_up() -> None:
     """Start loading libnvJitLink in the background (once per process)."""
     global _started
-    if os.environ.get("ANVIL_NVJITLINK", "1").lower() in ("0", "off", "no", "false"):
+    if (knobs.nvjitlink() or "1").lower() in ("0", "off", "no", "false"):
         return
     with _lock:
         if _started:
@@ -160,7 +162,7 @@ def ready_linker() -> JitLinker | None:
 
 def status(wait_s: float = 0.0) -> str:
     """Which assembler compiles use, in words (after waiting up to `wait_s` for the warm-up)."""
-    if os.environ.get("ANVIL_NVJITLINK", "1").lower() in ("0", "off", "no", "false"):
+    if (knobs.nvjitlink() or "1").lower() in ("0", "off", "no", "false"):
         return "ptxas (ANVIL_NVJITLINK=0)"
     if not _started:
         return "ptxas (libnvJitLink not loaded yet: the NVIDIA backend starts it on import)"

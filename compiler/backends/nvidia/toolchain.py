@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from ... import knobs
 from ...errors import AnvilError
 
 __all__ = ["find_ptxas", "ptxas_release", "assemble", "assemble_with_ptxas", "PtxasReport", "PtxasError"]
@@ -49,8 +50,8 @@ class PtxasReport:
 
 def _ptxas_candidates() -> Iterator[str]:
     """Candidates in search order, produced lazily: importing triton (~90 ms) only when needed."""
-    if os.environ.get("ANVIL_PTXAS"):
-        yield os.environ["ANVIL_PTXAS"]
+    if knobs.ptxas():
+        yield knobs.ptxas()
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             yield os.path.join(os.environ[var], "bin", "ptxas")
