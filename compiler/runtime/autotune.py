@@ -1,20 +1,25 @@
 """`autotune`, `Config` and `heuristics` with Triton's signatures.
 
 The autotuner times each config once per key (the values of the `key` arguments) and keeps the
-fastest. Outputs that configs overwrite are restored between trials (`reset_to_zero`,
-`restore_value`), so tuning never changes a kernel's results.
+fastest. With CUDA tensors, all configs are compiled first, in parallel, and configs whose
+kernels need more shared memory or registers than the device has are dropped before timing
+(`Autotuner.pruned` says why); timings synchronize the device. Outputs that configs overwrite
+are restored between trials (`reset_to_zero`, `restore_value`), so tuning never changes a
+kernel's results.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import errors as E
 from .jit import KernelInterface
 
-__all__ = ["Config", "Autotuner", "Heuristics", "autotune", "heuristics"]
+__all__ = ["Config", "Autotuner", "Heuristics", "autotune", "heuristics", "precompile", "exceeds", "device_limits"]
 
 
 class Config:
@@ -54,6 +59,7 @@ class Autotuner(KernelInterface):
         self.cache: dict[Any, Config] = {}
         self.best_config: Config | None = None
         self.timings: dict[Config, float] = {}
+        self.pruned: dict[Config, str] = {}  # configs dropped before timing, and why
         self.__name__ = getattr(fn, "__name__", "kernel")
 
     def _named(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -91,6 +97,9 @@ class Autotuner(KernelInterface):
     def _tune(self, configs: list[Config], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
               named: dict[str, Any]) -> Config:
         saved = {n: named[n].clone() for n in self.restore_value if hasattr(named.get(n), "clone")}
+        cuda = _cuda_device(named)
+        if cuda is not None:
+            configs = self._precompiled(configs, args, kwargs, grid, cuda)
         best, best_t = configs[0], float("inf")
         for cfg in configs:
             try:
@@ -116,17 +125,99 @@ class Autotuner(KernelInterface):
             self.fn.run(*args, grid=grid, **kwargs, **cfg.all_kwargs())
 
         once()  # compile + warm
+        sync = _synchronizer(named)
         times: list[float] = []
         deadline = time.perf_counter() + 0.2
         while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 25):
+            sync()
             t0 = time.perf_counter()
             once()
+            sync()  # GPU launches are asynchronous: time the kernel, not its launch
             times.append(time.perf_counter() - t0)
         times.sort()
         return times[len(times) // 2]
 
+    def _precompiled(self, configs: list[Config], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
+                     device: Any) -> list[Config]:
+        """Compile every config at once (threads: LLVM and ptxas run outside the GIL), then drop
+        those the device cannot run; `self.pruned` says why each was dropped."""
+
+        def compile_one(cfg: Config) -> Any:
+            return self.fn.warmup(*args, grid=grid, **kwargs, **cfg.all_kwargs())
+
+        limits = device_limits(device)
+        keep = []
+        for cfg, kernel in precompile(configs, compile_one):
+            if isinstance(kernel, E.CompilationError):
+                raise kernel
+            why = str(kernel) if isinstance(kernel, E.AnvilError) else exceeds(getattr(kernel, "metadata", {}), limits)
+            if why is None:
+                keep.append(cfg)
+            else:
+                self.pruned[cfg] = why
+        if not keep:
+            detail = "; ".join(f"{c}: {w}" for c, w in self.pruned.items())
+            raise E.ResourceError(f"{self.__name__}: no autotuning config fits the device ({detail}); "
+                                  "add configs with smaller blocks or fewer stages")
+        return keep
+
     def warmup(self, *args: Any, **kwargs: Any) -> list[Any]:
         return [self.fn.warmup(*args, **kwargs, **c.all_kwargs()) for c in self.configs]
+
+
+def precompile(configs: list[Config], compile_one: Callable[[Config], Any]) -> list[tuple[Config, Any]]:
+    """`compile_one` for every config on a thread pool; an AnvilError is returned in place of the
+    kernel (the others still compile)."""
+
+    def guarded(cfg: Config) -> Any:
+        try:
+            return compile_one(cfg)
+        except E.AnvilError as e:
+            return e
+
+    workers = max(1, min(len(configs), os.cpu_count() or 1, 16))
+    if workers == 1:
+        return [(c, guarded(c)) for c in configs]
+    with ThreadPoolExecutor(workers, thread_name_prefix="anvil-autotune") as pool:
+        return list(zip(configs, pool.map(guarded, configs), strict=True))
+
+
+def device_limits(device: Any) -> dict[str, int]:
+    """What one program may use on `device`: dynamic shared memory (bytes, with the opt-in) and
+    registers per multiprocessor."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    return {"shared": int(getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024),
+            "registers": int(getattr(props, "regs_per_multiprocessor", 0) or 65536)}
+
+
+def exceeds(meta: Mapping[str, Any], limits: Mapping[str, int]) -> str | None:
+    """Why a compiled kernel (its metadata) cannot run within `limits`, or None when it can."""
+    shared = int(meta.get("shared") or 0)
+    if shared > limits["shared"]:
+        return f"needs {shared} bytes of shared memory per program, the device allows {limits['shared']}"
+    regs, warps = int(meta.get("n_regs") or 0), int(meta.get("num_warps") or 0)
+    if regs * 32 * warps > limits["registers"]:
+        return (f"needs {regs} registers x {32 * warps} threads = {regs * 32 * warps} registers per program, "
+                f"the multiprocessor has {limits['registers']}")
+    return None
+
+
+def _cuda_device(named: Mapping[str, Any]) -> Any:
+    for v in named.values():
+        if getattr(v, "is_cuda", False):
+            return v.device
+    return None
+
+
+def _synchronizer(named: Mapping[str, Any]) -> Callable[[], None]:
+    device = _cuda_device(named)
+    if device is None:
+        return lambda: None
+    import torch
+
+    return lambda: torch.cuda.synchronize(device)
 
 
 def _key_of(v: Any) -> Any:

@@ -66,12 +66,23 @@ def _new_target_machine(arch: str) -> llvm.TargetMachine:
     return t.create_target_machine(cpu=arch, features=ptx_version_for(arch), opt=3)
 
 
+_per_thread = threading.local()
+
+
 def _target_machine(arch: str) -> llvm.TargetMachine:
-    """The target machine compiles use (one per architecture, kept for the process)."""
-    tm = _target_machines.get(arch)
-    if tm is None:
-        tm = _target_machines.setdefault(arch, _new_target_machine(arch))
-    return tm
+    """The target machine compiles use: one per architecture, kept for the process, for the first
+    thread that compiles; other threads (parallel autotuning) get their own, so no LLVM object is
+    shared between two compiles running at the same time."""
+    if threading.current_thread() is threading.main_thread():
+        tm = _target_machines.get(arch)
+        if tm is None:
+            tm = _target_machines.setdefault(arch, _new_target_machine(arch))
+        return tm
+    mine: dict[str, llvm.TargetMachine] = getattr(_per_thread, "machines", None) or {}
+    _per_thread.machines = mine
+    if arch not in mine:
+        mine[arch] = _new_target_machine(arch)
+    return mine[arch]
 
 
 _TINY_LL = """define ptx_kernel void @anvil_warm_up(ptr addrspace(1) %p, float %x) {
@@ -128,7 +139,8 @@ warm_up()
 
 def emit_ptx(llir: str, arch: str) -> tuple[str, str]:
     """Optimise LLVM IR for `arch` and emit PTX; returns (optimised IR, PTX)."""
-    return _optimise_and_emit(_target_machine(arch), llir, None)
+    # a fresh LLVM context per compile: compiles may run on several threads at once
+    return _optimise_and_emit(_target_machine(arch), llir, llvm.create_context())
 
 
 def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple[str, str]:
