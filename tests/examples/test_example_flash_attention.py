@@ -46,3 +46,16 @@ def test_attention_strided_inputs(example, f32_dot_tol):
     q, k, v = (torch.randn(2, 45, 3, 32).transpose(1, 2) for _ in range(3))
     o = fa.attention(q, k, v)
     torch.testing.assert_close(o.double(), fa.attention_reference(q, k, v), **f32_dot_tol(1e-5, 1e-5))
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_half_types_and_head_dims(example, head_dim, dtype, causal):
+    fa = example("flash_attention")
+    q, k, v = (torch.randn(1, 2, 100, head_dim, dtype=dtype) for _ in range(3))
+    o = fa.attention(q, k, v, causal=causal, BLOCK_M=64, BLOCK_N=32)
+    assert o.dtype == dtype
+    # P is rounded to q's type before P @ V, as on the GPU; bf16 keeps 8 mantissa bits
+    tol = 3e-3 if dtype == torch.float16 else 2e-2
+    torch.testing.assert_close(o.double(), fa.attention_reference(q, k, v, causal), rtol=0, atol=tol)
