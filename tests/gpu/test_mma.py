@@ -141,3 +141,29 @@ def test_single_tile(mnk: tuple[int, int, int]) -> None:
     ref = a.double() @ b.double()
     ref = torch.where(ref > 0, ref, 0.5 * ref)
     assert _rel(c, ref) < 1e-5
+
+
+@jit
+def bmm(a_ptr, b_ptr, c_ptr, B: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rb, rm, rn, rk = tl.arange(0, B), tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rb[:, None, None] * M * K + rm[None, :, None] * K + rk[None, None, :])
+    b = tl.load(b_ptr + rb[:, None, None] * K * N + rk[None, :, None] * N + rn[None, None, :])
+    c = tl.dot(a, b)
+    tl.store(c_ptr + rb[:, None, None] * M * N + rm[None, :, None] * N + rn[None, None, :], c)
+
+
+@pytest.mark.parametrize("bmnk,warps", [((4, 64, 32, 32), 4), ((2, 64, 64, 16), 2), ((2, 128, 64, 32), 8),
+                                        ((8, 16, 16, 16), 1)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_batched_dot(bmnk: tuple[int, int, int, int], warps: int, dtype: torch.dtype) -> None:
+    """One 2-D tensor-core dot per batch (batch dim held in registers)."""
+    nb, m, n, k = bmnk
+    a, b = torch.randn(nb, m, k).to(dtype), torch.randn(nb, k, n).to(dtype)
+    ref = torch.bmm(a.double(), b.double())
+    got = torch.full((nb, m, n), float("nan"), device="cuda")
+    bmm[(1,)](a.cuda(), b.cuda(), got, B=nb, M=m, N=n, K=k, num_warps=warps)
+    cpu = torch.full((nb, m, n), float("nan"))
+    bmm[(1,)](a, b, cpu, B=nb, M=m, N=n, K=k)
+    tol = 3e-3 if dtype == torch.float32 else 1e-5  # fp32 runs as tf32
+    assert _rel(got, ref) < tol
+    assert _rel(got, cpu) < tol

@@ -1,55 +1,99 @@
-"""`tl.dot` on CUDA cores: operands staged in shared memory, each thread accumulating its own
-output elements with FMAs. Correct for every dtype pair the language allows; tensor cores
-(mma.sync / wgmma) replace it per architecture."""
+"""`tl.dot` on NVIDIA GPUs: the dispatcher (wgmma on Hopper, mma.sync on sm_80+, CUDA cores
+otherwise), batched (3-D) dots as one 2-D dot per batch, and the CUDA-core path itself: operands
+staged in shared memory, each thread accumulating its own output elements with FMAs. The CUDA-core
+path is correct for every dtype pair the language allows."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
-from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
+from ...layouts import REGISTER, LinearLayout, dim_names
 from ..cpu import scalar as S
-from ..cpu.scalar import I32, I64
+from ..cpu.scalar import I32
 from .convert import linear_index, smem_load, smem_store
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["lower_dot"]
+__all__ = ["lower_dot", "dot_layout"]
+
+
+def dot_layout(lw: NvLowering, op: Op) -> LinearLayout:
+    """The layout `op`'s result (and accumulator) lives in."""
+    from .mma import plan_mma
+
+    shape = T.shape_of(op.result.type)
+    plan = plan_mma(lw, op)
+    per_batch = plan.layout if plan is not None else lw.canonical(shape[-2:])
+    return per_batch if len(shape) == 2 else with_batch(per_batch, shape[0])
+
+
+def with_batch(layout: LinearLayout, nb: int) -> LinearLayout:
+    """A 2-D layout extended by a leading batch dim held in registers: register r + n * b of the
+    result is register r of `layout` for batch b (n = registers of `layout`)."""
+    bases = {name: [(0, *b) for b in rows] for name, rows in layout.in_dims}
+    bases[REGISTER] = bases.get(REGISTER, []) + [(1 << i, 0, 0) for i in range(nb.bit_length() - 1)]
+    sizes = dict(zip(dim_names(3), (nb, *layout.out_shape), strict=True))
+    return LinearLayout.from_bases(bases, sizes)
 
 
 def lower_dot(lw: NvLowering, op: Op) -> None:
-    from .mma import lower_dot_mma, plan_mma
-    from .wgmma import WgmmaPlan, lower_dot_wgmma
+    from .mma import plan_mma
 
-    plan = plan_mma(lw, op)
-    if isinstance(plan, WgmmaPlan):
-        return lower_dot_wgmma(lw, op, plan)
-    if plan is not None:
-        return lower_dot_mma(lw, op, plan)
     a_v, b_v, acc_v = op.operands
     ashape, bshape = T.shape_of(a_v.type), T.shape_of(b_v.type)
-    if len(ashape) != 2:
-        raise UnsupportedError("3-D (batched) tl.dot is not supported by the NVIDIA backend yet", op.loc,
-                               hint="loop over the batch dimension, or run on CPU tensors")
-    (m, k), n = ashape, bshape[1]
-    out_t = op.result.type
-    assert isinstance(out_t, T.TileType)
-    oe = out_t.elem
-    assert isinstance(oe, T.ScalarType)
+    m, k = ashape[-2:]
+    n = bshape[-1]
+    oe = T.elem_of(op.result.type)
+    ae, be = T.elem_of(a_v.type), T.elem_of(b_v.type)
+    assert isinstance(oe, T.ScalarType) and isinstance(ae, T.ScalarType) and isinstance(be, T.ScalarType)
+    plan = plan_mma(lw, op)
+    layout = plan.layout if plan is not None else lw.canonical((m, n))
+    if len(ashape) == 2:
+        lw.vals[op.result] = _dot_2d(lw, plan, lw.tile(a_v), lw.tile(b_v), lw.tile(acc_v, layout), m, n, k, ae, be,
+                                     oe)
+        return
+    # Batched: every operand with the batch dim in registers, then one 2-D dot per batch.
+    nb = ashape[0]
+    la, lb = lw.canonical((m, k)), lw.canonical((k, n))
+    a3, b3 = lw.tile(a_v, with_batch(la, nb)), lw.tile(b_v, with_batch(lb, nb))
+    acc3 = lw.tile(acc_v, with_batch(layout, nb))
+    na, nbr, nc = num_regs(la), num_regs(lb), num_regs(layout)
+    out: list[ir.Value] = []
+    for i in range(nb):
+        r = _dot_2d(lw, plan, GPUTile(la, a3.regs[i * na:(i + 1) * na]), GPUTile(lb, b3.regs[i * nbr:(i + 1) * nbr]),
+                    GPUTile(layout, acc3.regs[i * nc:(i + 1) * nc]), m, n, k, ae, be, oe)
+        assert r.layout == layout
+        out += r.regs
+    lw.vals[op.result] = GPUTile(with_batch(layout, nb), out)
+
+
+def _dot_2d(lw: NvLowering, plan: Any, a: GPUTile, b_: GPUTile, acc: GPUTile, m: int, n: int, k: int,
+            ae: T.ScalarType, be: T.ScalarType, oe: T.ScalarType) -> GPUTile:
+    from .mma import MmaPlan, mma_tiles
+    from .wgmma import WgmmaPlan, wgmma_tiles
+
+    if isinstance(plan, WgmmaPlan):
+        return wgmma_tiles(lw, plan, a, b_, acc, m, n, k, oe)
+    if isinstance(plan, MmaPlan):
+        return mma_tiles(lw, plan, a, b_, acc, m, n, k, oe)
+    return fma_tiles(lw, a, b_, acc, m, n, k, ae, be, oe)
+
+
+def fma_tiles(lw: NvLowering, a: GPUTile, b_: GPUTile, acc: GPUTile, m: int, n: int, k: int, a_elem: T.ScalarType,
+              b_elem: T.ScalarType, oe: T.ScalarType) -> GPUTile:
+    """acc + a @ b on CUDA cores; acc and the result in the canonical [m, n] layout."""
     ce = T.fp32 if (oe.is_float and oe.bits < 32) else oe  # accumulate fp16/bf16 outputs in fp32
     cty = nv_type(ce)
-    layout = lw.canonical((m, n))
-    acc = lw.tile(acc_v, layout)
-    a, b_ = lw.tile(a_v), lw.tile(b_v)
+    layout = acc.layout
     b = lw.b
     size = max(1, ce.bits // 8)
     base = lw.scratch((m * k + k * n) * size)
-    a_elem, b_elem = T.elem_of(a_v.type), T.elem_of(b_v.type)
     lw.barrier()
     for r, v in enumerate(a.regs):
         smem_store(lw, base, linear_index(lw, a.layout, r, (m, k)), S.emit_cast(b, a_elem, ce, v))
@@ -93,7 +137,6 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, k)), loop_bb, end_bb)
     b.position_at_end(end_bb)
     lw.barrier()
-    lw.vals[op.result] = GPUTile(layout, [S.emit_cast(b, ce, oe, v) for v in new])
+    return GPUTile(layout, [S.emit_cast(b, ce, oe, v) for v in new])
 
 
-_ = I64

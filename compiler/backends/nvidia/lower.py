@@ -212,14 +212,12 @@ class NvLowering:
         """The layout a loop should carry `arg` (initialised by `init`) in: a dot's accumulator
         layout when the body feeds `arg` to a tensor-core dot, so the loop moves no data."""
         if self.dot_layouts is None:
-            from .mma import plan_mma
+            from .dot import dot_layout
 
             self.dot_layouts = {}
             for op in self.fn.walk():
                 if op.opcode == "dot":
-                    plan = plan_mma(self, op)
-                    if plan is not None:
-                        self.dot_layouts[op.operands[2]] = plan.layout
+                    self.dot_layouts[op.operands[2]] = dot_layout(self, op)
         return self.dot_layouts.get(arg)
 
     def scalar(self, v: Value) -> ir.Value:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .lower import NvLowering
     from .wgmma import WgmmaPlan
 
-__all__ = ["MmaPlan", "plan_mma", "lower_dot_mma", "arch_number"]
+__all__ = ["MmaPlan", "plan_mma", "mma_tiles", "arch_number"]
 
 F32 = ir.FloatType()
 F16 = ir.HalfType()
@@ -94,12 +94,14 @@ def _warps(m: int, n: int, num_warps: int) -> tuple[int, int]:
 
 
 def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | None:
-    """The mma.sync plan for `op`, or None when the dot must run on CUDA cores."""
+    """The tensor-core plan for `op` (per batch for a batched dot), or None when the dot must run
+    on CUDA cores."""
     a_v, b_v, _ = op.operands
     ashape, bshape = T.shape_of(a_v.type), T.shape_of(b_v.type)
-    if len(ashape) != 2:
+    if len(ashape) not in (2, 3):
         return None
-    (m, k), n = ashape, bshape[1]
+    m, k = ashape[-2:]
+    n = bshape[-1]
     ae, be = T.elem_of(a_v.type), T.elem_of(b_v.type)
     oe = T.elem_of(op.result.type)
     if not (isinstance(ae, T.ScalarType) and isinstance(be, T.ScalarType) and isinstance(oe, T.ScalarType)):
@@ -124,7 +126,7 @@ def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | None:
     plan = MmaPlan(kind, bits, instr_k, warps, mma_v2_accumulator((m, n), warps), acc)
     from .wgmma import plan_wgmma
 
-    return plan_wgmma(lw, op, plan) or plan
+    return plan_wgmma(lw, m, n, k, plan) or plan
 
 
 # --------------------------------------------------------------------------- shared memory staging
@@ -200,18 +202,15 @@ def _instr_tiles(layout: LinearLayout) -> tuple[list[int], list[int], dict[tuple
     return ms, ns, tiles
 
 
-def lower_dot_mma(lw: NvLowering, op: Op, plan: MmaPlan) -> None:
-    a_v, b_v, acc_v = op.operands
-    (m, k), n = T.shape_of(a_v.type), T.shape_of(b_v.type)[1]
+def mma_tiles(lw: NvLowering, plan: MmaPlan, a_tile: GPUTile, b_tile: GPUTile, acc_tile: GPUTile,
+              m: int, n: int, k: int, oe: T.ScalarType) -> GPUTile:
+    """acc + a @ b for register tiles a [m, k], b [k, n] (any layouts) and acc [m, n] in
+    `plan.layout`; the result is in `plan.layout` with element type `oe`."""
     bits = plan.elem_bits
     esize = bits // 8
     layout = plan.layout
-    acc_tile = lw.tile(acc_v, layout)
-    oe = T.elem_of(op.result.type)
-    assert isinstance(oe, T.ScalarType)
     b = lw.b
     init = [S.emit_cast(b, oe, plan.acc, v) for v in acc_tile.regs]
-    a_tile, b_tile = lw.tile(a_v), lw.tile(b_v)
     trans_b = bits == 16  # 16-bit B: [K][N] rows read with ldmatrix.trans; else stored as [N][K]
     sa = _row_stride(k, esize)
     sb = _row_stride(n, esize) if trans_b else _row_stride(k, esize)
@@ -219,6 +218,7 @@ def lower_dot_mma(lw: NvLowering, op: Op, plan: MmaPlan) -> None:
     b_bytes = (k * sb if trans_b else n * sb) * esize
     base = lw.scratch(a_bytes + b_bytes)
     lw.barrier()
+
     def rows(stride: int) -> Offset:  # element (i, j) at row i
         return lambda bb, i, j: bb.mul(bb.add(bb.mul(i, ir.Constant(I32, stride)), j), ir.Constant(I32, esize))
 
@@ -280,7 +280,7 @@ def lower_dot_mma(lw: NvLowering, op: Op, plan: MmaPlan) -> None:
                     cur[r] = v
     # No barrier after the last ldmatrix: every user of the scratch area waits at a barrier
     # before writing to it.
-    lw.vals[op.result] = GPUTile(layout, [S.emit_cast(b, plan.acc, oe, v) for v in cur])
+    return GPUTile(layout, [S.emit_cast(b, plan.acc, oe, v) for v in cur])
 
 
 _ = (I16, LANE)

@@ -27,7 +27,6 @@ from llvmlite import ir
 
 from ... import knobs
 from ...ir import types as T
-from ...ir.core import Op
 from ...layouts import LinearLayout
 from ...layouts.distributed import wgmma_accumulator
 from ..cpu import scalar as S
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from .lower import NvLowering
     from .mma import MmaPlan
 
-__all__ = ["WgmmaPlan", "plan_wgmma", "lower_dot_wgmma"]
+__all__ = ["WgmmaPlan", "plan_wgmma", "wgmma_tiles"]
 
 F32 = ir.FloatType()
 
@@ -55,12 +54,12 @@ class WgmmaPlan:
     b_mode: str  # "kmajor" or "nmajor"
 
 
-def plan_wgmma(lw: NvLowering, op: Op, base: MmaPlan) -> WgmmaPlan | None:
+def plan_wgmma(lw: NvLowering, m: int, n: int, k: int, base: MmaPlan) -> WgmmaPlan | None:
+    """The wgmma plan for an [m, k] @ [k, n] dot, or None when wgmma does not apply."""
     if not knobs.wgmma() or not lw.arch.startswith("sm_90"):
         return None
     if base.kind not in _ASM_TYPES or lw.num_warps % 4:
         return None
-    (m, k), n = T.shape_of(op.operands[0].type), T.shape_of(op.operands[1].type)[1]
     groups = lw.num_warps // 4
     esize = base.elem_bits // 8
     if m % 64 or k * esize % 32 or k * esize > 128:
@@ -140,16 +139,13 @@ def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value, d
     return [lw.b.extract_value(res, i) for i in range(n)]
 
 
-def lower_dot_wgmma(lw: NvLowering, op: Op, plan: WgmmaPlan) -> None:
-    a_v, b_v, acc_v = op.operands
-    (m, k), n = T.shape_of(a_v.type), T.shape_of(b_v.type)[1]
+def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile, b_tile: GPUTile, acc_tile: GPUTile,
+                m: int, n: int, k: int, oe: T.ScalarType) -> GPUTile:
+    """acc + a @ b for register tiles a [m, k], b [k, n] (any layouts) and acc [m, n] in
+    `plan.layout`; the result is in `plan.layout` with element type `oe`."""
     layout = plan.layout
-    oe = T.elem_of(op.result.type)
-    assert isinstance(oe, T.ScalarType)
     b = lw.b
-    acc_tile = lw.tile(acc_v, layout)
     cur = [S.emit_cast(b, oe, plan.acc, v) for v in acc_tile.regs]
-    a_tile, b_tile = lw.tile(a_v), lw.tile(b_v)
     bits = plan.elem_bits
     es = bits // 8
     wa = _swizzle_width(k * es)
@@ -205,4 +201,4 @@ def lower_dot_wgmma(lw: NvLowering, op: Op, plan: WgmmaPlan) -> None:
             cur[rep * per_rep:(rep + 1) * per_rep] = _wgmma(lw, plan, regs, da, db)
     lw.intrinsic("llvm.nvvm.wgmma.commit_group.sync.aligned", ir.VoidType(), [])
     lw.intrinsic("llvm.nvvm.wgmma.wait_group.sync.aligned", ir.VoidType(), [ir.Constant(I64, 0)])
-    lw.vals[op.result] = GPUTile(layout, [S.emit_cast(b, plan.acc, oe, v) for v in cur])
+    return GPUTile(layout, [S.emit_cast(b, plan.acc, oe, v) for v in cur])
