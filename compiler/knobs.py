@@ -11,6 +11,8 @@
 - ANVIL_NATIVE_LAUNCH=0: launch GPU kernels through ctypes instead of a generated native entry.
 - ANVIL_WGMMA=0: on Hopper (sm_90a), lower tl.dot to mma.sync instead of wgmma (default: wgmma).
 - ANVIL_PTXAS: the ptxas binary the NVIDIA backend uses (default: searched, see toolchain.py).
+- ANVIL_LIBDEVICE: libdevice.10.bc, NVIDIA's math library in LLVM bitcode (default: searched like
+  ptxas: the CUDA toolkit's nvvm/libdevice, then the triton package's copy).
 - ANVIL_NVJITLINK: the in-process assembler (libnvJitLink): unset uses one of the same release as
   ptxas when found, 0 never, `any` any release, or a path to the library.
 """
@@ -21,7 +23,7 @@ import os
 from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback", "cpu_target",
-           "wgmma", "ptxas", "nvjitlink"]
+           "wgmma", "ptxas", "nvjitlink", "libdevice"]
 
 
 def _flag(name: str) -> bool:
@@ -82,3 +84,7 @@ def ptxas() -> str:
 def nvjitlink() -> str:
     """ANVIL_NVJITLINK as given ("" when unset)."""
     return os.environ.get("ANVIL_NVJITLINK", "")
+
+
+def libdevice() -> str:
+    return os.environ.get("ANVIL_LIBDEVICE", "")

@@ -94,7 +94,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
                     k.stride(0), k.stride(1), k.stride(2), k.stride(3),
                     v.stride(0), v.stride(1), v.stride(2), v.stride(3),
                     o.stride(0), o.stride(1), o.stride(2), o.stride(3),
-                    H, N_CTX, HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal)
+                    H, N_CTX, HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal,
+                    num_warps=8 if HEAD_DIM >= 128 else 4)  # a 128-wide accumulator fits 8 warps' registers
     return (o, lse) if return_lse else o
 
 

@@ -147,12 +147,29 @@ def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple
     mod = llvm.parse_assembly(llir, context=context)
     mod.triple = "nvptx64-nvidia-cuda"
     mod.data_layout = str(tm.target_data)
+    if "__nv_" in llir:
+        _link_libdevice(mod, context)
     mod.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
     opt = str(mod)
     return opt, tm.emit_assembly(mod)
+
+
+def _link_libdevice(mod: llvm.ModuleRef, context: Any) -> None:
+    """Link NVIDIA's libdevice into `mod` and make its functions internal, so O3 inlines the
+    ones the kernel calls and drops the rest (its __nvvm_reflect queries fold in the NVPTX pipeline:
+    no flush-to-zero, as CUDA's default)."""
+    from .toolchain import libdevice_bitcode
+
+    lib = llvm.parse_bitcode(libdevice_bitcode(), context=context)
+    lib.triple = mod.triple
+    lib.data_layout = mod.data_layout
+    mod.link_in(lib)
+    for f in mod.functions:
+        if f.name.startswith("__nv_") and not f.is_declaration:
+            f.linkage = "internal"
 
 
 def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assemble_cubin: bool = True,

@@ -95,6 +95,7 @@ class NvLowering:
         # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
         self.fmf: tuple[str, ...] = ("contract",)
         self.dot_layouts: dict[Value, LinearLayout] | None = None
+        self.uses_libdevice = False  # a math function calls libdevice (linked at emission)
 
     # ------------------------------------------------------------------ layouts
     def canonical(self, shape: tuple[int, ...]) -> LinearLayout:

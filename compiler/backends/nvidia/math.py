@@ -30,12 +30,14 @@ def emit_gpu_math(lw: NvLowering, fn: str, t: T.ScalarType, args: list[ir.Value]
         return S.emit_math(b, fn, t, args, fast=False)
     x = args[0]
     if t != T.fp32:
-        if t in (T.fp16, T.bf16):
-            r = emit_gpu_math(lw, fn, T.fp32, [b.fpext(a, F32) for a in args])
-            return b.fptrunc(r, x.type)
+        if t in (T.fp16, T.bf16):  # computed in fp32, rounded back (bf16 values are i16 bit patterns)
+            r = emit_gpu_math(lw, fn, T.fp32, [S.emit_cast(b, t, T.fp32, a) if a.type != S.I32 else a for a in args])
+            return r if fn == "ilogb" else S.emit_cast(b, T.fp32, t, r)
         if fn == "sqrt" and t == T.fp64:
             return S.emit_math(b, "sqrt_rn", t, args)
-        raise UnsupportedError(f"tl.{fn} on {t} is not supported by the NVIDIA backend yet",
+        if t == T.fp64 and fn in LIBDEVICE_UNARY | LIBDEVICE_BINARY | _FP64_LIBDEVICE:
+            return libdevice_call(lw, fn, t, args)
+        raise UnsupportedError(f"tl.{fn} on {t} is not supported by the NVIDIA backend",
                                hint="cast to tl.float32 first")
     ex2 = lambda v: lw.intrinsic("llvm.nvvm.ex2.approx.f32", F32, [v])  # noqa: E731
 
@@ -65,8 +67,38 @@ def emit_gpu_math(lw: NvLowering, fn: str, t: T.ScalarType, args: list[ir.Value]
         one = ir.Constant(F32, 1.0)
         e = ex2(mul(x, -_LOG2E))
         return lw.intrinsic("llvm.nvvm.div.full", F32, [one, b.fadd(one, e)])
-    raise UnsupportedError(f"tl.{fn} is not supported by the NVIDIA backend yet",
-                           hint="use exp/log/sqrt/rsqrt/sin/cos, or run on CPU tensors")
+    if fn in LIBDEVICE_UNARY or fn in LIBDEVICE_BINARY:
+        return libdevice_call(lw, fn, t, args)
+    raise UnsupportedError(f"tl.{fn} is not supported by the NVIDIA backend",
+                           hint="run on CPU tensors (the CPU backend supports it)")
+
+
+# Precise math from libdevice (NVIDIA's math library, linked into the module when used): the
+# functions without a one-instruction form. fp32 names end in "f" (__nv_tanhf), fp64 ones do not.
+LIBDEVICE_UNARY = frozenset({"tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+                             "erf", "erfc", "erfinv", "cbrt", "log1p", "expm1", "lgamma", "tgamma", "j0", "j1", "y0",
+                             "y1", "exp10", "log10", "ilogb"})
+LIBDEVICE_BINARY = frozenset({"pow", "atan2", "hypot", "fmod", "remainder", "nextafter", "fdim", "ldexp"})
+_FP64_LIBDEVICE = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "rsqrt", "sigmoid", "fast_expf",
+                             "fast_logf"})
+
+
+def libdevice_call(lw: NvLowering, fn: str, t: T.ScalarType, args: list[ir.Value]) -> ir.Value:
+    """`fn` on fp32/fp64 values through libdevice's __nv_ functions."""
+    b = lw.b
+    if t in (T.fp16, T.bf16):  # computed in fp32, rounded back
+        wide = [S.emit_cast(b, t, T.fp32, a) if a.type != S.I32 else a for a in args]
+        r = libdevice_call(lw, fn, T.fp32, wide)
+        return r if fn == "ilogb" else S.emit_cast(b, T.fp32, t, r)
+    fty = args[0].type
+    if fn == "sigmoid":  # fp64: 1 / (1 + exp(-x))
+        one = ir.Constant(fty, 1.0)
+        return b.fdiv(one, b.fadd(one, libdevice_call(lw, "exp", t, [b.fneg(args[0])])))
+    name = {"fast_expf": "exp", "fast_logf": "log"}.get(fn, fn)
+    name = f"__nv_{name}{'f' if t == T.fp32 else ''}"
+    ret = S.I32 if fn == "ilogb" else fty
+    lw.uses_libdevice = True
+    return lw.intrinsic(name, ret, list(args))
 
 
 _BF16_ROUNDING = {None: "rn", "rtne": "rn", "rtz": "rz"}

@@ -47,6 +47,12 @@ def _scalar_op(lw: NvLowering, op: Op, args: list[ir.Value]) -> ir.Value:
         if off.type != I64:
             off = b.sext(off, I64) if isinstance(oe, T.ScalarType) and oe.is_signed else b.zext(off, I64)
         return b.gep(args[0], [off], source_etype=nv_type(pe.elem) if isinstance(pe.elem, T.ScalarType) else I64)
+    if oc in ("pow", "atan2", "hypot"):
+        et = T.elem_of(op.result.type)
+        if isinstance(et, T.ScalarType) and et.is_float:
+            from .math import libdevice_call
+
+            return libdevice_call(lw, oc, et, args)
     if oc == "div" and T.elem_of(op.result.type) == T.fp32:
         return lw.intrinsic("llvm.nvvm.div.full", S.F32, args)
     if oc == "cast":

@@ -79,6 +79,50 @@ def find_ptxas() -> str | None:
     return None
 
 
+def _libdevice_candidates() -> Iterator[str]:
+    """libdevice (NVIDIA's math library as LLVM bitcode) in search order, like ptxas's."""
+    if knobs.libdevice():
+        yield knobs.libdevice()
+    rel = os.path.join("nvvm", "libdevice", "libdevice.10.bc")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            yield os.path.join(os.environ[var], rel)
+    ptxas = shutil.which("ptxas")
+    if ptxas:
+        yield str(Path(ptxas).resolve().parent.parent / rel)
+    yield from sorted(glob.glob(f"/usr/local/cuda*/{rel}"), reverse=True)
+    try:
+        import triton
+
+        yield str(Path(triton.__file__).parent / "backends" / "nvidia" / "lib" / "libdevice.10.bc")
+    except Exception:  # noqa: BLE001 - triton is optional
+        pass
+    try:
+        import nvidia.cuda_nvcc as nvcc  # type: ignore[import-not-found]
+
+        yield str(Path(list(nvcc.__path__)[0]) / rel)
+    except Exception:  # noqa: BLE001 - the wheel is optional
+        pass
+
+
+@cache
+def find_libdevice() -> str | None:
+    for c in _libdevice_candidates():
+        if c and os.path.isfile(c):
+            return c
+    return None
+
+
+@cache
+def libdevice_bitcode() -> bytes:
+    path = find_libdevice()
+    if path is None:
+        raise AnvilError("the kernel calls a math function from libdevice (NVIDIA's math library), and "
+                         "libdevice.10.bc was not found; install the CUDA toolkit (or the triton package), "
+                         "or set ANVIL_LIBDEVICE to its path")
+    return Path(path).read_bytes()
+
+
 @cache
 def ptxas_release() -> tuple[int, int] | None:
     """The release of the ptxas binary found ((13, 0) for CUDA 13.0); None when there is none,
