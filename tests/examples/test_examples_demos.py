@@ -11,7 +11,7 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 DEMOS = ["argmax", "block_ptr", "cross_entropy", "cumsum", "dropout", "flash_attention", "fused_softmax", "histogram",
-         "layer_norm", "matmul", "persistent_matmul", "rms_norm", "vector_add"]
+         "flash_attention_bwd", "layer_norm", "matmul", "persistent_matmul", "rms_norm", "vector_add"]
 
 
 @pytest.mark.parametrize("name", DEMOS)
