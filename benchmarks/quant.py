@@ -141,9 +141,11 @@ def fp8_cases(timer: Timer, shapes: dict[str, Any], device: str) -> list[dict[st
             return torch._scaled_mm(qa, qb.t(), sa_t, sb_t, out_dtype=torch.bfloat16)
 
         ref = torch_mm()
-        configs = [(128, 128, 64), (128, 256, 64), (64, 128, 128)] if device == "cuda" else [(32, 64, 64)]
-        variants = {f"BM={bm} BN={bn} BK={bk}": partial(fp8_gemm, qa, qb, sa, sb, torch.bfloat16, bm, bn, bk)
-                    for bm, bn, bk in configs}
+        # 8 warps = two warpgroups of wgmma on Hopper for the 128-row tiles
+        configs = ([(128, 128, 64, 8), (128, 256, 64, 8), (128, 128, 128, 8), (64, 128, 128, 4)]
+                   if device == "cuda" else [(32, 64, 64, 4)])
+        variants = {f"BM={bm} BN={bn} BK={bk} w{w}": partial(fp8_gemm, qa, qb, sa, sb, torch.bfloat16, bm, bn, bk, w)
+                    for bm, bn, bk, w in configs}
         err = _check(f"fp8 {scheme}", next(iter(variants.values()))(), ref, 2e-2)
         t_torch = timer.median_ms(torch_mm)
         t_anvil, cfg = _best(timer, variants)

@@ -235,7 +235,7 @@ def fp8_dequantize(q: torch.Tensor, s: torch.Tensor, dtype: torch.dtype = torch.
 
 def fp8_gemm(a: torch.Tensor, b: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
              out_dtype: torch.dtype = torch.bfloat16, block_m: int = 32, block_n: int = 64,
-             block_k: int = 64) -> torch.Tensor:
+             block_k: int = 64, num_warps: int = 4) -> torch.Tensor:
     """C = (A * sa) @ (B * sb)^T for fp8 A[M, K], B[N, K] (weights as stored, W[N, K]).
 
     Scales: scalars (per-tensor), sa [M, 1] and sb [N, 1] (per-row), or sa [M, ceil(K/128)] with
@@ -264,5 +264,5 @@ def fp8_gemm(a: torch.Tensor, b: torch.Tensor, sa: torch.Tensor, sb: torch.Tenso
         raise ValueError(f"scale shapes {tuple(sa.shape)} / {tuple(sb.shape)} match no scheme")
     grid = (cdiv(M, block_m), cdiv(N, block_n))
     fp8_gemm_kernel[grid](a, b, c, sa2, sb2, M, N, K, a.stride(0), b.stride(0), c.stride(0), *strides, SCALE=mode,
-                          BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+                          BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps)
     return c
