@@ -18,9 +18,10 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op, Value
-from ...layouts import LANE, REGISTER, WARP, LinearLayout
+from ...layouts import REGISTER, LinearLayout
 from ..cpu.scalar import I1, I8, I16, I32, I64
 from .lower import GPUTile, num_regs, nv_type
+from .ownership import owned_registers, owner_predicate
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -52,33 +53,6 @@ def _vec(lw: NvLowering, layout: LinearLayout, ptr: Value, mask: Value | None, e
         minfo = lw.axis.get(mask)
         vec = min(vec, minfo.constancy[-1] if minfo is not None and len(minfo.constancy) == rank else 1)
     return max(1, vec & -vec)
-
-
-def _owner(lw: NvLowering, layout: LinearLayout) -> ir.Value | None:
-    """True in the one thread that owns each element (others hold broadcast copies)."""
-    b = lw.entry
-    conds = []
-    for name, src in ((LANE, lw.lane), (WARP, lw.warp)):
-        mask = 0
-        for k, basis in enumerate(layout.bases(name)):
-            if not any(basis):
-                mask |= 1 << k
-        if mask:
-            conds.append(b.icmp_unsigned("==", b.and_(src, ir.Constant(I32, mask)), ir.Constant(I32, 0)))
-    if not conds:
-        return None
-    c = conds[0]
-    for x in conds[1:]:
-        c = b.and_(c, x)
-    return c
-
-
-def _canonical_regs(layout: LinearLayout) -> list[int]:
-    dup = 0
-    for k, basis in enumerate(layout.bases(REGISTER)):
-        if not any(basis):
-            dup |= 1 << k
-    return [r for r in range(num_regs(layout)) if not r & dup]
 
 
 def _debug_mask(lw: NvLowering, op: Op, ptr_v: Value, ptr: GPUTile, mask: GPUTile | None,
@@ -278,12 +252,12 @@ def lower_store(lw: NvLowering, op: Op) -> None:
     layout = ptr.layout
     val = lw.tile(val_v, layout)
     mask = lw.tile(mask_v, layout) if mask_v is not None else None
-    owner = _owner(lw, layout)
+    owner = owner_predicate(lw, layout)
     vec = _vec(lw, layout, ptr_v, mask_v, elem)
     if lw.debug:
-        mask, vec = _debug_mask(lw, op, ptr_v, ptr, mask, owner, _canonical_regs(layout)), 1
+        mask, vec = _debug_mask(lw, op, ptr_v, ptr, mask, owner, owned_registers(layout)), 1
     size = _elem_bytes(elem)
-    canon = set(_canonical_regs(layout))
+    canon = set(owned_registers(layout))
     for r0 in range(0, num_regs(layout), vec):
         if r0 not in canon:
             continue
@@ -381,10 +355,10 @@ def lower_atomic_rmw(lw: NvLowering, op: Op) -> None:
     layout = ptr.layout
     val = lw.tile(val_v, layout)
     mask = lw.tile(mask_v, layout) if mask_v is not None else None
-    owner = _owner(lw, layout)
+    owner = owner_predicate(lw, layout)
     if lw.debug:
-        mask = _debug_mask(lw, op, ptr_v, ptr, mask, owner, _canonical_regs(layout))
-    canon = set(_canonical_regs(layout))
+        mask = _debug_mask(lw, op, ptr_v, ptr, mask, owner, owned_registers(layout))
+    canon = set(owned_registers(layout))
     regs = []
     for r in range(num_regs(layout)):
         if r not in canon:
@@ -422,7 +396,7 @@ def lower_atomic_cas(lw: NvLowering, op: Op) -> None:
     ptr = lw.tile(ptr_v)
     layout = ptr.layout
     cv, vv = lw.tile(cmp_v, layout), lw.tile(val_v, layout)
-    owner = _owner(lw, layout)
+    owner = owner_predicate(lw, layout)
     preds: list[ir.Value | None] = [owner] * num_regs(layout)
     if lw.debug:
         ok = _debug_mask(lw, op, ptr_v, ptr, None, owner)
