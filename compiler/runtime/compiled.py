@@ -93,8 +93,10 @@ class CompiledKernel:
                                       f"    {line.strip()}")
         addr = err[4]
         detail = ""
-        for a, p, name in zip(args, self._is_ptr, self.binary.arg_names, strict=True):
-            if p:
+        loc_args = getattr(self.binary, "loc_args", [])
+        which = loc_args[loc_id - 1] if loc_id - 1 < len(loc_args) else None
+        for i, (a, p, name) in enumerate(zip(args, self._is_ptr, self.binary.arg_names, strict=True)):
+            if p and (which is None or i == which):  # the tensor the access went through (else the first)
                 base = a.data_ptr()
                 off = (addr - base) // max(1, a.element_size())
                 detail = f"; {off} elements from the start of {name!r} (which holds {a.numel()} elements)"
@@ -270,6 +272,7 @@ def _disk_store(key: str, tir: str, binary: Any) -> None:
         meta = {
             "name": binary.name, "symbol": binary.symbol, "arena_bytes": binary.arena_bytes,
             "locs": [[loc.file, loc.line, loc.col, loc.func] for loc in binary.locs],
+            "loc_args": list(binary.loc_args),
             "arg_types": [str(t) for t in binary.arg_types], "arg_names": binary.arg_names,
             "debug": binary.debug, "tir": tir, "version": __version__,
         }
@@ -308,6 +311,7 @@ def _disk_load(key: str) -> tuple[str, Any] | None:
                        [Location(f, ln, c, fn) for f, ln, c, fn in meta["locs"]],
                        [_parse_type(t) for t in meta["arg_types"]], meta["debug"])
     binary.arg_names = meta["arg_names"]
+    binary.loc_args = meta.get("loc_args", [])
     return meta["tir"], binary
 
 

@@ -36,6 +36,7 @@ class CPUBinary:
     debug: bool
     timings: dict[str, float] = field(default_factory=dict)
     arg_names: list[str] = field(default_factory=list)
+    loc_args: list[int | None] = field(default_factory=list)  # per loc: the tensor argument of an access
 
 
 def ctype_of(t: T.Type) -> Any:
@@ -53,10 +54,11 @@ def ctype_of(t: T.Type) -> Any:
             (32, False): ctypes.c_uint32, (64, False): ctypes.c_uint64}[(t.bits, t.is_signed)]
 
 
-def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location]) -> tuple[str, int]:
+def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location],
+                  loc_args: list[int | None]) -> tuple[str, int]:
     m = ir.Module(name=symbol)
     m.triple = host().triple
-    lw = Lowering(fn, m, symbol + "_kernel", debug, locs)
+    lw = Lowering(fn, m, symbol + "_kernel", debug, locs, loc_args)
     kernel = lw.build()
     arg_types = [llvm_type(a.type) if a.type != T.i1 else I32 for a in fn.args]
     gty = ir.FunctionType(ir.VoidType(), arg_types + [I64, I64, I32, I32, I32, PTR, PTR])
@@ -96,7 +98,8 @@ def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location]) 
 def compile_function(fn: Function, symbol: str, debug: bool) -> CPUBinary:
     t0 = time.perf_counter()
     locs: list[Location] = []
-    text, arena = _build_module(fn, symbol, debug, locs)
+    loc_args: list[int | None] = []
+    text, arena = _build_module(fn, symbol, debug, locs, loc_args)
     t1 = time.perf_counter()
     mod = optimize(text)
     t2 = time.perf_counter()
@@ -105,6 +108,7 @@ def compile_function(fn: Function, symbol: str, debug: bool) -> CPUBinary:
     t3 = time.perf_counter()
     binary = CPUBinary(fn.name, symbol, llir, obj, arena, locs, [a.type for a in fn.args], debug,
                        {"llvm_ir_ms": (t1 - t0) * 1e3, "llvm_opt_ms": (t2 - t1) * 1e3, "codegen_ms": (t3 - t2) * 1e3})
+    binary.loc_args = loc_args
     binary._addr = addr  # type: ignore[attr-defined]
     return binary
 

@@ -67,7 +67,7 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
         ok = bounds_ok(lw, op, op.operands[0], ptr)
         if ok is not None:
             bad = b.not_(ok) if mask is None else b.and_(mask, b.not_(ok))
-            lw.record_error(bad, 1, op, b.ptrtoint(ptr, I64))
+            lw.record_error(bad, 1, op, b.ptrtoint(ptr, I64), lw.root_arg(op.operands[0]))
             mask = ok if mask is None else b.and_(mask, ok)
             if other is None:
                 other = ir.Constant(rt, None)

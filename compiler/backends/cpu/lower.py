@@ -69,12 +69,15 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 class Lowering:
     """Lowers one Tile IR function into `module` as an internal kernel function."""
 
-    def __init__(self, fn: Function, module: ir.Module, name: str, debug: bool, loc_table: list[Location]):
+    def __init__(self, fn: Function, module: ir.Module, name: str, debug: bool, loc_table: list[Location],
+                 loc_args: list[int | None] | None = None):
         self.fn = fn
         self.m = module
         self.name = name
         self.debug = debug
         self.loc_table = loc_table
+        # per loc_table entry: the tensor argument an out-of-bounds access went through
+        self.loc_args: list[int | None] = loc_args if loc_args is not None else []
         self.vals: dict[Value, Any] = {}
         self.lazy_info: dict[Value, tuple[bool, bool]] = {}  # (has_load, expensive)
         self.uses: dict[Value, int] = {}
@@ -294,19 +297,26 @@ class Lowering:
                 self.materialize(v)
 
     # ------------------------------------------------------------------ debug support
-    def loc_id(self, op: Op) -> int:
+    def loc_id(self, op: Op, arg: int | None = None) -> int:
         self.loc_table.append(op.loc)
+        self.loc_args.append(arg)
         return len(self.loc_table)
 
-    def record_error(self, cond_bad: ir.Value, kind: int, op: Op, detail: ir.Value) -> None:
-        """If `cond_bad`, record (kind, location, program id, detail) unless already recorded."""
+    def root_arg(self, ptr: Value) -> int | None:
+        """The index of the kernel argument pointer `ptr` was derived from (when unique)."""
+        root = self.roots.get(ptr)
+        return None if root is None else self.fn.args.index(root)
+
+    def record_error(self, cond_bad: ir.Value, kind: int, op: Op, detail: ir.Value, arg: int | None = None) -> None:
+        """If `cond_bad`, record (kind, location, program id, detail) unless already recorded;
+        `arg` is the tensor argument an out-of-bounds access went through."""
         b = self.b
         bad_bb = b.append_basic_block("dbg.bad")
         ok_bb = b.append_basic_block("dbg.ok")
         b.cbranch(cond_bad, bad_bb, ok_bb)
         b.position_at_end(bad_bb)
         slot = b.gep(self.err, [ir.Constant(I64, 0)], source_etype=I64)
-        res = b.cmpxchg(slot, ir.Constant(I64, 0), ir.Constant(I64, kind << 32 | self.loc_id(op)), "monotonic",
+        res = b.cmpxchg(slot, ir.Constant(I64, 0), ir.Constant(I64, kind << 32 | self.loc_id(op, arg)), "monotonic",
                         "monotonic")
         won = b.extract_value(res, 1)
         store_bb = b.append_basic_block("dbg.store")

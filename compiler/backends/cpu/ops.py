@@ -95,7 +95,7 @@ def _store(lw: Lowering, op: Op) -> None:
             ok = bounds_ok(lw, op, ptr_v, p)
             if ok is not None:
                 bad = b.not_(ok) if m is None else b.and_(m, b.not_(ok))
-                lw.record_error(bad, 1, op, b.ptrtoint(p, I64))
+                lw.record_error(bad, 1, op, b.ptrtoint(p, I64), lw.root_arg(ptr_v))
                 m = ok if m is None else b.and_(m, ok)
         _guarded(lw, m, lambda: lw.b.store(x, p))
 
@@ -130,7 +130,8 @@ def _atomic_rmw(lw: Lowering, op: Op) -> None:
         if lw.debug:
             ok = bounds_ok(lw, op, ptr_v, p)
             if ok is not None:
-                lw.record_error(b.not_(ok) if m is None else b.and_(m, b.not_(ok)), 1, op, b.ptrtoint(p, I64))
+                lw.record_error(b.not_(ok) if m is None else b.and_(m, b.not_(ok)), 1, op, b.ptrtoint(p, I64),
+                                lw.root_arg(ptr_v))
                 m = ok if m is None else b.and_(m, ok)
         pre = b.block
         old: ir.Value
