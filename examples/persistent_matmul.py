@@ -58,8 +58,9 @@ def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, 
         if ACTIVATION == "relu":
             accumulator = tl.maximum(accumulator, 0.0)
         elif ACTIVATION == "gelu_tanh":
+            # 0.5 x (1 + tanh(u)) == x sigmoid(2u)
             inner = 0.7978845608028654 * (accumulator + 0.044715 * accumulator * accumulator * accumulator)
-            accumulator = 0.5 * accumulator * (1.0 + tl.extra.libdevice.tanh(inner))
+            accumulator = accumulator * tl.sigmoid(2.0 * inner)
         c_ptrs = c_ptr + offs_am[:, None] * stride_cm + offs_bn[None, :] * stride_cn
         tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=(offs_am[:, None] < M) & (offs_bn[None, :] < N))
 
