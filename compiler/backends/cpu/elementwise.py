@@ -95,7 +95,7 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
 
 def bounds_ok(lw: Lowering, op: Op, ptr_value: Value, ptr: ir.Value) -> ir.Value | None:
     """Debug mode: is `ptr` inside the tensor its pointer came from? None if unknown."""
-    root = lw.roots.get(ptr_value)
+    root = lw.checked_roots.get(ptr_value)
     if root is None:
         return None
     idx = lw.fn.args.index(root)

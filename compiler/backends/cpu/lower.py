@@ -18,6 +18,7 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Block, Function, Location, Op, Value
 from ...ir.ops import ELEMENTWISE
+from ...passes.provenance import pointer_roots
 from .scalar import I1, I8, I32, I64, PTR, llvm_type
 
 __all__ = ["Lowering", "Buf", "KernelABI"]
@@ -90,7 +91,10 @@ class Lowering:
         self._alloc_id = 0
         self.zero = ir.Constant(I64, 0)
         self._count_uses(fn.body, set())
-        self.roots = _pointer_roots(fn)
+        # provenance of pointers: the initial one's for loop-carried pointers (which tensors a store
+        # may overwrite); for debug bounds checks only provenance that holds in every iteration
+        self.roots = {v: fn.args[i] for v, i in pointer_roots(fn, strict=False).items()}
+        self.checked_roots = {v: fn.args[i] for v, i in pointer_roots(fn).items()} if debug else {}
 
     # ------------------------------------------------------------------ analysis
     def _count_uses(self, block: Block, _outer: set[Value]) -> None:
@@ -304,7 +308,7 @@ class Lowering:
 
     def root_arg(self, ptr: Value) -> int | None:
         """The index of the kernel argument pointer `ptr` was derived from (when unique)."""
-        root = self.roots.get(ptr)
+        root = self.checked_roots.get(ptr)
         return None if root is None else self.fn.args.index(root)
 
     def record_error(self, cond_bad: ir.Value, kind: int, op: Op, detail: ir.Value, arg: int | None = None) -> None:
@@ -341,29 +345,6 @@ def _nbytes(e: T.ElemType) -> int:
 
 def _has_side_effects(op: Op) -> bool:
     return any(o.opcode in ("store", "atomic_rmw", "atomic_cas", "print", "assert") for o in op.walk())
-
-
-def _pointer_roots(fn: Function) -> dict[Value, Value]:
-    """For each pointer-typed value, the kernel argument it was derived from (when unique)."""
-    roots: dict[Value, Value] = {}
-    for a in fn.args:
-        if isinstance(a.type, T.PointerType):
-            roots[a] = a
-    for op in fn.walk():
-        if op.opcode in ("addptr", "splat", "broadcast", "expand_dims", "reshape", "trans", "bitcast", "cast"):
-            if op.operands and op.operands[0] in roots and isinstance(T.elem_of(op.result.type), T.PointerType):
-                roots[op.result] = roots[op.operands[0]]
-        elif op.opcode == "select" and isinstance(T.elem_of(op.result.type), T.PointerType):
-            a, b = op.operands[1], op.operands[2]
-            if a in roots and b in roots and roots[a] is roots[b]:
-                roots[op.result] = roots[a]
-        elif op.opcode == "for":
-            body = op.regions[0]
-            for init, arg, res in zip(op.operands[3:], body.args[1:], op.results, strict=True):
-                if init in roots:
-                    roots[arg] = roots[init]
-                    roots[res] = roots[init]
-    return roots
 
 
 def _reads_root(lw: Lowering, v: Value, root: Value, ptr: Value) -> bool:

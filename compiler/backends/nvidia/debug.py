@@ -15,7 +15,6 @@ thread prints the location and message. The runtime reads the record after a deb
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -67,19 +66,6 @@ def vprintf(lw: NvLowering, fmt: str, args: list[ir.Value]) -> None:
     b.call(fn, [f, b.bitcast(buf, _PTR)])
 
 
-def _if(lw: NvLowering, cond: ir.Value | None, body: Callable[[], None]) -> None:
-    if cond is None:
-        body()
-        return
-    b = lw.b
-    then_bb, end_bb = b.append_basic_block("dbg"), b.append_basic_block("dbg.end")
-    b.cbranch(cond, then_bb, end_bb)
-    b.position_at_end(then_bb)
-    body()
-    b.branch(end_bb)
-    b.position_at_end(end_bb)
-
-
 def _printable(lw: NvLowering, et: T.ElemType, x: ir.Value, hexa: bool) -> tuple[ir.Value, str]:
     b = lw.b
     if isinstance(et, T.PointerType):
@@ -111,14 +97,14 @@ def lower_print(lw: NvLowering, op: Op) -> None:
     b = lw.b
     first = b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0))
     if not op.operands:
-        _if(lw, first, functools.partial(vprintf, lw, f"pid (%d, %d, %d) {prefix}\n", list(lw.pid)))
+        lw.when(first, functools.partial(vprintf, lw, f"pid (%d, %d, %d) {prefix}\n", list(lw.pid)))
         return
     for v in op.operands:
         et = T.elem_of(v.type)
         x = lw.vals[v]
         if not isinstance(x, GPUTile):
             head = f"pid (%d, %d, %d) idx () {prefix}"
-            _if(lw, first, functools.partial(_print_one, lw, head, [], et, x, hexa))
+            lw.when(first, functools.partial(_print_one, lw, head, [], et, x, hexa))
             continue
         rank = len(T.shape_of(v.type))
         head = f"pid (%d, %d, %d) idx ({', '.join(['%d'] * rank)}) {prefix}"
@@ -127,7 +113,7 @@ def lower_print(lw: NvLowering, op: Op) -> None:
         for r in owned_registers(x.layout):
             rc = reg_coords(x.layout, r)
             ids = [b.or_(hw[d], ir.Constant(I32, rc[d])) if rc[d] else hw[d] for d in range(rank)]
-            _if(lw, owner, functools.partial(_print_one, lw, head, ids, et, x.regs[r], hexa))
+            lw.when(owner, functools.partial(_print_one, lw, head, ids, et, x.regs[r], hexa))
 
 
 def _err_record(lw: NvLowering) -> ir.GlobalVariable:
@@ -173,9 +159,9 @@ def record_error(lw: NvLowering, bad: ir.Value, kind: int, op: Op, detail: ir.Va
             if message is not None:
                 vprintf(lw, f"pid (%d, %d, %d) {message}\n", [*lw.pid, *(message_args or [])])
 
-        _if(lw, b2.extract_value(res, 1), store)
+        lw.when(b2.extract_value(res, 1), store)
 
-    _if(lw, bad, record)
+    lw.when(bad, record)
 
 
 def lower_assert(lw: NvLowering, op: Op) -> None:

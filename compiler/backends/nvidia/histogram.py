@@ -8,7 +8,6 @@ owning copy of each element does one shared-memory atomic add when its value is 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -43,7 +42,7 @@ def lower_histogram(lw: NvLowering, op: Op) -> None:
         if start + threads <= nbins:
             smem_store(lw, base, slot, ir.Constant(I32, 0))
         else:
-            _if(lw, b.icmp_unsigned("<", slot, ir.Constant(I32, nbins)),
+            lw.when(b.icmp_unsigned("<", slot, ir.Constant(I32, nbins)),
                 functools.partial(smem_store, lw, base, slot, ir.Constant(I32, 0)))
     lw.barrier()
     owner = owner_predicate(lw, x.layout)
@@ -57,7 +56,7 @@ def lower_histogram(lw: NvLowering, op: Op) -> None:
         if owner is not None:
             ok = b.and_(ok, owner)
 
-        _if(lw, ok, functools.partial(_count, lw, bins, wide))
+        lw.when(ok, functools.partial(_count, lw, bins, wide))
     lw.barrier()
     dst = lw.canonical((nbins,))
     regs = [smem_load(lw, base, linear_index(lw, dst, r, (nbins,)), I32) for r in range(num_regs(dst))]
@@ -66,13 +65,3 @@ def lower_histogram(lw: NvLowering, op: Op) -> None:
 
 def _count(lw: NvLowering, bins: ir.Value, value: ir.Value) -> None:
     lw.b.atomic_rmw("add", lw.b.gep(bins, [value]), ir.Constant(I32, 1), "monotonic")
-
-
-def _if(lw: NvLowering, cond: ir.Value, body: Callable[[], None]) -> None:
-    b = lw.b
-    then_bb, end_bb = b.append_basic_block("h"), b.append_basic_block("h.end")
-    b.cbranch(cond, then_bb, end_bb)
-    b.position_at_end(then_bb)
-    body()
-    b.branch(end_bb)
-    b.position_at_end(end_bb)

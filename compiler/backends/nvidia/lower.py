@@ -9,6 +9,7 @@ Scalars are uniform: every thread holds the same value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,6 +173,19 @@ class NvLowering:
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
         fn = self.m.globals.get(name) or ir.Function(self.m, ir.FunctionType(ret, [a.type for a in args]), name)
         return self.b.call(fn, args)
+
+    def when(self, cond: ir.Value | None, body: Callable[[], None]) -> None:
+        """Emit `body` under `cond` (an i1; None: unconditionally), continuing after it."""
+        if cond is None:
+            body()
+            return
+        b = self.b
+        then_bb, end_bb = b.append_basic_block("when"), b.append_basic_block("when.end")
+        b.cbranch(cond, then_bb, end_bb)
+        b.position_at_end(then_bb)
+        body()
+        b.branch(end_bb)
+        b.position_at_end(end_bb)
 
     def barrier(self) -> None:
         self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [ir.Constant(I32, 0)])
