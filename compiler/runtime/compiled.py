@@ -158,7 +158,7 @@ _gc_ours = False  # the collector was on when the first of them started, and the
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """No automatic garbage collection while kernels compile. A compile allocates 10^4-10^5 objects
     (Tile IR, llvmlite IR); with torch and triton loaded, a full collection that they trigger walks
     the whole heap (~100 ms during a layer norm compile, measured). Afterwards the young generations
@@ -192,7 +192,7 @@ def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) 
     hit = _MEMORY.get(key)
     if hit is not None:
         return hit
-    with _collector_paused():
+    with collector_paused():
         return _compile(fn, specs, opts, target, key)
 
 

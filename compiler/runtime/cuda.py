@@ -96,17 +96,20 @@ class CudaCompiledKernel:
         if self.options.debug:  # debug-mode hook: a failed tl.device_assert or bounds check raises here
             check_debug_record(self)
 
-    def fast_entry(self, raw_positions: list[int], n_raw: int, n_params: int) -> Callable[..., Any] | None:
+    def fast_entry(self, raw_positions: list[int], n_raw: int, n_params: int,
+                   install: Callable[[Callable[..., Any]], None] | None = None) -> Callable[..., Any] | None:
         """The warm launch of this specialization (fastpath.py's entry protocol): `entry(gx, gy, gz,
         r0, ..., r{n_raw-1}, v0, ..., v{n_params-1}) -> self`, where the r are the values of the
         launch's non-constexpr parameters, tensors already read with data_ptr (`raw_positions[i]` is
         where kernel argument i sits among them), and the v (every parameter's value) are unused.
-        None in debug mode: every debug launch goes through `launch` (bounds before, record after)."""
+        None in debug mode: every debug launch goes through `launch` (bounds before, record after).
+        `install`: called later with the native entry that replaces the one returned (driver.entry)."""
         if self.options.debug:
             return None
         fn = self._fn or self.function
         read, arg = stream_source()
-        return fn.entry(raw_positions, n_raw, n_params, read, arg, self)  # type: ignore[no-any-return]
+        return fn.entry(raw_positions, n_raw, n_params, read, arg, self,  # type: ignore[no-any-return]
+                        install=install)
 
     def __repr__(self) -> str:
         return f"CudaCompiledKernel({self.name}, {self.target})"

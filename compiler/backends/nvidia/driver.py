@@ -150,14 +150,17 @@ class CudaFunction:
             self._raise(err, (gx, gy, gz))
 
     def entry(self, positions: list[int], n_raw: int, n_params: int, stream: Callable[[Any], int], stream_arg: Any,
-              result: Any, native: bool | None = None) -> Callable[..., Any]:
+              result: Any, native: bool | None = None,
+              install: Callable[[Callable[..., Any]], None] | None = None) -> Callable[..., Any]:
         """`launch` as one generated function for the warm path (fastpath.py's entry protocol):
         `entry(gx, gy, gz, r0, ..., r{n_raw-1}, v0, ..., v{n_params-1})` launches with the raw values
         at `positions` (the kernel's parameters, in order; the others are constants compiled in) on
         the stream `stream(stream_arg)` and returns `result` (also its `__anvil_result__`). The grid
         dimensions are ints in [1, 2**31). The native entry (native_launch.py) is used when `native`
         (default: ANVIL_NATIVE_LAUNCH, on) and it handles the parameter types; it falls back to the
-        ctypes entry built here for anything unusual."""
+        ctypes entry built here for anything unusual. With `install`, the ctypes entry is returned at
+        once and the native one is built on a background thread and handed to `install` when ready
+        (native_launch.build_later): the first launch does not wait for the host JIT."""
         raws = [f"_r{i}" for i in range(n_raw)]
         params = [f"_v{i}" for i in range(n_params)]
         values = "".join(f", _r{p}" for p in positions)
@@ -199,12 +202,18 @@ class CudaFunction:
         def on_error(err: int, gx: int, gy: int, gz: int) -> None:
             self._raise(err, (gx, gy, gz))
 
+        def build() -> Callable[..., Any]:
+            return native_launch.native_entry(self.codes, positions, n_raw, n_params, self._launch_ex,
+                                              self._handle_int, self.threads, self.shared, stream, stream_arg,
+                                              result, fn, on_error)
+
+        if install is not None:
+            native_launch.build_later(lambda: install(build()))
+            return fn
         try:
-            nfn = native_launch.native_entry(self.codes, positions, n_raw, n_params, self._launch_ex, self._handle_int,
-                                             self.threads, self.shared, stream, stream_arg, result, fn, on_error)
+            return build()
         except Exception:  # noqa: BLE001 - no JIT for the host (or llvmlite refused): the ctypes entry
             return fn
-        return nfn
 
     def _failed(self, e: BaseException) -> NoReturn:
         if isinstance(e, struct.error):

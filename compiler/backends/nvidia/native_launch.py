@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from llvmlite import ir
 
-__all__ = ["native_entry", "supported"]
+__all__ = ["native_entry", "supported", "build_later", "drain"]
 
 _PTR = ir.PointerType()
 _I32 = ir.IntType(32)
@@ -71,6 +72,42 @@ _ids = itertools.count()
 class _MethodDef(ctypes.Structure):
     _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
                 ("ml_doc", ctypes.c_char_p)]
+
+
+_jobs: queue.Queue[Callable[[], None]] = queue.Queue()
+_worker: threading.Thread | None = None
+
+
+def _work() -> None:
+    from ...runtime.compiled import collector_paused
+
+    while True:
+        job = _jobs.get()
+        try:
+            with collector_paused():  # as a compile: a full collection here would stall every thread
+                job()
+        except Exception:  # noqa: BLE001 - the ctypes entry already in place stays
+            pass
+        finally:
+            _jobs.task_done()
+
+
+def build_later(job: Callable[[], None]) -> None:
+    """Run `job` (building a native entry and installing it) on the background builder thread.
+    Building one takes 10-25 ms of LLVM work, mostly outside the GIL: a kernel's first launch goes
+    out through the ctypes entry at once instead of waiting for it, and later launches find the
+    native entry once it is in place."""
+    global _worker
+    with _lock:
+        if _worker is None:
+            _worker = threading.Thread(target=_work, name="anvil-native-launch", daemon=True)
+            _worker.start()
+    _jobs.put(job)
+
+
+def drain() -> None:
+    """Wait until every native entry asked for so far is built and installed."""
+    _jobs.join()
 
 
 def supported(codes: str) -> bool:
