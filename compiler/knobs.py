@@ -10,6 +10,8 @@
   (default: the host's, as LLVM detects it), e.g. "x86-64-v3".
 - ANVIL_NATIVE_LAUNCH=0: launch GPU kernels through ctypes instead of a generated native entry.
 - ANVIL_WGMMA=0: on Hopper (sm_90a), lower tl.dot to mma.sync instead of wgmma (default: wgmma).
+- ANVIL_PIPELINE=0: do not pipeline the loads feeding wgmma dots through cp.async into shared
+  memory (default: pipelined `num_stages` deep).
 - ANVIL_PTXAS: the ptxas binary the NVIDIA backend uses (default: searched, see toolchain.py).
 - ANVIL_LIBDEVICE: libdevice.10.bc, NVIDIA's math library in LLVM bitcode (default: searched like
   ptxas: the CUDA toolkit's nvvm/libdevice, then the triton package's copy).
@@ -71,6 +73,15 @@ def traceback() -> bool:
 
 def wgmma() -> bool:
     return os.environ.get("ANVIL_WGMMA", "1").lower() not in ("0", "false", "no", "off")
+
+
+def codegen_key() -> str:
+    """The knobs that change generated GPU code (part of the compile cache key)."""
+    return f"wgmma={int(wgmma())},pipeline={int(pipeline())}"
+
+
+def pipeline() -> bool:
+    return os.environ.get("ANVIL_PIPELINE", "1").lower() not in ("0", "false", "no", "off")
 
 
 def native_launch() -> bool:

@@ -81,6 +81,23 @@ def _check_store(op: Op) -> None:
         _same(op, op.operands[2].type, with_elem(p.type, i1), "mask type")
 
 
+def _check_async_copy(op: Op) -> None:
+    p = op.operands[0]
+    if not isinstance(elem_of(p.type), PointerType) or not isinstance(p.type, TileType):
+        _fail(op, f"source is not a pointer tile: {p.type}")
+    rest = op.operands[1:]
+    if op.attrs["has_mask"]:
+        _same(op, rest[0].type, with_elem(p.type, i1), "mask type")
+        rest = rest[1:]
+    if len(rest) != 2 or rest[0].type != i1 or not isinstance(rest[1].type, ScalarType):
+        _fail(op, "expects a predicate (i1) and a slot index after the pointers and mask")
+
+
+def _check_async_wait(op: Op) -> None:
+    if not isinstance(op.operands[0].type, ScalarType) or not isinstance(op.result.type, TileType):
+        _fail(op, f"slot {op.operands[0].type} -> {op.result.type}: expects a scalar slot and a tile result")
+
+
 def _check_yields(op: Op, block: Block, types: list[Type]) -> None:
     term = block.ops[-1] if block.ops else None
     if term is None or term.opcode not in ("yield", "condition"):
@@ -127,6 +144,8 @@ _RULES: dict[str, Callable[[Op], None]] = {
     "if": _check_if,
     "reduce": _check_reduce,
     "scan": _check_reduce,
+    "async_copy": _check_async_copy,
+    "async_wait": _check_async_wait,
 }
 
 

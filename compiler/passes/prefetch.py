@@ -24,13 +24,14 @@ from ..ir.ops import SPECS
 from .dce import dce
 from .uses import replace_all_uses
 
-__all__ = ["prefetch_dot_operands"]
+__all__ = ["prefetch_dot_operands", "slice_of", "clone_ops"]
 
 _LIMIT = 64  # ops cloned per prefetched load at most
 # Registers per thread that the dot accumulators and the prefetched tiles may take together: more
 # and the kernel spills, which costs more than the latency the prefetch hides.
 _REGISTER_BUDGET = 160
 _THROUGH = ("cast", "trans", "bitcast")
+_SHARED_ONLY = ("yield", "async_copy", "async_wait")
 
 
 def prefetch_dot_operands(fn: Function, num_warps: int | None = None) -> int:
@@ -53,7 +54,7 @@ def _defined_in(v: Value, block: Block) -> bool:
     return owner is not None and owner.parent is block
 
 
-def _slice(vals: list[Value], body: Block) -> list[Op] | None:
+def slice_of(vals: list[Value], body: Block) -> list[Op] | None:
     """The body ops computing `vals` (in body order), or None if one is not clonable."""
     need: set[Op] = set()
     stack = [v for v in vals]
@@ -84,7 +85,7 @@ def _feeds_dot(v: Value, body: Block) -> bool:
     return False
 
 
-def _clone(ops: list[Op], mapping: dict[Value, Value], out: list[Op]) -> None:
+def clone_ops(ops: list[Op], mapping: dict[Value, Value], out: list[Op]) -> None:
     for op in ops:
         new = Op(op.opcode, [mapping.get(v, v) for v in op.operands], [r.type for r in op.results], dict(op.attrs),
                  loc=op.loc)
@@ -132,7 +133,9 @@ def _loop(fn: Function, loop: Op, num_warps: int | None) -> int:
     y = body.terminator
     if sign not in (1, -1) or y is None:
         return 0
-    if any(not SPECS[o.opcode].pure and o.opcode != "yield" for o in body.walk()):
+    # pipelined copies (pipeline.py) write only their own shared-memory slots: reading a tensor
+    # one iteration early is still safe beside them
+    if any(not SPECS[o.opcode].pure and o.opcode not in _SHARED_ONLY for o in body.walk()):
         return 0
     loads = [o for o in body.ops if o.opcode == "load" and not o.attrs.get("volatile")
              and isinstance(o.result.type, T.TileType) and _feeds_dot(o.result, body)]
@@ -141,7 +144,7 @@ def _loop(fn: Function, loop: Op, num_warps: int | None) -> int:
     iv, carried = body.args[0], body.args[1:]
     lb, ub, step = loop.operands[:3]
     inits = loop.operands[3:]
-    chains = [_slice(list(o.operands), body) for o in loads]
+    chains = [slice_of(list(o.operands), body) for o in loads]
     todo = [(o, c) for o, c in zip(loads, chains, strict=True) if c is not None]
     if not todo:
         return 0
@@ -152,7 +155,7 @@ def _loop(fn: Function, loop: Op, num_warps: int | None) -> int:
     used_args = {v for o, c in todo for x in [*o.operands, *(w for op in c for w in op.operands)]
                  for v in [x] if v in carried}
     nexts = {a: y.operands[carried.index(a)] for a in used_args}
-    next_chain = _slice(list(nexts.values()), body)
+    next_chain = slice_of(list(nexts.values()), body)
     if next_chain is None or any(o in next_chain for o, _ in todo):
         return 0
     parent = loop.parent
@@ -164,7 +167,7 @@ def _loop(fn: Function, loop: Op, num_warps: int | None) -> int:
     first = Op("cmp", [lb, ub], [T.i1], {"pred": pred}, loc=loop.loc)
     pro.append(first)
     pmap: dict[Value, Value] = {iv: lb, **{a: i for a, i in zip(carried, inits, strict=True)}}
-    _clone(sorted({op for _, c in todo for op in c}, key=body.ops.index), pmap, pro)
+    clone_ops(sorted({op for _, c in todo for op in c}, key=body.ops.index), pmap, pro)
     pro_loads = [_guarded(o, pmap, first.result, pro) for o, _ in todo]
 
     # Top of the body: the loads of the next iteration.
@@ -173,9 +176,9 @@ def _loop(fn: Function, loop: Op, num_warps: int | None) -> int:
     more = Op("cmp", [nxt.result, ub], [T.i1], {"pred": pred}, loc=loop.loc)
     top += [nxt, more]
     amap: dict[Value, Value] = {}
-    _clone(next_chain, amap, top)
+    clone_ops(next_chain, amap, top)
     nmap: dict[Value, Value] = {iv: nxt.result, **{a: amap.get(v, v) for a, v in nexts.items()}}
-    _clone(sorted({op for _, c in todo for op in c}, key=body.ops.index), nmap, top)
+    clone_ops(sorted({op for _, c in todo for op in c}, key=body.ops.index), nmap, top)
     next_loads = [_guarded(o, nmap, more.result, top) for o, _ in todo]
 
     # The loop carries the prefetched tiles; the body reads them instead of loading.

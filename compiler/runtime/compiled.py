@@ -145,6 +145,8 @@ def _cache_key(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> s
         from ..backends.cpu.engine import host
 
         parts += [host().cpu, host().features]
+    else:
+        parts.append(knobs.codegen_key())
     for s in specs:
         parts.append(f"{s.name}:{s.constant}:{s.value!r}:{s.type}:{s.divisibility}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -26,7 +26,7 @@ INSTR = {
 
 
 def _compile(dtype: str, arch: str, bm: int = 64, bn: int = 64, bk: int = 32, warps: int = 4,
-             precision: str = "tf32") -> object:
+             precision: str = "tf32", stages: int = 3) -> object:
     out = "i32" if dtype == "i8" else "fp32"
     sig = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "c_ptr": f"*{out}", "M": "i32:16", "N": "i32:16",
            "K": "i32:16", "stride_am": "i32:16", "stride_bk": "i32:16", "stride_cm": "i32:16"}
@@ -34,7 +34,7 @@ def _compile(dtype: str, arch: str, bm: int = 64, bn: int = 64, bk: int = 32, wa
               "GROUP_M": 8, "ACTIVATION": "", "PRECISION": precision,
               "ACC_DTYPE": tl.int32 if dtype == "i8" else tl.float32}
     return compiler.compile_source(SRC, kernel="matmul_kernel").compile(sig, consts, target=f"cuda:{arch}",
-                                                                         num_warps=warps)
+                                                                         num_warps=warps, num_stages=stages)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
@@ -63,12 +63,18 @@ def test_fp8_mma_sync(dtype: str) -> None:
 def test_wgmma_fp8_and_tf32(dtype: str, name: str) -> None:
     """8- and 32-bit operands: both K-major (no transpose immediates), 32 bytes of K per wgmma."""
     bk = 64 if dtype != "fp32" else 32
-    ck = _compile(dtype, "sm_90a", 128, 128, bk, 8)
-    ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
-    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n128{name}") == (2 if dtype != "fp32" else 4)
-    assert ("cvt.rna.tf32.f32" in ptx) == (dtype == "fp32")
-    assert ck.asm["cubin"][:4] == b"\x7fELF"  # type: ignore[attr-defined]
-    assert ck.metadata["n_spills"] == 0  # type: ignore[attr-defined]
+    for stages in (1, 3):  # operands staged from registers (fp32 rounded to tf32) / copied by cp.async
+        ck = _compile(dtype, "sm_90a", 128, 128, bk, 8, stages=stages)
+        ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
+        assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n128{name}") == (2 if dtype != "fp32" else 4)
+        # pipelined: A (K-contiguous) by 16-byte cp.async; B [K, N] is N-contiguous but read
+        # K-major: fp32 by 4-byte copies (raw fp32: the tensor core truncates to tf32), fp8 through
+        # registers (there is no 1-byte cp.async)
+        assert ("cp.async.cg.shared.global" in ptx) == (stages > 1)
+        assert ("cp.async.ca.shared.global" in ptx) == (stages > 1 and dtype == "fp32")
+        assert ("cvt.rna.tf32.f32" in ptx) == (dtype == "fp32" and stages == 1)
+        assert ck.asm["cubin"][:4] == b"\x7fELF"  # type: ignore[attr-defined]
+        assert ck.metadata["n_spills"] == 0  # type: ignore[attr-defined]
 
 
 def test_ieee_fp32_stays_on_cuda_cores() -> None:
@@ -78,7 +84,7 @@ def test_ieee_fp32_stays_on_cuda_cores() -> None:
 
 def test_k_loop_carries_the_accumulator_in_registers() -> None:
     """Per K step: two barriers around staging the operands, nothing else through shared memory."""
-    ptx = _compile("fp16", "sm_90a").asm["ptx"]  # type: ignore[attr-defined]
+    ptx = _compile("fp16", "sm_90a", stages=1).asm["ptx"]  # type: ignore[attr-defined]
     loop = re.search(r"\$L__BB0_\d+:\n(.*?)bra\.uni|\$L__BB0_\d+:\n(.*?)@%p\d+ bra", ptx, re.S)
     assert loop is not None
     body = loop.group(0)

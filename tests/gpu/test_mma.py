@@ -41,13 +41,13 @@ def matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, BM: tl.co
 
 
 def _run(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype, bm: int, bn: int, bk: int, warps: int,
-         form: int = 0, precision: str = "tf32") -> torch.Tensor:
+         form: int = 0, precision: str = "tf32", stages: int = 3) -> torch.Tensor:
     m, k = a.shape
     n = b.shape[1]
     c = torch.full((m, n), 77, dtype=out_dtype, device=a.device)  # poisoned
     matmul[(cdiv(m, bm), cdiv(n, bn))](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                        c.stride(0), c.stride(1), BM=bm, BN=bn, BK=bk, ACC_FORM=form,
-                                       PRECISION=precision, num_warps=warps)
+                                       PRECISION=precision, num_warps=warps, num_stages=stages)
     return c
 
 
@@ -120,6 +120,28 @@ def test_fp8(fp8: torch.dtype, warps: int) -> None:
     print(f"fp8 rel err {_rel(got, ref):.3e}")
     hopper_wgmma = torch.cuda.get_device_capability()[0] == 9 and warps == 4
     assert _rel(got, ref) < (2e-3 if hopper_wgmma else 1e-5)
+
+
+@pytest.mark.parametrize("k", [16, 48, 64, 192, 1008, 200])
+@pytest.mark.parametrize("stages", [1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_pipelined_k_loop(k: int, stages: int, dtype: torch.dtype) -> None:
+    """The K loop's loads pipelined `stages` deep through shared memory (cp.async on sm_90a): fewer
+    iterations than stages (the prologue's copies past the end are not issued), a partial last K
+    tile (zero-filled copies), K not a multiple of 16 (copies through registers), M and N not
+    multiples of the tile; against float64, the CPU backend and the unpipelined kernel."""
+    m, n = 130, 200
+    g = torch.Generator().manual_seed(k * 10 + stages)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randn(k, n, generator=g).to(dtype)
+    ref = a.double() @ b.double()
+    cfg = (64, 128, 32, 4) if dtype == torch.float32 else (128, 128, 64, 8)
+    got = _run(a.cuda(), b.cuda(), torch.float32, *cfg, stages=stages)
+    tol = 3e-3 if dtype == torch.float32 else 1e-5  # tf32: 10 mantissa bits
+    assert _rel(got, ref) < tol
+    assert _rel(got, _run(a, b, torch.float32, *cfg)) < tol
+    if stages > 1:
+        assert _rel(got, _run(a.cuda(), b.cuda(), torch.float32, *cfg, stages=1)) < tol
 
 
 @jit

@@ -6,6 +6,7 @@ architecture. The driver module (driver.py) loads and launches the cubin.
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
@@ -17,7 +18,9 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Function
+from ...passes.pipeline import pipeline_dot_loads
 from ...passes.prefetch import prefetch_dot_operands
+from .async_copy import pipeline_stages, reads_shared
 from .jitlink import warm_up as _warm_up_assembler
 from .lower import NvLowering
 from .toolchain import PtxasReport, assemble
@@ -173,13 +176,17 @@ def _link_libdevice(mod: llvm.ModuleRef, context: Any) -> None:
 
 
 def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assemble_cubin: bool = True,
-                     debug: bool = False) -> CudaBinary:
-    """`debug`: bounds-check every global-memory access against its tensor argument (bounds.py)."""
+                     debug: bool = False, num_stages: int = 3) -> CudaBinary:
+    """`debug`: bounds-check every global-memory access against its tensor argument (bounds.py).
+    `num_stages`: depth of the shared-memory pipeline of the loads that feed tensor-core dots in
+    loops (passes/pipeline.py; at most what fits in shared memory, 1 or less: none)."""
     t0 = time.perf_counter()
     m = ir.Module(name=symbol)
     m.triple = "nvptx64-nvidia-cuda"
-    prefetch_dot_operands(fn, num_warps)
     lw = NvLowering(fn, m, symbol, num_warps, arch, debug)
+    if not debug:
+        pipeline_dot_loads(fn, pipeline_stages(lw, fn, num_stages), functools.partial(reads_shared, lw))
+    prefetch_dot_operands(fn, num_warps)
     lw.build()
     text = _with_launch_bound(str(m), symbol, 32 * num_warps)
     t1 = time.perf_counter()

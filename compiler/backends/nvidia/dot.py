@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir
 
 from ...ir import types as T
-from ...ir.core import Op
+from ...ir.core import Op, Value
 from ...layouts import REGISTER, LinearLayout, dim_names
 from ..cpu import scalar as S
 from ..cpu.scalar import I32
 from .convert import linear_index, smem_load, smem_store
-from .lower import GPUTile, num_regs, nv_type, reg_coords
+from .lower import GPUTile, SharedOperand, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -55,8 +55,8 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     plan = plan_mma(lw, op)
     layout = plan.layout if plan is not None else lw.canonical((m, n))
     if len(ashape) == 2:
-        lw.vals[op.result] = _dot_2d(lw, plan, lw.tile(a_v), lw.tile(b_v), lw.tile(acc_v, layout), m, n, k, ae, be,
-                                     oe)
+        lw.vals[op.result] = _dot_2d(lw, plan, _operand(lw, a_v), _operand(lw, b_v), lw.tile(acc_v, layout), m, n, k,
+                                     ae, be, oe)
         return
     # Batched: every operand with the batch dim in registers, then one 2-D dot per batch.
     nb = ashape[0]
@@ -73,13 +73,20 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     lw.vals[op.result] = GPUTile(with_batch(layout, nb), out)
 
 
-def _dot_2d(lw: NvLowering, plan: Any, a: GPUTile, b_: GPUTile, acc: GPUTile, m: int, n: int, k: int,
-            ae: T.ScalarType, be: T.ScalarType, oe: T.ScalarType) -> GPUTile:
+def _operand(lw: NvLowering, v: Value) -> GPUTile | ir.Value:
+    """A dot operand: its register tile, or the shared-memory address of a pipelined copy."""
+    x = lw.vals[v]
+    return x.addr if isinstance(x, SharedOperand) else lw.tile(v)
+
+
+def _dot_2d(lw: NvLowering, plan: Any, a: GPUTile | ir.Value, b_: GPUTile | ir.Value, acc: GPUTile, m: int, n: int,
+            k: int, ae: T.ScalarType, be: T.ScalarType, oe: T.ScalarType) -> GPUTile:
     from .mma import MmaPlan, mma_tiles
     from .wgmma import WgmmaPlan, wgmma_tiles
 
     if isinstance(plan, WgmmaPlan):
         return wgmma_tiles(lw, plan, a, b_, acc, m, n, k, oe)
+    assert isinstance(a, GPUTile) and isinstance(b_, GPUTile), "shared-memory operands are for wgmma"
     if isinstance(plan, MmaPlan):
         return mma_tiles(lw, plan, a, b_, acc, m, n, k, oe)
     return fma_tiles(lw, a, b_, acc, m, n, k, ae, be, oe)

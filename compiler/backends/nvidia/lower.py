@@ -42,6 +42,14 @@ class GPUTile:
     regs: list[ir.Value]
 
 
+@dataclass
+class SharedOperand:
+    """A tile that lives in shared memory in the layout its consumer (a wgmma dot) reads: the
+    i32 shared address of its first byte (async_copy.py)."""
+
+    addr: ir.Value
+
+
 def blocked_for(shape: tuple[int, ...], vec: int, num_warps: int) -> LinearLayout:
     """Row-major blocked layout: `vec` consecutive elements per thread along the last dim, lanes
     then warps filling the dims from the last one; what is left over repeats along dim 0."""
@@ -86,12 +94,15 @@ class NvLowering:
         self.name = name
         self.num_warps = num_warps
         self.vals: dict[Value, Any] = {}
-        self.axis: dict[Value, AxisInfo] = analyze_axis_info(fn)
-        self.vec_hint = _vector_hints(fn, self.axis)
+        self.axis: dict[Value, AxisInfo] = {}  # computed by build(), after the GPU passes changed fn
+        self.vec_hint: dict[tuple[int, ...], int] = {}
         self.layout_cache: dict[tuple[int, ...], LinearLayout] = {}
         self.hw_cache: dict[LinearLayout, list[ir.Value]] = {}
         self.smem_bytes = 0
         self.smem: ir.GlobalVariable | None = None
+        self.scratch_floor = 0  # bytes at the bottom of shared memory held by live pipeline buffers
+        self.pipes: dict[int, Any] | None = None  # pipelined buffers (async_copy.plan_buffers)
+        self._smem_addr: ir.Value | None = None
         # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
         # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
         self.fmf: tuple[str, ...] = ("contract",)
@@ -144,6 +155,8 @@ class NvLowering:
 
     # ------------------------------------------------------------------ function
     def build(self) -> ir.Function:
+        self.axis = analyze_axis_info(self.fn)
+        self.vec_hint = _vector_hints(self.fn, self.axis)
         params = [nv_type(a.type) if a.type != T.i1 else I32 for a in self.fn.args]
         f = ir.Function(self.m, ir.FunctionType(ir.VoidType(), params), self.name)
         f.calling_convention = "ptx_kernel"
@@ -191,8 +204,14 @@ class NvLowering:
         self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [ir.Constant(I32, 0)])
 
     def scratch(self, nbytes: int) -> ir.Value:
-        """The dynamic shared-memory scratch area (sized to the largest use)."""
-        self.smem_bytes = max(self.smem_bytes, nbytes)
+        """The dynamic shared-memory scratch area (sized to the largest use), above the pipeline
+        buffers that are live (`reserve`)."""
+        floor = self.scratch_floor
+        self.smem_bytes = max(self.smem_bytes, floor + nbytes)
+        g = self._smem_global()
+        return g.gep([ir.Constant(I32, 0), ir.Constant(I32, floor)]) if floor else g
+
+    def _smem_global(self) -> ir.GlobalVariable:
         if self.smem is None:
             g = ir.GlobalVariable(self.m, ir.ArrayType(I8, 0), "__anvil_smem", addrspace=3)
             g.linkage = "external"
@@ -200,10 +219,28 @@ class NvLowering:
             self.smem = g
         return self.smem
 
+    def reserve(self, nbytes: int) -> None:
+        """Hold the bottom `nbytes` of shared memory (1024-byte aligned) until `release`."""
+        self._smem_global().align = 1024
+        self.scratch_floor = max(self.scratch_floor, -(-nbytes // 1024) * 1024)
+        self.smem_bytes = max(self.smem_bytes, self.scratch_floor)
+
+    def release(self) -> None:
+        self.scratch_floor = 0
+
+    def scratch_base(self) -> ir.Value:
+        """The shared-memory address (i32) of the bottom of the dynamic shared memory."""
+        if self._smem_addr is None:
+            e = self.entry
+            self._smem_addr = e.trunc(e.ptrtoint(self._smem_global(), I64), I32)
+        return self._smem_addr
+
     # ------------------------------------------------------------------ values
     def tile(self, v: Value, layout: LinearLayout | None = None) -> GPUTile:
         """`v` as a tile in `layout` (converting if needed; splatting scalars)."""
         x = self.vals[v]
+        if isinstance(x, SharedOperand):
+            raise UnsupportedError("internal: a pipelined shared-memory operand was used outside its dot")
         shape = T.shape_of(v.type)
         target = layout or (x.layout if isinstance(x, GPUTile) else self.canonical(shape))
         if not isinstance(x, GPUTile):
@@ -289,7 +326,7 @@ def _vector_hints(fn: Function, axis: dict[Value, AxisInfo]) -> dict[tuple[int, 
     """Per tile shape, the widest vector (in elements) any load or store of that shape could use."""
     hints: dict[tuple[int, ...], int] = {}
     for op in fn.walk():
-        if op.opcode not in ("load", "store"):
+        if op.opcode not in ("load", "store", "async_copy"):
             continue
         p = op.operands[0]
         shape = T.shape_of(p.type)

@@ -26,7 +26,7 @@ from .ownership import owned_registers, owner_predicate
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["lower_load", "lower_store", "lower_atomic_rmw", "lower_atomic_cas"]
+__all__ = ["lower_load", "lower_store", "lower_atomic_rmw", "lower_atomic_cas", "load_tile"]
 
 _ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
 
@@ -169,7 +169,6 @@ def _pred_store(lw: NvLowering, ptr: ir.Value, pred: ir.Value, words: list[ir.Va
 
 
 def lower_load(lw: NvLowering, op: Op) -> None:
-    b = lw.b
     ptr_v = op.operands[0]
     mask_v = op.operands[1] if op.attrs["has_mask"] else None
     other_v = op.operands[-1] if op.attrs["has_other"] else None
@@ -183,12 +182,21 @@ def lower_load(lw: NvLowering, op: Op) -> None:
             m = _debug_pred(lw, op, ptr_v, p, m)
         lw.vals[op.result] = _load_one(lw, p, m, o, ety, elem)
         return
+    lw.vals[op.result] = load_tile(lw, ptr_v, mask_v, other_v, elem, op)
+
+
+def load_tile(lw: NvLowering, ptr_v: Value, mask_v: Value | None, other_v: Value | None, elem: T.ElemType,
+              op: Op | None = None) -> GPUTile:
+    """The tile at the pointer tile `ptr_v` (in its layout), `other_v` (default 0) where `mask_v` is
+    off; debug mode's bounds checks apply when `op` (the load) is given."""
+    b = lw.b
+    ety = nv_type(elem)
     ptr = lw.tile(ptr_v)
     layout = ptr.layout
     mask = lw.tile(mask_v, layout) if mask_v is not None else None
     other = lw.tile(other_v, layout) if other_v is not None else None
     vec = _vec(lw, layout, ptr_v, mask_v, elem)
-    if lw.debug:  # element by element: an access partly outside its tensor still reads the inside part
+    if lw.debug and op is not None:  # element by element: a partly outside access still reads the inside part
         mask, vec = _debug_mask(lw, op, ptr_v, ptr, mask), 1
     size = _elem_bytes(elem)
     regs: list[ir.Value | None] = [None] * num_regs(layout)
@@ -209,11 +217,12 @@ def lower_load(lw: NvLowering, op: Op) -> None:
         words = _pred_load(lw, p, mask.regs[r0], _pack(b, defaults, ety, total), total)
         for i, v in enumerate(_unpack(b, words, ety, vec, total)):
             regs[r0 + i] = v
-    lw.vals[op.result] = GPUTile(layout, regs)  # type: ignore[arg-type]
+    return GPUTile(layout, regs)  # type: ignore[arg-type]
 
 
 def _load_one(lw: NvLowering, p: ir.Value, m: ir.Value | None, other: ir.Value, ety: ir.Type,
               elem: T.ElemType) -> ir.Value:
+    """One element at `p`, `other` where the mask `m` is off."""
     b = lw.b
     if m is None:
         return b.load(p, typ=ety)

@@ -232,6 +232,9 @@ LOWER: dict[str, Callable[[NvLowering, Op], None]] = {
     "print": _lazy("debug", "lower_print"),
     "assert": _lazy("debug", "lower_assert"),
     "inline_asm": _lazy("inline_asm", "lower_inline_asm"),
+    "async_copy": _lazy("async_copy", "lower_async_copy"),
+    "async_wait": _lazy("async_copy", "lower_async_wait"),
+    "async_drain": _lazy("async_copy", "lower_async_drain"),
 }
 
 _ = (I1,)

@@ -32,13 +32,13 @@ from ...layouts.distributed import wgmma_accumulator
 from ..cpu import scalar as S
 from ..cpu.scalar import I32, I64
 from .lower import GPUTile
-from .staging import stage
+from .staging import Offset, stage
 
 if TYPE_CHECKING:
     from .lower import NvLowering
     from .mma import MmaPlan
 
-__all__ = ["WgmmaPlan", "plan_wgmma", "wgmma_tiles"]
+__all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "wgmma_tiles"]
 
 F32 = ir.FloatType()
 
@@ -139,39 +139,70 @@ def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value, d
     return [lw.b.extract_value(res, i) for i in range(n)]
 
 
-def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile, b_tile: GPUTile, acc_tile: GPUTile,
-                m: int, n: int, k: int, oe: T.ScalarType) -> GPUTile:
-    """acc + a @ b for register tiles a [m, k], b [k, n] (any layouts) and acc [m, n] in
-    `plan.layout`; the result is in `plan.layout` with element type `oe`."""
+@dataclass(frozen=True)
+class SmemOperand:
+    """Where a wgmma operand lives in shared memory: `nbytes` from a 1024-byte aligned base,
+    element (i, j) of the operand tile at byte `offset(builder, i, j)`, runs of consecutive
+    elements along `fast_dim` contiguous (16 bytes at most within a swizzle chunk)."""
+
+    nbytes: int
+    offset: Offset
+    fast_dim: int
+
+
+def operand_smem(plan: WgmmaPlan, role: int, m: int, n: int, k: int) -> SmemOperand:
+    """The shared-memory layout of operand A (role 0, [m, k]) or B (role 1, [k, n]) for `plan`."""
+    es = plan.elem_bits // 8
+    wa = _swizzle_width(k * es)
+
+    def scaled(bb: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        return bb.mul(x, ir.Constant(I32, es)) if es != 1 else x
+
+    if role == 0:
+        return SmemOperand(m * wa, lambda bb, i, j: _kmajor_offset(bb, i, scaled(bb, j), wa), 1)
+    if plan.b_mode == "kmajor":
+        return SmemOperand(n * wa, lambda bb, i, j: _kmajor_offset(bb, j, scaled(bb, i), wa), 0)
+    return SmemOperand((n * 2 // 128) * k * 128, lambda bb, i, j: _nmajor_offset(bb, i, scaled(bb, j), k), 1)
+
+
+def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_tile: GPUTile | ir.Value,
+                acc_tile: GPUTile, m: int, n: int, k: int, oe: T.ScalarType) -> GPUTile:
+    """acc + a @ b for a [m, k], b [k, n] and acc [m, n] in `plan.layout`; the result is in
+    `plan.layout` with element type `oe`. An operand is a register tile (any layout; staged into
+    the scratch area here) or the i32 shared-memory address of the operand already in the layout
+    `operand_smem` gives (a pipelined copy's slot, made visible to the async proxy by its waiter)."""
     layout = plan.layout
     b = lw.b
     cur = [S.emit_cast(b, oe, plan.acc, v) for v in acc_tile.regs]
     bits = plan.elem_bits
     es = bits // 8
     wa = _swizzle_width(k * es)
-    a_bytes = m * wa
-    b_base = -(-a_bytes // 1024) * 1024
-    if plan.b_mode == "kmajor":
-        b_bytes = n * wa
+    sa, sb = operand_smem(plan, 0, m, n, k), operand_smem(plan, 1, m, n, k)
+    addrs: list[ir.Value] = []
+    staged = [(t, so) for t, so in ((a_tile, sa), (b_tile, sb)) if isinstance(t, GPUTile)]
+    if staged:
+        offs, total = [], 0
+        for _, so in staged:
+            offs.append(total)
+            total = -(-(total + so.nbytes) // 1024) * 1024
+        base = lw.scratch(total)
+        assert lw.smem is not None
+        lw.smem.align = 1024
+        lw.barrier()
+        for (t, so), off in zip(staged, offs, strict=True):
+            assert isinstance(t, GPUTile)
+            stage(lw, t, base, off, so.offset, so.fast_dim, bits)
+        lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
+        lw.barrier()
+        e = lw.entry
+        smem_addr = e.trunc(e.ptrtoint(base, I64), I32)
+        it = iter(offs)
+        for t in (a_tile, b_tile):
+            addrs.append(e.add(smem_addr, ir.Constant(I32, next(it))) if isinstance(t, GPUTile) else t)
     else:
-        b_bytes = (n * 2 // 128) * k * 128
-    base = lw.scratch(b_base + b_bytes)
-    assert lw.smem is not None
-    lw.smem.align = 1024
-    lw.barrier()
-    def scaled(bb: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        return bb.mul(x, ir.Constant(I32, es)) if es != 1 else x
-
-    stage(lw, a_tile, base, 0, lambda bb, i, j: _kmajor_offset(bb, i, scaled(bb, j), wa), 1, bits)
-    if plan.b_mode == "kmajor":
-        stage(lw, b_tile, base, b_base, lambda bb, i, j: _kmajor_offset(bb, j, scaled(bb, i), wa), 0, bits)
-    else:
-        stage(lw, b_tile, base, b_base, lambda bb, i, j: _nmajor_offset(bb, i, scaled(bb, j), k), 1, bits)
-    lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
-    lw.barrier()
-
+        addrs = [a_tile, b_tile]  # type: ignore[list-item]
+    a_addr, b_addr = addrs
     e = lw.entry
-    smem_addr = e.trunc(e.ptrtoint(base, I64), I32)
     wg = e.lshr(lw.warp, ir.Constant(I32, 2))
     gm, gn = plan.warps
     wg_m = e.urem(wg, ir.Constant(I32, gm)) if gm > 1 else ir.Constant(I32, 0)
@@ -179,12 +210,11 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile, b_tile: GPUTil
     # this warpgroup's first row of A and first column of B (register reps go along M by 64 * gm)
     a_row0 = e.mul(wg_m, ir.Constant(I32, 64))
     n0 = e.mul(wg_n, ir.Constant(I32, plan.instr_n))
-    a_start = e.add(smem_addr, e.mul(a_row0, ir.Constant(I32, wa)))
+    a_start = b.add(a_addr, e.mul(a_row0, ir.Constant(I32, wa)))
     if plan.b_mode == "kmajor":
-        b_start = e.add(smem_addr, e.add(ir.Constant(I32, b_base), e.mul(n0, ir.Constant(I32, wa))))
+        b_start = b.add(b_addr, e.mul(n0, ir.Constant(I32, wa)))
     else:
-        b_start = e.add(smem_addr, e.add(ir.Constant(I32, b_base), e.mul(e.lshr(n0, ir.Constant(I32, 6)),
-                                                                         ir.Constant(I32, (k // 8) * 1024))))
+        b_start = b.add(b_addr, e.mul(e.lshr(n0, ir.Constant(I32, 6)), ir.Constant(I32, (k // 8) * 1024)))
     per_rep = plan.instr_n // 2  # f32 accumulators per thread per 64-row slab
     reps = len(cur) // per_rep
     lw.intrinsic("llvm.nvvm.wgmma.fence.sync.aligned", ir.VoidType(), [])

@@ -1,0 +1,235 @@
+"""Pipelined operand copies (passes/pipeline.py's ops): `cp.async` from global memory straight into
+shared-memory slots laid out as the consuming wgmma reads them, so the tensor core takes its
+operands from there with no trip through registers.
+
+- Each pipelined operand (a `buffer`) gets `stages` slots of the layout `wgmma.operand_smem`
+  gives for its role in the dot; the buffers of a kernel sit at the bottom of the dynamic shared
+  memory (1024-byte aligned), and while they are live (from the first copy to `async_drain`)
+  every other use of shared memory goes above them (`lw.scratch_floor`).
+- `async_copy`: per thread, runs of consecutive elements along the operand's contiguous dimension
+  become one `cp.async` of 4, 8 or 16 bytes (16: `.cg`, bypassing L1), with the mask as the
+  source size (0: the copy writes zeros, the `other` of the load it replaces). When axis info
+  cannot prove such runs (or the operand's contiguous dimension in global memory is not the one
+  in the slot, a transposing copy), the tile goes through registers instead (a vectorized load,
+  then shared stores, fp32 rounded to tf32 on the way as the staging of unpipelined dots does):
+  correct for any layout, only slower. Copies of an iteration past the loop's end
+  are not issued (a uniform branch); the group is committed either way, so group counts stay exact.
+- `async_wait`: `cp.async.wait_group` (the S-2 younger groups may stay in flight), a proxy fence so
+  the tensor core (async proxy) sees the data, and a barrier: every thread's copies have landed
+  and every warp has finished the dot that read the slot about to be overwritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ... import knobs
+from ...errors import UnsupportedError
+from ...ir import types as T
+from ...ir.core import Function, Op, Value
+from ...layouts import REGISTER, LinearLayout
+from ..cpu.scalar import I1, I32, I64
+from .lower import SharedOperand, num_regs, reg_coords
+
+if TYPE_CHECKING:
+    from .lower import NvLowering
+    from .wgmma import SmemOperand
+
+__all__ = ["PipeBuffer", "plan_buffers", "reads_shared", "pipeline_stages", "lower_async_copy", "lower_async_wait",
+           "lower_async_drain"]
+
+_SMEM_LIMIT = 232448  # dynamic shared memory per block on sm_90 (227 KB)
+
+
+@dataclass(frozen=True)
+class PipeBuffer:
+    base: int  # byte offset in the dynamic shared memory
+    slot_bytes: int  # 1024-aligned
+    smem: SmemOperand
+    elem: T.ScalarType
+
+
+def reads_shared(lw: NvLowering, dot: Op, operand: int) -> bool:
+    """Whether the lowering of `dot` reads operand A (0) or B (1) straight from shared memory (a
+    wgmma dot): passes/pipeline.py may then copy it there asynchronously."""
+    from .mma import plan_mma
+    from .wgmma import WgmmaPlan
+
+    return knobs.pipeline() and len(T.shape_of(dot.result.type)) == 2 and isinstance(plan_mma(lw, dot), WgmmaPlan)
+
+
+def pipeline_stages(lw: NvLowering, fn: Function, wanted: int) -> int:
+    """`wanted` stages, or fewer if the slots of the largest pipelined dot would not fit in shared memory."""
+    from .mma import plan_mma
+    from .wgmma import WgmmaPlan, operand_smem
+
+    per_stage = 0
+    for op in fn.walk():
+        if op.opcode != "dot" or op.parent is None or not reads_shared(lw, op, 0):
+            continue
+        plan = plan_mma(lw, op)
+        assert isinstance(plan, WgmmaPlan)
+        (m, k), n = T.shape_of(op.operands[0].type), T.shape_of(op.operands[1].type)[-1]
+        size = sum(-(-operand_smem(plan, r, m, n, k).nbytes // 1024) * 1024 for r in (0, 1))
+        per_stage = max(per_stage, size)
+    if not per_stage:
+        return wanted
+    return min(wanted, (_SMEM_LIMIT - 1024) // per_stage)
+
+
+def _uses(lw: NvLowering) -> dict[Value, list[tuple[Op, int]]]:
+    uses: dict[Value, list[tuple[Op, int]]] = {}
+    for op in lw.fn.walk():
+        for k, v in enumerate(op.operands):
+            uses.setdefault(v, []).append((op, k))
+    return uses
+
+
+def plan_buffers(lw: NvLowering) -> dict[int, PipeBuffer]:
+    """Shared-memory placement of every pipelined buffer of the function (from its consumer dot)."""
+    from .mma import plan_mma
+    from .wgmma import WgmmaPlan, operand_smem
+
+    out: dict[int, PipeBuffer] = {}
+    uses: dict[Value, list[tuple[Op, int]]] | None = None
+    top = 0
+    for op in lw.fn.walk():
+        if op.opcode != "async_wait":
+            continue
+        uses = uses if uses is not None else _uses(lw)
+        (dot, role), = uses[op.result]
+        plan = plan_mma(lw, dot)
+        if not isinstance(plan, WgmmaPlan) or dot.opcode != "dot" or role > 1:
+            raise UnsupportedError("internal: a pipelined operand does not feed a wgmma dot", op.loc)
+        (m, k), n = T.shape_of(dot.operands[0].type), T.shape_of(dot.operands[1].type)[-1]
+        so = operand_smem(plan, role, m, n, k)
+        slot = -(-so.nbytes // 1024) * 1024
+        elem = T.elem_of(op.result.type)
+        assert isinstance(elem, T.ScalarType)
+        out[op.attrs["buffer"]] = PipeBuffer(top, slot, so, elem)
+        top += slot * op.attrs["stages"]
+    return out
+
+
+def _buffer(lw: NvLowering, op: Op) -> PipeBuffer:
+    if lw.pipes is None:
+        lw.pipes = plan_buffers(lw)
+    buf = lw.pipes[op.attrs["buffer"]]
+    end = buf.base + buf.slot_bytes * op.attrs["stages"]
+    lw.reserve(end)
+    return buf
+
+
+def _slot_addr(lw: NvLowering, buf: PipeBuffer, slot: ir.Value) -> ir.Value:
+    b = lw.b
+    base = lw.scratch_base()
+    off = b.add(ir.Constant(I32, buf.base), b.mul(b.zext(slot, I32) if slot.type != I32 else slot,
+                                                  ir.Constant(I32, buf.slot_bytes)))
+    return b.add(base, off)
+
+
+def _run(layout: LinearLayout, dim: int) -> int:
+    """Consecutive elements along `dim` held in consecutive registers of a thread."""
+    k = 0
+    regb = layout.bases(REGISTER)
+    rank = len(layout.out_dims)
+    while k < len(regb) and regb[k] == tuple((1 << k) if d == dim else 0 for d in range(rank)):
+        k += 1
+    return 1 << k
+
+
+def _copy_vec(lw: NvLowering, layout: LinearLayout, ptr_v: Value, mask_v: Value | None, dim: int,
+              esize: int) -> int:
+    vec = min(_run(layout, dim), max(1, 16 // esize))
+    info = lw.axis.get(ptr_v)
+    if info is None or len(info.contiguity) != 2:
+        return 1
+    vec = min(vec, info.contiguity[dim], max(1, info.divisibility[dim] // esize))
+    if mask_v is not None:
+        minfo = lw.axis.get(mask_v)
+        vec = min(vec, minfo.constancy[dim] if minfo is not None and len(minfo.constancy) == 2 else 1)
+    vec = max(1, vec & -vec)
+    return vec if vec * esize in (4, 8, 16) else 0
+
+
+def lower_async_copy(lw: NvLowering, op: Op) -> None:
+    buf = _buffer(lw, op)
+    ptr_v = op.operands[0]
+    mask_v = op.operands[1] if op.attrs["has_mask"] else None
+    pred_v, slot_v = op.operands[-2:]
+    ptr = lw.tile(ptr_v)
+    layout = ptr.layout
+    mask = lw.tile(mask_v, layout) if mask_v is not None else None
+    esize = buf.elem.bits // 8
+    # a transposed copy writes source element (i, j) where the operand's (j, i) goes
+    flip = bool(op.attrs["transposed"])
+    fast = 1 - buf.smem.fast_dim if flip else buf.smem.fast_dim
+    offset = buf.smem.offset
+
+    def place(bb: ir.IRBuilder, i: ir.Value, j: ir.Value) -> ir.Value:
+        return offset(bb, j, i) if flip else offset(bb, i, j)
+
+    vec = _copy_vec(lw, layout, ptr_v, mask_v, fast, esize)
+    slot = _slot_addr(lw, buf, lw.scalar(slot_v))
+
+    def copies() -> None:
+        if not vec:  # through registers: a vectorized load, then stores in the slot's layout
+            from .memory import load_tile
+            from .staging import stage
+
+            tile = load_tile(lw, ptr_v, mask_v, None, buf.elem)
+            ptr8 = lw.b.inttoptr(lw.b.zext(slot, I64), ir.PointerType(ir.IntType(8), addrspace=3))
+            stage(lw, tile, ptr8, 0, place, fast, buf.elem.bits)
+            return
+        b = lw.b
+        hw = lw.hw_coords(layout)
+        seen: set[tuple[int, ...]] = set()
+        for r0 in range(0, num_regs(layout), vec):
+            rc = reg_coords(layout, r0)
+            if rc in seen:
+                continue
+            seen.add(rc)
+            i = b.or_(hw[0], ir.Constant(I32, rc[0])) if rc[0] else hw[0]
+            j = b.or_(hw[1], ir.Constant(I32, rc[1])) if rc[1] else hw[1]
+            dst = b.add(slot, place(b, i, j))
+            _cp_async(lw, dst, ptr.regs[r0], mask.regs[r0] if mask is not None else None, vec * esize)
+
+    lw.when(lw.scalar(pred_v), copies)
+    if op.attrs["commit"]:
+        lw.intrinsic("llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
+
+
+def _cp_async(lw: NvLowering, dst: ir.Value, src: ir.Value, mask: ir.Value | None, nbytes: int) -> None:
+    b = lw.b
+    kind = "cg" if nbytes == 16 else "ca"
+    if mask is None:
+        fty = ir.FunctionType(ir.VoidType(), [I32, src.type])
+        b.asm(fty, f"cp.async.{kind}.shared.global [$0], [$1], {nbytes};", "r,l,~{memory}", [dst, src],
+              side_effect=True)
+        return
+    size = b.select(mask, ir.Constant(I32, nbytes), ir.Constant(I32, 0))
+    fty = ir.FunctionType(ir.VoidType(), [I32, src.type, I32])
+    b.asm(fty, f"cp.async.{kind}.shared.global [$0], [$1], {nbytes}, $2;", "r,l,r,~{memory}", [dst, src, size],
+          side_effect=True)
+
+
+def lower_async_wait(lw: NvLowering, op: Op) -> None:
+    buf = _buffer(lw, op)
+    if op.attrs["sync"]:
+        pending = max(0, op.attrs["stages"] - 2)
+        lw.intrinsic("llvm.nvvm.cp.async.wait.group", ir.VoidType(), [ir.Constant(I32, pending)])
+        lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
+        lw.barrier()
+    lw.vals[op.result] = SharedOperand(_slot_addr(lw, buf, lw.scalar(op.operands[0])))
+
+
+def lower_async_drain(lw: NvLowering, op: Op) -> None:
+    lw.intrinsic("llvm.nvvm.cp.async.wait.all", ir.VoidType(), [])
+    lw.barrier()
+    lw.release()
+
+
+_ = (I1,)
