@@ -5,7 +5,7 @@ table shows each compiler's best config (medians of CUDA-event timing with L2 fl
 triton.testing.do_bench), TFLOP/s, the ratio, and the compile time of the best config. Outputs are
 checked against torch before timing.
 
-    python benchmarks/gemm.py [--quick] [--json out.json] [--configs all]
+    python benchmarks/gemm.py [--quick] [--fast] [--anvil-only] [--config 128x256x64x8x3 ...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -98,10 +98,14 @@ def main() -> None:
     ap.add_argument("--json")
     ap.add_argument("--anvil-only", action="store_true", help="skip Triton (quick checks of Anvil variants)")
     ap.add_argument("--fast", action="store_true", help="three configs instead of the sweep")
+    ap.add_argument("--config", action="append", default=[],
+                    help="BMxBNxBKxWARPSxSTAGES, repeatable: these configs instead")
     args = ap.parse_args()
     sizes = [4096] if args.quick else [4096, 8192]
     dtypes = [torch.float16] if args.quick else [torch.float16, torch.bfloat16]
     configs = FAST if args.fast else CONFIGS
+    if args.config:
+        configs = [tuple(int(x) for x in c.split("x")) for c in args.config]
     rows = [case(s, dt, configs, not args.anvil_only) for s in sizes for dt in dtypes]
     print(f"\n{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}")
     print(f"{'shape':8} {'dtype':9} {'anvil TF/s':>10} {'triton TF/s':>11} {'torch TF/s':>10} {'ratio':>6}  "

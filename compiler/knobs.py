@@ -84,6 +84,7 @@ def pipeline() -> bool:
     return os.environ.get("ANVIL_PIPELINE", "1").lower() not in ("0", "false", "no", "off")
 
 
+
 def native_launch() -> bool:
     return os.environ.get("ANVIL_NATIVE_LAUNCH", "1").lower() not in ("0", "false", "no", "off")
 

@@ -109,8 +109,8 @@ def _binary(opcode: str, a: Value, b: Value, loc: Location, out: list[Op], **att
     return op.result
 
 
-def _copies(loads: list[tuple[Op, Op | None, int]], ids: list[int], mapping: dict[Value, Value], pred: Value, slot: Value,
-            stages: int, out: list[Op]) -> None:
+def _copies(loads: list[tuple[Op, Op | None, int]], ids: list[int], mapping: dict[Value, Value], pred: Value,
+            slot: Value, stages: int, out: list[Op]) -> None:
     """One async_copy per load, addresses through `mapping`; the last one commits the group."""
     for n, ((ld, trans, _), buf) in enumerate(zip(loads, ids, strict=True)):
         ops = [mapping.get(ld.operands[0], ld.operands[0])]
@@ -151,12 +151,13 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
     pred = "lt" if sign == 1 else "gt"
     ids = [next(_buffers) for _ in loads]
     ity = iv.type
+    dist = stages - 1  # iterations the copies run ahead
 
-    # Prologue: the copies of iterations 0 .. S-2, each group predicated on its iteration existing.
+    # Prologue: the copies of iterations 0 .. dist-1, each group predicated on its iteration existing.
     pro: list[Op] = []
     ivs: Value = lb
     args = {a: inits[carried.index(a)] for a in used}
-    for s in range(stages - 1):
+    for s in range(dist):
         if s:
             amap: dict[Value, Value] = {iv: ivs, **args}
             clone_ops(next_chain, amap, pro)
@@ -166,7 +167,7 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
         pmap: dict[Value, Value] = {iv: ivs, **args}
         clone_ops(addr_ops, pmap, pro)
         _copies(loads, ids, pmap, here, _const(s, T.i32, loop.loc, pro), stages, pro)
-    # the loop's `ahead` arguments start S-1 iterations ahead of the loop's own
+    # the loop's `ahead` arguments start `dist` iterations ahead of the loop's own
     amap = {iv: ivs, **args}
     clone_ops(next_chain, amap, pro)
     ahead_init = [amap.get(nexts[a], nexts[a]) for a in used]
@@ -178,19 +179,22 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
     waited: dict[Value, Value] = {}
     for n, ((ld, trans, _), buf) in enumerate(zip(loads, ids, strict=True)):
         seen = trans if trans is not None else ld  # what the dot reads
-        w = Op("async_wait", [slot], [seen.result.type], {"buffer": buf, "stages": stages, "sync": n == 0},
-               loc=ld.loc)
+        w = Op("async_wait", [slot], [seen.result.type],
+               {"buffer": buf, "stages": stages, "sync": n == 0, "pending": dist - 1}, loc=ld.loc)
         top.append(w)
         waited[seen.result] = w.result
     tail: list[Op] = []
-    dist = _binary("mul", step, _const(stages - 1, ity, loop.loc, tail), loop.loc, tail)
-    iv_ahead = _binary("add", iv, dist, loop.loc, tail)
+    span = _binary("mul", step, _const(dist, ity, loop.loc, tail), loop.loc, tail)
+    iv_ahead = _binary("add", iv, span, loop.loc, tail)
     more = _binary("cmp", iv_ahead, ub, loop.loc, tail, pred=pred)
     last = _const(stages - 1, T.i32, loop.loc, tail)
     zero = _const(0, T.i32, loop.loc, tail)
     one = _const(1, T.i32, loop.loc, tail)
-    at0 = _binary("cmp", slot, zero, loop.loc, tail, pred="eq")
-    wslot_op = Op("select", [at0, last, _binary("sub", slot, one, loop.loc, tail)], [T.i32], loc=loop.loc)
+    # the slot of iteration i + dist: (slot + dist) mod S
+    ahead_slot = _binary("add", slot, _const(dist, T.i32, loop.loc, tail), loop.loc, tail)
+    wraps = _binary("cmp", ahead_slot, _const(stages, T.i32, loop.loc, tail), loop.loc, tail, pred="ge")
+    wslot_op = Op("select", [wraps, _binary("sub", ahead_slot, _const(stages, T.i32, loop.loc, tail), loop.loc,
+                                            tail), ahead_slot], [T.i32], loc=loop.loc)
     tail.append(wslot_op)
     nmap: dict[Value, Value] = {iv: iv_ahead, **dict(zip(used, ahead, strict=True))}
     clone_ops(addr_ops, nmap, tail)
@@ -211,7 +215,7 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
     new_loop = Op("for", [*loop.operands, zero_slot, *ahead_init],
                   [*(r.type for r in loop.results), T.i32, *(a.type for a in used)], dict(loop.attrs),
                   regions=[body], loc=loop.loc)
-    drain = Op("async_drain", [], [], {}, loc=loop.loc)
+    drain = Op("async_drain", [], [], {}, loc=loop.loc)  # after the loop: no copy in flight
     idx = parent.ops.index(loop)
     for op in [*pro, new_loop, drain]:
         op.parent = parent

@@ -219,7 +219,7 @@ def _cp_async(lw: NvLowering, dst: ir.Value, src: ir.Value, mask: ir.Value | Non
 def lower_async_wait(lw: NvLowering, op: Op) -> None:
     buf = _buffer(lw, op)
     if op.attrs["sync"]:
-        pending = max(0, op.attrs["stages"] - 2)
+        pending = max(0, op.attrs["pending"])
         lw.intrinsic("llvm.nvvm.cp.async.wait.group", ir.VoidType(), [ir.Constant(I32, pending)])
         lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
         lw.barrier()
@@ -227,9 +227,9 @@ def lower_async_wait(lw: NvLowering, op: Op) -> None:
 
 
 def lower_async_drain(lw: NvLowering, op: Op) -> None:
+    """After a pipelined loop: no copy in flight, and the slots free again."""
     lw.intrinsic("llvm.nvvm.cp.async.wait.all", ir.VoidType(), [])
     lw.barrier()
     lw.release()
-
 
 _ = (I1,)

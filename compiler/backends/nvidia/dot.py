@@ -55,8 +55,16 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     plan = plan_mma(lw, op)
     layout = plan.layout if plan is not None else lw.canonical((m, n))
     if len(ashape) == 2:
-        lw.vals[op.result] = _dot_2d(lw, plan, _operand(lw, a_v), _operand(lw, b_v), lw.tile(acc_v, layout), m, n, k,
-                                     ae, be, oe)
+        a, b = _operand(lw, a_v), _operand(lw, b_v)
+        from .wgmma import WgmmaPlan, wgmma_tiles, wgmma_wait
+
+        if isinstance(plan, WgmmaPlan) and not isinstance(a, GPUTile) and not isinstance(b, GPUTile):
+            # both operands in pipeline slots: the wait is deferred (NvLowering.defer) past the ops
+            # that follow and do not need the result, the next iteration's copies among them
+            issued = wgmma_tiles(lw, plan, a, b, lw.tile(acc_v, layout), m, n, k, oe, wait=False)
+            lw.defer(op.result, lambda: wgmma_wait(lw, plan, issued, oe))
+            return
+        lw.vals[op.result] = _dot_2d(lw, plan, a, b, lw.tile(acc_v, layout), m, n, k, ae, be, oe)
         return
     # Batched: every operand with the batch dim in registers, then one 2-D dot per batch.
     nb = ashape[0]

@@ -18,6 +18,7 @@ from llvmlite import ir
 from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Block, Function, Op, Value
+from ...ir.ops import ELEMENTWISE
 from ...layouts import LANE, REGISTER, WARP, LinearLayout, blocked_layout
 from ...passes.axis_info import AxisInfo, analyze_axis_info
 from ..cpu import scalar as S
@@ -103,6 +104,7 @@ class NvLowering:
         self.scratch_floor = 0  # bytes at the bottom of shared memory held by live pipeline buffers
         self.pipes: dict[int, Any] | None = None  # pipelined buffers (async_copy.plan_buffers)
         self._smem_addr: ir.Value | None = None
+        self.pending: tuple[Value, Callable[[], GPUTile]] | None = None  # a deferred wait (defer)
         # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
         # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
         self.fmf: tuple[str, ...] = ("contract",)
@@ -301,9 +303,30 @@ class NvLowering:
         from .ops import lower_op
 
         for op in block.ops:
+            if self.pending is not None and (op.opcode not in _WINDOW or self.pending[0] in op.operands):
+                self.flush()
             if op.opcode in ("yield", "condition"):
                 continue
             lower_op(self, op)
+        self.flush()
+
+    def defer(self, v: Value, finish: Callable[[], GPUTile]) -> None:
+        """`v` is computed by `finish()`, called before the first op that uses it or may disturb it
+        (or at the end of the block): an asynchronous op's wait. lower_block lowers the elementwise
+        ops and pipelined copies that follow first."""
+        self.flush()
+        self.pending = (v, finish)
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            v, finish = self.pending
+            self.pending = None
+            self.vals[v] = finish()
+
+
+# ops that may be lowered while a deferred wgmma group is in flight: they touch no shared memory
+# the group reads (its operands are pipeline slots; these write other slots or scratch above them)
+_WINDOW = ELEMENTWISE | {"async_copy", "assume"}
 
 
 def _bit_runs(values: list[int]) -> list[tuple[int, int, int]]:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .lower import NvLowering
     from .mma import MmaPlan
 
-__all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "wgmma_tiles"]
+__all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "wgmma_tiles", "wgmma_wait"]
 
 F32 = ir.FloatType()
 
@@ -165,12 +165,26 @@ def operand_smem(plan: WgmmaPlan, role: int, m: int, n: int, k: int) -> SmemOper
     return SmemOperand((n * 2 // 128) * k * 128, lambda bb, i, j: _nmajor_offset(bb, i, scaled(bb, j), k), 1)
 
 
+def wgmma_wait(lw: NvLowering, plan: WgmmaPlan, issued: GPUTile, oe: T.ScalarType) -> GPUTile:
+    """Wait for the wgmma group that produces `issued` (wgmma_tiles(..., wait=False)); the result
+    in `oe`. The accumulators pass through the wait as tied operands of its asm, so nothing that
+    reads them can be scheduled before it."""
+    regs = issued.regs
+    n = len(regs)
+    fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [F32] * n)
+    cons = ",".join(["=f"] * n + [str(i) for i in range(n)])
+    res = lw.b.asm(fty, "wgmma.wait_group.sync.aligned 0;", cons, regs, side_effect=True)
+    b = lw.b
+    return GPUTile(issued.layout, [S.emit_cast(b, plan.acc, oe, b.extract_value(res, i)) for i in range(n)])
+
+
 def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_tile: GPUTile | ir.Value,
-                acc_tile: GPUTile, m: int, n: int, k: int, oe: T.ScalarType) -> GPUTile:
+                acc_tile: GPUTile, m: int, n: int, k: int, oe: T.ScalarType, wait: bool = True) -> GPUTile:
     """acc + a @ b for a [m, k], b [k, n] and acc [m, n] in `plan.layout`; the result is in
     `plan.layout` with element type `oe`. An operand is a register tile (any layout; staged into
     the scratch area here) or the i32 shared-memory address of the operand already in the layout
-    `operand_smem` gives (a pipelined copy's slot, made visible to the async proxy by its waiter)."""
+    `operand_smem` gives (a pipelined copy's slot, made visible to the async proxy by its waiter).
+    `wait=False`: return the issued, not yet complete accumulators (fp32); `wgmma_wait` finishes."""
     layout = plan.layout
     b = lw.b
     cur = [S.emit_cast(b, oe, plan.acc, v) for v in acc_tile.regs]
@@ -230,5 +244,5 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_t
             regs = cur[rep * per_rep:(rep + 1) * per_rep]
             cur[rep * per_rep:(rep + 1) * per_rep] = _wgmma(lw, plan, regs, da, db)
     lw.intrinsic("llvm.nvvm.wgmma.commit_group.sync.aligned", ir.VoidType(), [])
-    lw.intrinsic("llvm.nvvm.wgmma.wait_group.sync.aligned", ir.VoidType(), [ir.Constant(I64, 0)])
-    return GPUTile(layout, [S.emit_cast(b, plan.acc, oe, v) for v in cur])
+    issued = GPUTile(layout, cur)
+    return wgmma_wait(lw, plan, issued, oe) if wait else issued
