@@ -5,7 +5,8 @@ table shows each compiler's best config (medians of CUDA-event timing with L2 fl
 triton.testing.do_bench), TFLOP/s, the ratio, and the compile time of the best config. Outputs are
 checked against torch before timing.
 
-    python benchmarks/gemm.py [--quick] [--fast] [--anvil-only] [--config 128x256x64x8x3 ...] [--json out.json]
+    python benchmarks/gemm.py [--quick] [--fast] [--fp8 | --fp8-only] [--anvil-only] [--config 128x256x64x8x3 ...]
+                              [--json out.json]
 """
 
 from __future__ import annotations
@@ -92,12 +93,73 @@ def case(size: int, dtype: torch.dtype, configs: list[tuple[int, ...]], triton_t
     return row
 
 
+AK8 = compiler.compile_source(SRC, kernel="matmul_fp8_kernel", filename="gemm_kernels.py")
+# FP8 configs (BLOCK_K 128: one 128-byte swizzled row of K per operand row)
+FP8_CONFIGS = [(128, 256, 128, 8, 3), (128, 128, 128, 8, 4), (256, 128, 128, 8, 3), (128, 128, 128, 4, 4)]
+
+
+def run_fp8(kernel: Any, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, scale: float,
+            cfg: tuple[int, ...]) -> None:
+    bm, bn, bk, w, s = cfg
+    m, k = a.shape
+    n = b.shape[0]
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+    kernel[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), scale, BLOCK_M=bm, BLOCK_N=bn,
+                 BLOCK_K=bk, GROUP_M=8, num_warps=w, num_stages=s)
+
+
+def case_fp8(size: int, configs: list[tuple[int, ...]], triton_too: bool = True) -> dict[str, Any]:
+    """FP8 e4m3 A [M, K] @ B [N, K]^T with a per-tensor scale, bf16 out; torch: torch._scaled_mm."""
+    a = (torch.randn(size, size, device="cuda") * 2).to(torch.float8_e4m3fn)
+    b = (torch.randn(size, size, device="cuda") * 2).to(torch.float8_e4m3fn)
+    scale = 0.25
+    one = torch.tensor(1.0, device="cuda")
+    ref = (a.float() @ b.float().t()) * scale
+    flop = 2 * size ** 3
+    row: dict[str, Any] = {"shape": f"{size}^3", "dtype": "fp8e4m3"}
+    st = torch.tensor(scale, device="cuda")
+    t_torch = bench(lambda: torch._scaled_mm(a, b.t(), scale_a=st, scale_b=one, out_dtype=torch.bfloat16))
+    row["torch_tflops"] = flop / t_torch / 1e9
+    tk8 = tk.matmul_fp8_kernel
+    for name, kernel in (("anvil", AK8), ("triton", tk8))[:2 if triton_too else 1]:
+        best: tuple[float, tuple[int, ...], float] | None = None
+        for cfg in configs:
+            c = torch.full((size, size), float("nan"), device="cuda", dtype=torch.bfloat16)
+            try:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                run_fp8(kernel, a, b, c, scale, cfg)
+                torch.cuda.synchronize()
+                compile_ms = (time.perf_counter() - t0) * 1e3
+                err = float((c.float() - ref).norm() / ref.norm())
+                if not err < 1e-2:
+                    print(f"  {name} fp8 {cfg}: wrong result (rel err {err:.2e})", flush=True)
+                    continue
+                ms = bench(lambda c=c, cfg=cfg, kernel=kernel: run_fp8(kernel, a, b, c, scale, cfg))
+            except Exception as e:  # noqa: BLE001 - one failing config must not stop the sweep
+                print(f"  {name} fp8 {cfg}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+                continue
+            print(f"  {name} {row['shape']} fp8 {cfg}: {flop / ms / 1e9:.0f} TFLOP/s, compile {compile_ms:.0f} ms",
+                  flush=True)
+            if best is None or ms < best[0]:
+                best = (ms, cfg, compile_ms)
+        if best is not None:
+            row[f"{name}_tflops"] = flop / best[0] / 1e9
+            row[f"{name}_config"] = "x".join(map(str, best[1]))
+            row[f"{name}_compile_ms"] = best[2]
+    if "anvil_tflops" in row and "triton_tflops" in row:
+        row["ratio"] = row["anvil_tflops"] / row["triton_tflops"]
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="4096 only, fp16 only")
     ap.add_argument("--json")
     ap.add_argument("--anvil-only", action="store_true", help="skip Triton (quick checks of Anvil variants)")
     ap.add_argument("--fast", action="store_true", help="three configs instead of the sweep")
+    ap.add_argument("--fp8", action="store_true", help="also FP8 e4m3 at 8192^3 (beside torch._scaled_mm)")
+    ap.add_argument("--fp8-only", action="store_true", help="only the FP8 case")
     ap.add_argument("--config", action="append", default=[],
                     help="BMxBNxBKxWARPSxSTAGES, repeatable: these configs instead")
     args = ap.parse_args()
@@ -106,7 +168,9 @@ def main() -> None:
     configs = FAST if args.fast else CONFIGS
     if args.config:
         configs = [tuple(int(x) for x in c.split("x")) for c in args.config]
-    rows = [case(s, dt, configs, not args.anvil_only) for s in sizes for dt in dtypes]
+    rows = [case(s, dt, configs, not args.anvil_only) for s in sizes for dt in dtypes] if not args.fp8_only else []
+    if args.fp8 or args.fp8_only:
+        rows.append(case_fp8(8192, FP8_CONFIGS, not args.anvil_only))
     print(f"\n{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}")
     print(f"{'shape':8} {'dtype':9} {'anvil TF/s':>10} {'triton TF/s':>11} {'torch TF/s':>10} {'ratio':>6}  "
           f"{'anvil cfg':14} {'triton cfg':14} {'compile ms a/t':>14}")
