@@ -201,8 +201,13 @@ def main() -> None:
             print(f"    anvil: {r['anvil_error']}")
         if "triton_error" in r:
             print(f"    triton: {r['triton_error']}")
+    from compiler.backends.nvidia import native_launch
+
+    kinds = {type(e).__name__ for e in AK["add_kernel"].launcher.fast.values()}
+    entry = "native entry" if kinds == {"builtin_function_or_method"} else f"entries {sorted(kinds)}"
     print(f"warm launch, 1k-element add (us/call): anvil {launch['anvil']:.1f}  triton {launch['triton']:.1f}  "
-          f"torch {launch['torch']:.1f}")
+          f"torch {launch['torch']:.1f}  (anvil: {entry}{'; ' if native_launch.failures else ''}"
+          f"{'; '.join(native_launch.failures)})")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "launch_us": launch}, indent=1))
 

@@ -110,7 +110,8 @@ def test_values_grid_block_and_stream_reach_the_driver(cuda_stub: str) -> None:
     assert ck2 is ck
     from compiler.backends.nvidia import native_launch
 
-    native_launch.drain()  # the native entry is built in the background; the first launches used ctypes
+    native_launch.drain()  # the second launch had the native entry built in the background
+    assert not native_launch.failures
     entry = next(iter(scale_add.launcher.fast.values()))
     assert (type(entry).__name__ == "builtin_function_or_method") == (cuda_stub == "native")
     STREAM[0] = 0x7F00DEAD0  # a capture or `torch.cuda.stream(...)` changes torch's current stream

@@ -158,14 +158,18 @@ class CudaFunction:
         the stream `stream(stream_arg)` and returns `result` (also its `__anvil_result__`). The grid
         dimensions are ints in [1, 2**31). The native entry (native_launch.py) is used when `native`
         (default: ANVIL_NATIVE_LAUNCH, on) and it handles the parameter types; it falls back to the
-        ctypes entry built here for anything unusual. With `install`, the ctypes entry is returned at
-        once and the native one is built on a background thread and handed to `install` when ready
-        (native_launch.build_later): the first launch does not wait for the host JIT."""
+        ctypes entry built here for anything unusual. With `install`, the ctypes entry is returned, and
+        its first call (the kernel's second launch: the first goes through the general path) has the
+        native one built on a background thread and handed to `install` when ready
+        (native_launch.build_later): no launch waits for the host JIT, and a kernel launched once
+        costs none of it (nor any GIL time on the builder thread)."""
         raws = [f"_r{i}" for i in range(n_raw)]
         params = [f"_v{i}" for i in range(n_params)]
         values = "".join(f", _r{p}" for p in positions)
         src = "\n".join([
             f"def entry(_gx, _gy, _gz, {''.join(a + ', ' for a in raws + params)}):",
+            "    if _tier is not None:",
+            "        _tier()",
             "    _acquire()",
             "    try:",
             f"        _pack(_buf, 0, _gx, _gy, _gz, {self.threads}, 1, 1, {self.shared}, _stream(_sarg){values})",
@@ -182,7 +186,7 @@ class CudaFunction:
             "_acquire": self._lock.acquire, "_release": self._lock.release, "_pack": self._pack, "_buf": self.buffer,
             "_stream": stream, "_sarg": stream_arg, "_call": self._launch_ex, "_cfg": self._config,
             "_handle": self._handle, "_argv": self.argv, "_failed": self._failed, "_raise": self._raise,
-            "_result": result,
+            "_result": result, "_tier": None,
         }
         exec(compile(src, f"<anvil launch {self.name}>", "exec"), ns)  # noqa: S102 - generated above
         fn: Callable[..., Any] = ns["entry"]
@@ -208,7 +212,11 @@ class CudaFunction:
                                               result, fn, on_error)
 
         if install is not None:
-            native_launch.build_later(lambda: install(build()))
+            def tier() -> None:  # the entry's first call: the kernel is launched again, build the native one
+                ns["_tier"] = None
+                native_launch.build_later(lambda: install(build()))
+
+            ns["_tier"] = tier
             return fn
         try:
             return build()

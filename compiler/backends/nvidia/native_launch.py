@@ -31,7 +31,7 @@ from typing import Any
 
 from llvmlite import ir
 
-__all__ = ["native_entry", "supported", "build_later", "drain"]
+__all__ = ["native_entry", "supported", "build_later", "drain", "failures"]
 
 _PTR = ir.PointerType()
 _I32 = ir.IntType(32)
@@ -75,6 +75,7 @@ class _MethodDef(ctypes.Structure):
 
 
 _jobs: queue.Queue[Callable[[], None]] = queue.Queue()
+failures: list[str] = []  # why background builds failed (their kernels keep the ctypes entry)
 _worker: threading.Thread | None = None
 
 
@@ -86,8 +87,8 @@ def _work() -> None:
         try:
             with collector_paused():  # as a compile: a full collection here would stall every thread
                 job()
-        except Exception:  # noqa: BLE001 - the ctypes entry already in place stays
-            pass
+        except Exception as e:  # noqa: BLE001 - the ctypes entry already in place stays
+            failures.append(f"{type(e).__name__}: {e}")
         finally:
             _jobs.task_done()
 
