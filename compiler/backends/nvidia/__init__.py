@@ -20,7 +20,7 @@ from ...ir import types as T
 from ...ir.core import Function
 from ...passes.pipeline import pipeline_dot_loads
 from ...passes.prefetch import prefetch_dot_operands
-from .async_copy import pipeline_stages, reads_shared
+from .async_copy import mark_kmajor_b, pipeline_stages, reads_shared
 from .jitlink import warm_up as _warm_up_assembler
 from .lower import NvLowering
 from .toolchain import PtxasReport, assemble
@@ -184,6 +184,7 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
     m = ir.Module(name=symbol)
     m.triple = "nvptx64-nvidia-cuda"
     lw = NvLowering(fn, m, symbol, num_warps, arch, debug)
+    mark_kmajor_b(fn)
     if not debug:
         pipeline_dot_loads(fn, pipeline_stages(lw, fn, num_stages), functools.partial(reads_shared, lw))
     prefetch_dot_operands(fn, num_warps)

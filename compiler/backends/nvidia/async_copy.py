@@ -32,14 +32,14 @@ from ...ir import types as T
 from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..cpu.scalar import I1, I32, I64
-from .lower import SharedOperand, num_regs, reg_coords
+from .lower import SharedOperand, blocked_for, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
     from .wgmma import SmemOperand
 
-__all__ = ["PipeBuffer", "plan_buffers", "reads_shared", "pipeline_stages", "lower_async_copy", "lower_async_wait",
-           "lower_async_drain"]
+__all__ = ["PipeBuffer", "plan_buffers", "mark_kmajor_b", "reads_shared", "pipeline_stages", "lower_async_copy",
+           "lower_async_wait", "lower_async_drain"]
 
 _SMEM_LIMIT = 232448  # dynamic shared memory per block on sm_90 (227 KB)
 
@@ -50,6 +50,27 @@ class PipeBuffer:
     slot_bytes: int  # 1024-aligned
     smem: SmemOperand
     elem: T.ScalarType
+
+
+def mark_kmajor_b(fn: Function) -> None:
+    """Mark the dots whose B operand is loaded with K contiguous in global memory (`b_kmajor`): a
+    16-bit B is then stored K-major, so its copies move 16-byte runs instead of single elements."""
+    from ...passes.axis_info import analyze_axis_info
+
+    axis = None
+    for op in fn.walk():
+        if op.opcode != "dot" or len(T.shape_of(op.result.type)) != 2:
+            continue
+        src, kdim = op.operands[1].op, 0
+        if src is not None and src.opcode == "trans" and tuple(src.attrs.get("perm", ())) == (1, 0):
+            src, kdim = src.operands[0].op, 1
+        if src is None or src.opcode != "load":
+            continue
+        axis = axis if axis is not None else analyze_axis_info(fn)
+        info = axis.get(src.operands[0])
+        if info is not None and len(info.contiguity) == 2 and info.contiguity[kdim] > 1 \
+                and info.contiguity[1 - kdim] == 1:
+            op.attrs["b_kmajor"] = True
 
 
 def reads_shared(lw: NvLowering, dot: Op, operand: int) -> bool:
@@ -160,14 +181,22 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
     ptr_v = op.operands[0]
     mask_v = op.operands[1] if op.attrs["has_mask"] else None
     pred_v, slot_v = op.operands[-2:]
-    ptr = lw.tile(ptr_v)
-    layout = ptr.layout
-    mask = lw.tile(mask_v, layout) if mask_v is not None else None
     esize = buf.elem.bits // 8
     # a transposed copy writes source element (i, j) where the operand's (j, i) goes
     flip = bool(op.attrs["transposed"])
     fast = 1 - buf.smem.fast_dim if flip else buf.smem.fast_dim
     offset = buf.smem.offset
+    ptr = lw.tile(ptr_v)
+    layout = ptr.layout
+    info = lw.axis.get(ptr_v)
+    if _run(layout, fast) == 1 and info is not None and len(info.contiguity) == 2 and info.contiguity[fast] > 1:
+        # contiguous along the slot's fast dim, but held across it: take the addresses in a layout
+        # with runs along that dim (cheap: address tiles are recomputed, not moved)
+        shape = T.shape_of(ptr_v.type)
+        vec = min(info.contiguity[fast], max(1, 16 // esize), shape[fast])
+        ptr = lw.tile(ptr_v, blocked_for(shape, vec, lw.num_warps, fast))
+        layout = ptr.layout
+    mask = lw.tile(mask_v, layout) if mask_v is not None else None
 
     def place(bb: ir.IRBuilder, i: ir.Value, j: ir.Value) -> ir.Value:
         return offset(bb, j, i) if flip else offset(bb, i, j)

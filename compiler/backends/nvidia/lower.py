@@ -51,24 +51,27 @@ class SharedOperand:
     addr: ir.Value
 
 
-def blocked_for(shape: tuple[int, ...], vec: int, num_warps: int) -> LinearLayout:
-    """Row-major blocked layout: `vec` consecutive elements per thread along the last dim, lanes
-    then warps filling the dims from the last one; what is left over repeats along dim 0."""
+def blocked_for(shape: tuple[int, ...], vec: int, num_warps: int, fast: int = -1) -> LinearLayout:
+    """Blocked layout: `vec` consecutive elements per thread along dim `fast` (default the last),
+    lanes then warps filling the dims from that one, then from the last dim down; what is left
+    over repeats along the slowest dim."""
     rank = len(shape)
+    fast %= rank
+    order = [fast] + [d for d in reversed(range(rank)) if d != fast]
     spt = [1] * rank
-    spt[-1] = vec
+    spt[fast] = vec
     rem = [s // p for s, p in zip(shape, spt, strict=True)]
     tpw, lanes = [1] * rank, 32
-    for d in reversed(range(rank)):
+    for d in order:
         t = min(lanes, rem[d])
         tpw[d], lanes, rem[d] = t, lanes // t, rem[d] // t
-    tpw[0] *= lanes
+    tpw[order[-1]] *= lanes
     wpc, warps = [1] * rank, num_warps
-    for d in reversed(range(rank)):
+    for d in order:
         w = min(warps, max(1, rem[d]))
         wpc[d], warps, rem[d] = w, warps // w, max(1, rem[d] // w)
-    wpc[0] *= warps
-    return blocked_layout(shape, spt, tpw, wpc, list(reversed(range(rank))))
+    wpc[order[-1]] *= warps
+    return blocked_layout(shape, spt, tpw, wpc, order)
 
 
 def reg_coords(layout: LinearLayout, r: int) -> tuple[int, ...]:

@@ -126,7 +126,7 @@ def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | None:
     plan = MmaPlan(kind, bits, instr_k, warps, mma_v2_accumulator((m, n), warps), acc)
     from .wgmma import plan_wgmma
 
-    return plan_wgmma(lw, m, n, k, plan) or plan
+    return plan_wgmma(lw, m, n, k, plan, bool(op.attrs.get("b_kmajor"))) or plan
 
 
 # --------------------------------------------------------------------------- shared memory staging

@@ -8,10 +8,13 @@ conflicts:
 
 - A [M, K] is K-major: rows of K * esize bytes (the swizzle width S), 8-row atoms of 8 * S bytes;
   the descriptor's stride offset is 8 * S and the start address advances by 32 bytes per k16 step.
+  Rows longer than 128 bytes are split into 128-byte column blocks, [M, 128 B] tiles one after the
+  other (a head dimension of 128 in attention).
 - B [K, N] is stored N-major (`trans-b`): atoms of 8 K-rows x 64 N-columns (128 B, swizzled by
   the K row), atoms along K 1024 B apart (the descriptor's stride offset) and atoms along N
   K/8 * 1024 B apart (its leading offset). A warpgroup whose N extent is not a multiple of 64
-  stores B^T K-major like A instead (scalar transposing stores: slower).
+  stores B^T K-major like A instead (scalar transposing stores: slower), and so does a B whose K is
+  contiguous in global memory (the dot's `b_kmajor` mark): its copies then go straight in.
 
 The generic-proxy stores are made visible to the tensor core's async proxy with
 `fence.proxy.async.shared::cta` before the barrier; the accumulators stay in registers in the
@@ -54,23 +57,25 @@ class WgmmaPlan:
     b_mode: str  # "kmajor" or "nmajor"
 
 
-def plan_wgmma(lw: NvLowering, m: int, n: int, k: int, base: MmaPlan) -> WgmmaPlan | None:
-    """The wgmma plan for an [m, k] @ [k, n] dot, or None when wgmma does not apply."""
+def plan_wgmma(lw: NvLowering, m: int, n: int, k: int, base: MmaPlan, b_kmajor: bool = False) -> WgmmaPlan | None:
+    """The wgmma plan for an [m, k] @ [k, n] dot, or None when wgmma does not apply. `b_kmajor`:
+    B's K is contiguous in global memory (passes/pipeline.py's mark), so B is stored K-major."""
     if not knobs.wgmma() or not lw.arch.startswith("sm_90"):
         return None
     if base.kind not in _ASM_TYPES or lw.num_warps % 4:
         return None
     groups = lw.num_warps // 4
     esize = base.elem_bits // 8
-    if m % 64 or k * esize % 32 or k * esize > 128:
+    if m % 64 or k * esize % 32 or (k * esize > 128 and k * esize % 128):
         return None
     gm = min(groups, m // 64)
     gn = groups // gm
     instr_n = n // gn
     if instr_n < 8 or instr_n > 256 or instr_n % 8:
         return None
-    # N-major B (trans-b) exists for 16-bit types only; 8- and 32-bit B is stored K-major
-    mode = "nmajor" if instr_n % 64 == 0 and esize == 2 else "kmajor"
+    # N-major B (trans-b) exists for 16-bit types only; 8- and 32-bit B is stored K-major, and so
+    # is 16-bit B whose K is the contiguous dimension in global memory (b_kmajor)
+    mode = "nmajor" if instr_n % 64 == 0 and esize == 2 and not b_kmajor else "kmajor"
     layout = wgmma_accumulator((m, n), (4 * gm, gn), instr_n)
     return WgmmaPlan(base.kind, base.elem_bits, (gm, gn), instr_n, layout, T.fp32, mode)
 
@@ -85,6 +90,16 @@ def _swizzle_width(row_bytes: int) -> int:
 
 
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
+
+
+def _kmajor_blocks(b: ir.IRBuilder, row: ir.Value, kbyte: ir.Value, width: int, rows: int, row_bytes: int) -> ir.Value:
+    """Byte offset of (row, byte kbyte) in a K-major tile of `rows` rows of `row_bytes` bytes, stored
+    as row_bytes / width column blocks of [rows, width] swizzled tiles one after the other."""
+    if row_bytes <= width:
+        return _kmajor_offset(b, row, kbyte, width)
+    blk = b.lshr(kbyte, ir.Constant(I32, width.bit_length() - 1))
+    inner = _kmajor_offset(b, row, b.and_(kbyte, ir.Constant(I32, width - 1)), width)
+    return b.add(b.mul(blk, ir.Constant(I32, rows * width)), inner)
 
 
 def _kmajor_offset(b: ir.IRBuilder, row: ir.Value, kbyte: ir.Value, width: int) -> ir.Value:
@@ -154,14 +169,15 @@ def operand_smem(plan: WgmmaPlan, role: int, m: int, n: int, k: int) -> SmemOper
     """The shared-memory layout of operand A (role 0, [m, k]) or B (role 1, [k, n]) for `plan`."""
     es = plan.elem_bits // 8
     wa = _swizzle_width(k * es)
+    kb = max(k * es, wa)  # bytes of K per row: one swizzle width, or several column blocks of 128 B
 
     def scaled(bb: ir.IRBuilder, x: ir.Value) -> ir.Value:
         return bb.mul(x, ir.Constant(I32, es)) if es != 1 else x
 
     if role == 0:
-        return SmemOperand(m * wa, lambda bb, i, j: _kmajor_offset(bb, i, scaled(bb, j), wa), 1)
+        return SmemOperand(m * kb, lambda bb, i, j: _kmajor_blocks(bb, i, scaled(bb, j), wa, m, kb), 1)
     if plan.b_mode == "kmajor":
-        return SmemOperand(n * wa, lambda bb, i, j: _kmajor_offset(bb, j, scaled(bb, i), wa), 0)
+        return SmemOperand(n * kb, lambda bb, i, j: _kmajor_blocks(bb, j, scaled(bb, i), wa, n, kb), 0)
     return SmemOperand((n * 2 // 128) * k * 128, lambda bb, i, j: _nmajor_offset(bb, i, scaled(bb, j), k), 1)
 
 
@@ -234,13 +250,15 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_t
     lw.intrinsic("llvm.nvvm.wgmma.fence.sync.aligned", ir.VoidType(), [])
     step = 32 // es  # elements of K per instruction (32 bytes)
     for kk in range(0, k, step):
+        blk, kin = divmod(kk * es, wa)  # column block of K-major operands, byte offset in it
         if plan.b_mode == "kmajor":
-            db = _desc(lw, b.add(b_start, ir.Constant(I32, kk * es)), 16, 8 * wa, _SWIZZLE_MODE[wa])
+            db = _desc(lw, b.add(b_start, ir.Constant(I32, blk * n * wa + kin)), 16, 8 * wa, _SWIZZLE_MODE[wa])
         else:
             db = _desc(lw, b.add(b_start, ir.Constant(I32, (kk // 8) * 1024)), (k // 8) * 1024, 1024, 1)
         for rep in range(reps):
             row = rep * 64 * gm
-            da = _desc(lw, b.add(a_start, ir.Constant(I32, row * wa + kk * es)), 16, 8 * wa, _SWIZZLE_MODE[wa])
+            da = _desc(lw, b.add(a_start, ir.Constant(I32, blk * m * wa + row * wa + kin)), 16, 8 * wa,
+                       _SWIZZLE_MODE[wa])
             regs = cur[rep * per_rep:(rep + 1) * per_rep]
             cur[rep * per_rep:(rep + 1) * per_rep] = _wgmma(lw, plan, regs, da, db)
     lw.intrinsic("llvm.nvvm.wgmma.commit_group.sync.aligned", ir.VoidType(), [])
