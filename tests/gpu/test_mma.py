@@ -144,6 +144,24 @@ def test_pipelined_k_loop(k: int, stages: int, dtype: torch.dtype) -> None:
         assert _rel(got, _run(a.cuda(), b.cuda(), torch.float32, *cfg, stages=1)) < tol
 
 
+@pytest.mark.parametrize("bk", [128, 256])
+@pytest.mark.parametrize("b_kmajor", [False, True])
+@pytest.mark.parametrize("stages", [1, 3])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_wide_k_tiles_and_k_contiguous_b(bk: int, b_kmajor: bool, stages: int, dtype: torch.dtype) -> None:
+    """K tiles wider than one 128-byte swizzle row (split into column blocks), and B given as a
+    transposed view (K contiguous: stored K-major in shared memory, copied in 16-byte runs)."""
+    m, n, k = 200, 136, 520
+    g = torch.Generator().manual_seed(bk + stages + 7 * b_kmajor)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randn(n, k, generator=g).to(dtype).t() if b_kmajor else torch.randn(k, n, generator=g).to(dtype)
+    ref = a.double() @ b.double()
+    cfg = (128, 128, bk, 8) if bk == 128 else (64, 64, bk, 4)
+    got = _run(a.cuda(), b.cuda(), torch.float32, *cfg, stages=stages)
+    assert _rel(got, ref) < 1e-5
+    assert _rel(got, _run(a, b, torch.float32, *cfg)) < 1e-5
+
+
 @jit
 def batched_free_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     """One tile, no loop: the dot's result is stored directly (its layout converted for the store)."""
