@@ -85,20 +85,33 @@ def reads_shared(lw: NvLowering, dot: Op, operand: int) -> bool:
 def pipeline_stages(lw: NvLowering, fn: Function, wanted: int) -> int:
     """`wanted` stages, or fewer if the slots of the largest pipelined dot would not fit in shared memory."""
     from .mma import plan_mma
-    from .wgmma import WgmmaPlan, operand_smem
+    from .wgmma import WgmmaPlan, operand_smem, register_a_layout
 
-    per_stage = 0
+    per_stage = staged = 0
     for op in fn.walk():
         if op.opcode != "dot" or op.parent is None or not reads_shared(lw, op, 0):
             continue
         plan = plan_mma(lw, op)
         assert isinstance(plan, WgmmaPlan)
         (m, k), n = T.shape_of(op.operands[0].type), T.shape_of(op.operands[1].type)[-1]
-        size = sum(-(-operand_smem(plan, r, m, n, k).nbytes // 1024) * 1024 for r in (0, 1))
-        per_stage = max(per_stage, size)
+        sizes = [-(-operand_smem(plan, r, m, n, k).nbytes // 1024) * 1024 for r in (0, 1)]
+        copied = [_loaded(op.operands[r]) for r in (0, 1)]
+        per_stage = max(per_stage, sum(sz for sz, c in zip(sizes, copied, strict=True) if c))
+        # operands from registers are staged above the slots, except a register A wgmma reads as is
+        a_regs = register_a_layout(plan, m, k) is not None
+        staged = max(staged, sum(sz for r, (sz, c) in enumerate(zip(sizes, copied, strict=True))
+                                 if not c and not (r == 0 and a_regs)))
     if not per_stage:
         return wanted
-    return min(wanted, (_SMEM_LIMIT - 1024) // per_stage)
+    return min(wanted, (_SMEM_LIMIT - 1024 - staged) // per_stage)
+
+
+def _loaded(v: Value) -> bool:
+    """`v` is a loaded tile, or its transpose: a candidate for a pipelined copy."""
+    d = v.op
+    if d is not None and d.opcode == "trans":
+        d = d.operands[0].op
+    return d is not None and d.opcode == "load"
 
 
 def _uses(lw: NvLowering) -> dict[Value, list[tuple[Op, int]]]:
@@ -135,12 +148,12 @@ def plan_buffers(lw: NvLowering) -> dict[int, PipeBuffer]:
     return out
 
 
-def _buffer(lw: NvLowering, op: Op) -> PipeBuffer:
+def _buffer(lw: NvLowering, op: Op, reserve: bool = True) -> PipeBuffer:
     if lw.pipes is None:
         lw.pipes = plan_buffers(lw)
     buf = lw.pipes[op.attrs["buffer"]]
-    end = buf.base + buf.slot_bytes * op.attrs["stages"]
-    lw.reserve(end)
+    if reserve:
+        lw.reserve(buf.base + buf.slot_bytes * op.attrs["stages"])
     return buf
 
 
@@ -176,6 +189,39 @@ def _copy_vec(lw: NvLowering, layout: LinearLayout, ptr_v: Value, mask_v: Value 
     return vec if vec * esize in (4, 8, 16) else 0
 
 
+def copy_layout(lw: NvLowering, op: Op) -> LinearLayout | None:
+    """The layout the addresses of `op` (an async_copy) should be in when the tile is contiguous in
+    global memory along the slot's fast dim but that is not the last dim (which every default
+    layout already runs along): runs of up to 16 bytes along it. None: any layout will do."""
+    buf = _buffer(lw, op, reserve=False)
+    fast = 1 - buf.smem.fast_dim if op.attrs["transposed"] else buf.smem.fast_dim
+    ptr_v = op.operands[0]
+    info = lw.axis.get(ptr_v)
+    if fast == 1 or info is None or len(info.contiguity) != 2 or info.contiguity[fast] < 2:
+        return None
+    shape = T.shape_of(ptr_v.type)
+    vec = min(info.contiguity[fast], max(1, 128 // buf.elem.bits), shape[fast])
+    return blocked_for(shape, vec, lw.num_warps, fast)
+
+
+def carried_copy_layouts(lw: NvLowering) -> dict[Value, LinearLayout]:
+    """Loop-carried address tiles that feed copies wanting another layout (copy_layout), with that
+    layout: the loop carries them in it, instead of converting them every iteration."""
+    out: dict[Value, LinearLayout] = {}
+    for op in lw.fn.walk():
+        if op.opcode != "async_copy":
+            continue
+        wanted = copy_layout(lw, op)
+        v: Value | None = op.operands[0]
+        while wanted is not None and v is not None:
+            d = v.op
+            if d is None:  # a block argument: carried by its loop
+                out.setdefault(v, wanted)
+                break
+            v = d.operands[0] if d.opcode == "addptr" else None
+    return out
+
+
 def lower_async_copy(lw: NvLowering, op: Op) -> None:
     buf = _buffer(lw, op)
     ptr_v = op.operands[0]
@@ -188,13 +234,9 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
     offset = buf.smem.offset
     ptr = lw.tile(ptr_v)
     layout = ptr.layout
-    info = lw.axis.get(ptr_v)
-    if _run(layout, fast) == 1 and info is not None and len(info.contiguity) == 2 and info.contiguity[fast] > 1:
-        # contiguous along the slot's fast dim, but held across it: take the addresses in a layout
-        # with runs along that dim (cheap: address tiles are recomputed, not moved)
-        shape = T.shape_of(ptr_v.type)
-        vec = min(info.contiguity[fast], max(1, 16 // esize), shape[fast])
-        ptr = lw.tile(ptr_v, blocked_for(shape, vec, lw.num_warps, fast))
+    wanted = copy_layout(lw, op)
+    if wanted is not None and _run(layout, fast) == 1:
+        ptr = lw.tile(ptr_v, wanted)
         layout = ptr.layout
     mask = lw.tile(mask_v, layout) if mask_v is not None else None
 

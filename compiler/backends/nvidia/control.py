@@ -43,11 +43,29 @@ def _phis(lw: NvLowering, like: list[Any], incoming: list[list[ir.Value]], block
     return out
 
 
+def _hoist_register_operands(lw: NvLowering, body: Any) -> None:
+    """Loop-invariant A operands of wgmma dots in the body, taken from registers: converted to the
+    fragment layout once, before the loop, not in every iteration (attention's q)."""
+    from .dot import hoistable_a_layout
+
+    inside = {id(o) for o in body.walk()}
+    for op in body.ops:
+        if op.opcode != "dot":
+            continue
+        a_v = op.operands[0]
+        if a_v.op is None or id(a_v.op) in inside or not isinstance(lw.vals.get(a_v), GPUTile):
+            continue
+        want = hoistable_a_layout(lw, op)
+        if want is not None:
+            lw.vals[a_v] = lw.tile(a_v, want)
+
+
 def lower_for(lw: NvLowering, op: Op) -> None:
     b = lw.b
     lb, ub, step = (lw.scalar(v) for v in op.operands[:3])
     inits = op.operands[3:]
     body = op.regions[0]
+    _hoist_register_operands(lw, body)
     ity = body.args[0].type
     assert isinstance(ity, T.ScalarType)
     like: list[Any] = [lw.tile(v, lw.carried_layout(a, v)) if isinstance(v.type, T.TileType) else lw.scalar(v)

@@ -55,8 +55,15 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     plan = plan_mma(lw, op)
     layout = plan.layout if plan is not None else lw.canonical((m, n))
     if len(ashape) == 2:
-        a, b = _operand(lw, a_v), _operand(lw, b_v)
-        from .wgmma import WgmmaPlan, wgmma_tiles, wgmma_wait
+        from .wgmma import WgmmaPlan, register_a_layout, wgmma_tiles, wgmma_wait
+
+        # A from registers when it is already in wgmma's fragment layout (a dot result, attention's
+        # probabilities; or a loop-invariant tile converted before the loop): else it is staged
+        a_layout = register_a_layout(plan, m, k) if isinstance(plan, WgmmaPlan) else None
+        cur = lw.vals[a_v]
+        if not (isinstance(cur, GPUTile) and cur.layout == a_layout):
+            a_layout = None
+        a, b = _operand(lw, a_v, a_layout), _operand(lw, b_v)
 
         if isinstance(plan, WgmmaPlan) and not isinstance(a, GPUTile) and not isinstance(b, GPUTile):
             # both operands in pipeline slots: the wait is deferred (NvLowering.defer) past the ops
@@ -81,10 +88,25 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     lw.vals[op.result] = GPUTile(with_batch(layout, nb), out)
 
 
-def _operand(lw: NvLowering, v: Value) -> GPUTile | ir.Value:
-    """A dot operand: its register tile, or the shared-memory address of a pipelined copy."""
+def hoistable_a_layout(lw: NvLowering, op: Op) -> LinearLayout | None:
+    """The register layout a 2-D wgmma dot takes its A operand in, or None (A from shared memory)."""
+    from .mma import plan_mma
+    from .wgmma import WgmmaPlan, register_a_layout
+
+    if len(T.shape_of(op.result.type)) != 2:
+        return None
+    plan = plan_mma(lw, op)
+    if not isinstance(plan, WgmmaPlan):
+        return None
+    m, k = T.shape_of(op.operands[0].type)
+    return register_a_layout(plan, m, k)
+
+
+def _operand(lw: NvLowering, v: Value, layout: LinearLayout | None = None) -> GPUTile | ir.Value:
+    """A dot operand: its register tile (in `layout` if given: wgmma's register A), or the
+    shared-memory address of a pipelined copy."""
     x = lw.vals[v]
-    return x.addr if isinstance(x, SharedOperand) else lw.tile(v)
+    return x.addr if isinstance(x, SharedOperand) else lw.tile(v, layout)
 
 
 def _dot_2d(lw: NvLowering, plan: Any, a: GPUTile | ir.Value, b_: GPUTile | ir.Value, acc: GPUTile, m: int, n: int,

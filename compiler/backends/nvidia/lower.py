@@ -267,15 +267,85 @@ class NvLowering:
 
     def carried_layout(self, arg: Value, init: Value) -> LinearLayout | None:
         """The layout a loop should carry `arg` (initialised by `init`) in: a dot's accumulator
-        layout when the body feeds `arg` to a tensor-core dot, so the loop moves no data."""
+        layout when the body feeds `arg` to a tensor-core dot, so the loop moves no data; for the
+        addresses of a pipelined copy, the layout the copy takes them in."""
         if self.dot_layouts is None:
+            from .async_copy import carried_copy_layouts
             from .dot import dot_layout
 
-            self.dot_layouts = {}
+            self.dot_layouts = carried_copy_layouts(self)  # addresses of pipelined copies
             for op in self.fn.walk():
                 if op.opcode == "dot":
-                    self.dot_layouts[op.operands[2]] = dot_layout(self, op)
+                    lay = dot_layout(self, op)
+                    # the accumulator, and what it is computed from elementwise (acc * alpha)
+                    todo, seen = [op.operands[2]], set()
+                    while todo:
+                        v = todo.pop()
+                        if v in seen or T.shape_of(v.type) != lay.out_shape:
+                            continue
+                        seen.add(v)
+                        self.dot_layouts.setdefault(v, lay)
+                        d = v.op
+                        if d is not None and d.opcode in ELEMENTWISE and d.opcode not in ("load", "broadcast"):
+                            todo.extend(d.operands)
+            for op in self.fn.walk():
+                if op.opcode == "for":
+                    self._row_statistics(op)
         return self.dot_layouts.get(arg)
+
+    def _row_statistics(self, loop: Op) -> None:
+        """Loop-carried vectors updated from reductions of a dot result in the body (attention's
+        running max and sum): carried in the reduction's layout (the dot layout, sliced), so the
+        body neither converts them nor broadcasts them back through shared memory."""
+        from ...layouts import slice_layout
+        from .dot import dot_layout
+
+        body = loop.regions[0]
+        y = body.terminator
+        dots = {op.result: op for op in body.ops if op.opcode == "dot"}
+        if y is None or not dots:
+            return
+
+        def source_dot(v: Value, depth: int = 0) -> Op | None:
+            d = v.op
+            if d is None or d.parent is not body or depth > 12:
+                return None
+            if d.opcode == "dot":
+                return d
+            if d.opcode not in ELEMENTWISE or d.opcode in ("load", "make_range", "constant"):
+                return None
+            for o in d.operands:
+                if len(T.shape_of(o.type)) == len(T.shape_of(v.type)):
+                    found = source_dot(o, depth + 1)
+                    if found is not None:
+                        return found
+            return None
+
+        def reduction(v: Value, depth: int = 0) -> tuple[Op, int] | None:
+            d = v.op
+            if d is None or d.parent is not body or depth > 6:
+                return None
+            if d.opcode == "reduce":
+                dot = source_dot(d.operands[0])
+                return (dot, d.attrs["axis"]) if dot is not None else None
+            if d.opcode not in ELEMENTWISE:
+                return None
+            for o in d.operands:
+                found = reduction(o, depth + 1)
+                if found is not None:
+                    return found
+            return None
+
+        assert self.dot_layouts is not None
+        for arg, v in zip(body.args[1:], y.operands, strict=False):
+            if len(T.shape_of(arg.type)) != 1 or arg in self.dot_layouts:
+                continue
+            found = reduction(v)
+            if found is not None:
+                dot, axis = found
+                lay = dot_layout(self, dot)
+                if len(lay.out_dims) == 2:
+                    self.dot_layouts[arg] = slice_layout(lay, axis)
 
     def scalar(self, v: Value) -> ir.Value:
         x = self.vals[v]

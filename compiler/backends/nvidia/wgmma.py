@@ -34,14 +34,14 @@ from ...layouts import LinearLayout
 from ...layouts.distributed import wgmma_accumulator
 from ..cpu import scalar as S
 from ..cpu.scalar import I32, I64
-from .lower import GPUTile
+from .lower import GPUTile, num_regs, reg_coords
 from .staging import Offset, stage
 
 if TYPE_CHECKING:
     from .lower import NvLowering
     from .mma import MmaPlan
 
-__all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "wgmma_tiles", "wgmma_wait"]
+__all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "register_a_layout", "wgmma_tiles", "wgmma_wait"]
 
 F32 = ir.FloatType()
 
@@ -139,19 +139,56 @@ def _desc(lw: NvLowering, addr: ir.Value, lbo: int, sbo: int, swizzle: int) -> i
     return b.or_(start, ir.Constant(I64, const))
 
 
-def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value, db: ir.Value) -> list[ir.Value]:
+def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value | list[ir.Value],
+           db: ir.Value) -> list[ir.Value]:
+    """One wgmma: A by descriptor `da`, or in registers (`da` the 4 packed 32-bit fragments)."""
     n = len(acc)
     k = 256 // plan.elem_bits  # 32 bytes of K
-    # the transpose immediates exist for 16-bit types only
-    tail = f", 0, {0 if plan.b_mode == 'kmajor' else 1}" if plan.elem_bits == 16 else ""
+    trans_b = 0 if plan.b_mode == "kmajor" else 1
+    a_regs = da if isinstance(da, list) else [da]
+    na = len(a_regs)
+    # the transpose immediates exist for 16-bit types only (no trans-a for A in registers)
+    if plan.elem_bits != 16:
+        tail = ""
+    else:
+        tail = f", {trans_b}" if na > 1 else f", 0, {trans_b}"
     outs = ",".join(f"${i}" for i in range(n))
-    asm = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${n + 2}, 0;\n"
+    a_asm = "{" + ",".join(f"${n + i}" for i in range(na)) + "}" if na > 1 else f"${n}"
+    asm = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${n + na + 1}, 0;\n"
            f"wgmma.mma_async.sync.aligned.m64n{plan.instr_n}k{k}.f32.{_ASM_TYPES[plan.kind]} "
-           f"{{{outs}}}, ${n}, ${n + 1}, p, 1, 1{tail};\n}}")
-    cons = ",".join(["=f"] * n + ["l", "l", "r"] + [str(i) for i in range(n)])
-    fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [I64, I64, I32, *([F32] * n)])
-    res = lw.b.asm(fty, asm, cons, [da, db, ir.Constant(I32, 1), *acc], side_effect=True)
+           f"{{{outs}}}, {a_asm}, ${n + na}, p, 1, 1{tail};\n}}")
+    a_cons = ["r"] * na if na > 1 else ["l"]
+    cons = ",".join(["=f"] * n + a_cons + ["l", "r"] + [str(i) for i in range(n)])
+    a_tys = [I32] * na if na > 1 else [I64]
+    fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [*a_tys, I64, I32, *([F32] * n)])
+    res = lw.b.asm(fty, asm, cons, [*a_regs, db, ir.Constant(I32, 1), *acc], side_effect=True)
     return [lw.b.extract_value(res, i) for i in range(n)]
+
+
+def register_a_layout(plan: WgmmaPlan, m: int, k: int) -> LinearLayout | None:
+    """The layout of A [m, k] as wgmma takes it from registers (16-bit types, one warpgroup along N):
+    the accumulator pattern over [m, k] (so an fp32 wgmma result converted to 16 bits, as attention's
+    probabilities, is already in it); None when A must come from shared memory."""
+    if plan.elem_bits != 16 or plan.warps[1] != 1 or k % 16 or k > 256:
+        return None
+    return wgmma_accumulator((m, k), (4 * plan.warps[0], 1), k)
+
+
+def _a_fragments(lw: NvLowering, a: GPUTile, rows: int, kk: int) -> list[ir.Value]:
+    """The 4 packed registers of A's m64k16 fragment at row offset `rows`, column `kk`: pairs of
+    columns (c, c+1) of rows r and r+8, then of columns c+8, c+9 (register_a_layout)."""
+    index = getattr(a, "_coords", None)
+    if index is None:
+        index = {reg_coords(a.layout, r): r for r in range(num_regs(a.layout))}
+        a._coords = index  # type: ignore[attr-defined]
+    b = lw.b
+    i16 = ir.IntType(16)
+    out = []
+    for dr, dc in ((0, 0), (8, 0), (0, 8), (8, 8)):
+        lo, hi = (a.regs[index[(rows + dr, kk + dc + t)]] for t in (0, 1))
+        lo, hi = (b.bitcast(v, i16) if v.type != i16 else v for v in (lo, hi))
+        out.append(b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), ir.Constant(I32, 16))))
+    return out
 
 
 @dataclass(frozen=True)
@@ -208,8 +245,10 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_t
     es = bits // 8
     wa = _swizzle_width(k * es)
     sa, sb = operand_smem(plan, 0, m, n, k), operand_smem(plan, 1, m, n, k)
+    a_regs = isinstance(a_tile, GPUTile) and a_tile.layout == register_a_layout(plan, m, k)
     addrs: list[ir.Value] = []
-    staged = [(t, so) for t, so in ((a_tile, sa), (b_tile, sb)) if isinstance(t, GPUTile)]
+    staged = [(t, so) for t, so in ((a_tile, sa), (b_tile, sb)) if isinstance(t, GPUTile)
+              and not (a_regs and t is a_tile)]
     if staged:
         offs, total = [], 0
         for _, so in staged:
@@ -228,10 +267,13 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_t
         smem_addr = e.trunc(e.ptrtoint(base, I64), I32)
         it = iter(offs)
         for t in (a_tile, b_tile):
-            addrs.append(e.add(smem_addr, ir.Constant(I32, next(it))) if isinstance(t, GPUTile) else t)
+            staged_here = isinstance(t, GPUTile) and not (a_regs and t is a_tile)
+            addrs.append(e.add(smem_addr, ir.Constant(I32, next(it))) if staged_here else t)  # type: ignore[arg-type]
     else:
         addrs = [a_tile, b_tile]  # type: ignore[list-item]
     a_addr, b_addr = addrs
+    if a_regs:
+        a_addr = ir.Constant(I32, 0)  # unused: A comes from registers
     e = lw.entry
     wg = e.lshr(lw.warp, ir.Constant(I32, 2))
     gm, gn = plan.warps
@@ -257,8 +299,12 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_t
             db = _desc(lw, b.add(b_start, ir.Constant(I32, (kk // 8) * 1024)), (k // 8) * 1024, 1024, 1)
         for rep in range(reps):
             row = rep * 64 * gm
-            da = _desc(lw, b.add(a_start, ir.Constant(I32, blk * m * wa + row * wa + kin)), 16, 8 * wa,
-                       _SWIZZLE_MODE[wa])
+            if a_regs:
+                assert isinstance(a_tile, GPUTile)
+                da: ir.Value | list[ir.Value] = _a_fragments(lw, a_tile, row, kk)
+            else:
+                da = _desc(lw, b.add(a_start, ir.Constant(I32, blk * m * wa + row * wa + kin)), 16, 8 * wa,
+                           _SWIZZLE_MODE[wa])
             regs = cur[rep * per_rep:(rep + 1) * per_rep]
             cur[rep * per_rep:(rep + 1) * per_rep] = _wgmma(lw, plan, regs, da, db)
     lw.intrinsic("llvm.nvvm.wgmma.commit_group.sync.aligned", ir.VoidType(), [])
