@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import errors as E
 from ..ir import types as T
-from .compiled import CompiledKernel, compile_kernel
+from .compiled import CompiledKernel, collector_paused, compile_kernel
 from .fastpath import MISSING, Unchecked, bind_grid, grid_of, make_front
 from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signature_type, spec_for
 
@@ -149,7 +149,10 @@ class Launcher:
         if ns is not None:
             kwargs["num_stages"] = ns
         try:
-            ck, eligible = self._run(vals, kwargs, grid_of(g), False)
+            # a first launch (compile, module load, launch) starts no automatic garbage collection:
+            # with torch loaded a full one takes tens of ms (compiled.collector_paused)
+            with collector_paused():
+                ck, eligible = self._run(vals, kwargs, grid_of(g), False)
         except E.AnvilError as e:
             raise clean_error(e) from None
         if eligible:
