@@ -221,4 +221,39 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
         op.parent = parent
     parent.ops[idx:idx + 1] = [*pro, new_loop, drain]
     replace_all_uses(fn, {**waited, **dict(zip(loop.results, new_loop.results, strict=False))})
+    _drop_dead_carried(fn, new_loop)
     return len(loads)
+
+
+def _drop_dead_carried(fn: Function, loop: Op) -> None:
+    """Remove loop-carried values that only compute their own next value and are not used after
+    the loop (the loads' original addresses, now that the copies use their own `ahead` ones)."""
+    body = loop.regions[0]
+    y = body.terminator
+    assert y is not None
+    used_outside = {v for op in fn.walk() if op is not y for v in op.operands}
+    dead = []
+    for j, a in enumerate(body.args[1:]):
+        if loop.results[j] in used_outside:
+            continue
+        chain = slice_of([y.operands[j]], body)
+        if chain is None:
+            continue
+        inside = set(chain)
+        users = [op for op in body.walk() if op is not y and any(v is a or (v.op in inside) for v in op.operands)]
+        if any(op not in inside for op in users) or any(v is a for k, v in enumerate(y.operands) if k != j) \
+                or any(v.op in inside for k, v in enumerate(y.operands) if k != j):
+            continue
+        dead.append(j)
+    if not dead:
+        return
+    keep = [j for j in range(len(body.args) - 1) if j not in dead]
+    body.args = [body.args[0], *(body.args[1 + j] for j in keep)]
+    for i, a in enumerate(body.args):
+        a.index = i
+    y.operands = [y.operands[j] for j in keep]
+    loop.operands = [*loop.operands[:3], *(loop.operands[3 + j] for j in keep)]
+    old = loop.results
+    loop.results = [old[j] for j in keep]
+    for i, r in enumerate(loop.results):
+        r.index = i
