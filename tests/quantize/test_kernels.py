@@ -3,6 +3,8 @@ and ragged shapes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -33,7 +35,7 @@ def test_awq_gemv(N: int, K: int, G: int) -> None:
     (136, 256, 64, {"split_k": 4, "block_n": 32, "block_k": 4, "unroll": 4}),    # 1 group per split
     (256, 384, 128, {"split_k": 1, "block_n": 128, "block_k": 16, "unroll": 2}),  # N a multiple of the tile
 ])
-def test_awq_gemv_configs(N: int, K: int, G: int, opts: dict[str, int]) -> None:
+def test_awq_gemv_configs(N: int, K: int, G: int, opts: dict[str, Any]) -> None:
     w = torch.randn(N, K) * 0.05
     qw, qz, sc = awq_quantize_pack(w, G)
     wd = awq_dequantize(qw, qz, sc).double()
@@ -45,6 +47,46 @@ def test_awq_gemv_configs(N: int, K: int, G: int, opts: dict[str, int]) -> None:
     x32 = x.float()
     assert _rel(awq_gemv(x32, qw, qz, sc, **opts), ref) < 1e-5  # fp32: every nibble at full precision
     assert _rel(awq_gemv(x32, qw, qz, sc, exact=False, **opts), ref) < 1e-4
+
+
+@pytest.mark.parametrize("mode", ["bf16x2", "bf16x2-sub"])
+@pytest.mark.parametrize(("N", "K", "G", "opts"), [
+    (200, 512, 128, {"split_k": 3, "block_n": 64, "block_k": 8, "unroll": 2}),  # ragged N, uneven split
+    (256, 256, 64, {"split_k": 1, "block_n": 128, "block_k": 4, "unroll": 8}),  # 8 rows per bf16 partial
+])
+def test_awq_gemv_bf16_pairs(mode: str, N: int, K: int, G: int, opts: dict[str, Any]) -> None:
+    """The packed bf16 arithmetic (emulated on the CPU, the same rounding points as the PTX): the
+    products of a step summed in bf16, then in fp32."""
+    w = torch.randn(N, K) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, G)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = torch.randn(2, K, dtype=torch.bfloat16) * 3
+    ref = x.double() @ wd.t()
+    y = awq_gemv(x, qw, qz, sc, mode=mode, **opts)
+    assert y.shape == (2, N) and y.dtype == torch.bfloat16
+    assert _rel(y, ref) < 1e-2
+    with pytest.raises(ValueError, match="needs bf16 x"):
+        awq_gemv(x.float(), qw, qz, sc, mode=mode, **opts)
+
+
+@pytest.mark.parametrize(("N", "K", "G", "M", "opts"), [
+    (200, 256, 64, 3, {"split_k": 3, "block_n": 64, "num_warps": 1, "unroll": 1}),  # ragged N, 4 rows per program
+    (64, 128, 128, 1, {"block_n": 64, "num_warps": 1, "unroll": 2}),  # 2 chunks per step
+])
+def test_awq_gemv_mma(N: int, K: int, G: int, M: int, opts: dict[str, Any]) -> None:
+    """The tensor-core kernel's data flow on the CPU (its mma and bit tricks emulated with DSL
+    ops; tests/quantize/test_gemv_mma_ptx.py checks the PTX itself)."""
+    w = torch.randn(N, K) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, G)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = torch.randn(M, K, dtype=torch.bfloat16) * 3
+    y = awq_gemv(x, qw, qz, sc, mode="mma", **opts)
+    assert y.shape == (M, N) and y.dtype == torch.bfloat16
+    assert _rel(y, x.double() @ wd.t()) < 1e-2
+    with pytest.raises(ValueError, match="needs bf16 x"):
+        awq_gemv(x.half(), qw, qz, sc, mode="mma", **opts)
+    with pytest.raises(ValueError, match="64 \\* num_warps"):
+        awq_gemv(x, qw, qz, sc, mode="mma", block_n=32, num_warps=1)
 
 
 def test_awq_gemv_rejects_a_step_that_does_not_divide_the_group() -> None:

@@ -29,10 +29,12 @@ import compiler.language as tl
 from compiler import cdiv, jit
 from compiler.language.extra import libdevice
 
+from .int4_mma import awq_gemv_mma_kernel
+
 __all__ = [
     "AWQ_ORDER", "awq_shift", "awq_quantize_pack", "awq_dequantize", "awq_unpack", "awq_gemv", "awq_gemm",
     "awq_quantize_pack_kernel", "awq_dequantize_kernel", "awq_unpack_kernel", "awq_gemv_kernel",
-    "awq_gemm_kernel", "awq_gemv_split", "splitk_reduce_kernel",
+    "awq_gemm_kernel", "awq_gemv_split", "splitk_reduce_kernel", "GEMV_MODES", "awq_gemv_mode",
 ]
 
 # Nibble i of an int32 holds column AWQ_ORDER[i] of its group of 8.
@@ -165,18 +167,122 @@ def _nibble_f32(w, magic, I: tl.constexpr, EXACT: tl.constexpr):
 
 
 @jit
+def _bf16_lanes(v):
+    """The two bf16 lanes of each int32 of `v` as fp32 (low lane, high lane): exact, no conversion."""
+    return (v << 16).to(tl.float32, bitcast=True), (v & -65536).to(tl.float32, bitcast=True)
+
+
+@jit
+def _bf16_pair(lo, hi):
+    """fp32 (lo, hi) rounded to bf16 (nearest even) and packed into one int32, lo in the low lane."""
+    lb = lo.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    hb = hi.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32)
+    return lb | (hb << 16)
+
+
+@jit
+def _fp16_lanes(v):
+    """The two fp16 lanes of each int32 of `v` as fp32 (low lane, high lane)."""
+    lo = v.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    hi = (v >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@jit
+def _code_pair(w, magic, I: tl.constexpr, SUBNORMAL: tl.constexpr):
+    """Codes of columns 2I and 2I+1 (nibbles I and I+4) of each packed word as two bf16 lanes (the
+    low lane column 2I), with integer ops only: one shift and one AND-OR for a pair.
+
+    Normal: the code goes to mantissa bits 0..3 under the exponent of 128 (`magic` = 0x43004300):
+    the lanes are 128 + q. SUBNORMAL: the nibbles stay where they are under a zero exponent, so
+    the lanes are the subnormals q * 2^-133 (pairs 0, 2) or 16q * 2^-133 (pairs 1, 3; bits 0..7 of
+    a bf16 with exponent field 0 or 1 read as an integer times 2^-133): one shift per two pairs."""
+    if SUBNORMAL:
+        SH: tl.constexpr = 8 * (I // 2)
+        MASK: tl.constexpr = 0x000F000F << (4 * (I % 2))
+        if SH > 0:
+            return (w >> SH) & MASK
+        return w & MASK
+    if I > 0:
+        return ((w >> (4 * I)) & 0x000F000F) | magic
+    return (w & 0x000F000F) | magic
+
+
+@jit
+def _mac2(v, z, xx, acc, ASM: tl.constexpr):
+    """acc + (v - z) * xx on each of the two bf16 lanes of the int32 operands, rounded to bf16.
+
+    v - z is exact (small integers, or the same multiple of 2^-133), so the only rounding is the
+    fused multiply-add's. ASM: one sub.bf16x2 and one fma.rn.bf16x2 per pair (NVIDIA sm_90);
+    otherwise the same arithmetic lane by lane in fp32, then rounded to bf16."""
+    if ASM:
+        return tl.inline_asm_elementwise(
+            "{ .reg .b32 t; sub.rn.bf16x2 t, $1, $2; fma.rn.bf16x2 $0, t, $3, $4; }",
+            "=r,r,r,r,r", [v, z, xx, acc], dtype=tl.int32, is_pure=True, pack=1)
+    vl, vh = _bf16_lanes(v)
+    zl, zh = _bf16_lanes(z)
+    xl, xh = _bf16_lanes(xx)
+    al, ah = _bf16_lanes(acc)
+    return _bf16_pair(tl.fma(vl - zl, xl, al), tl.fma(vh - zh, xh, ah))
+
+
+@jit
+def _mac_rows(w, xx, z0, z1, z2, z3, h0, h1, h2, h3, magic, R: tl.constexpr, BLOCK_K: tl.constexpr,
+              BN8: tl.constexpr, SUBNORMAL: tl.constexpr, ASM: tl.constexpr):
+    """Adds the R rows (dim 0, a power of two) of the packed words `w` [R, BLOCK_K, BN8] times the
+    activation pairs `xx` into the bf16 pairs h0..h3 (h_i: columns 2i, 2i+1 of each word), one row
+    after the other. Splitting dim 0 renames registers (a thread holds all R rows), no data moves."""
+    if R == 1:
+        w1 = tl.reshape(w, (BLOCK_K, BN8))
+        x1 = tl.reshape(xx, (BLOCK_K, BN8))
+        h0 = _mac2(_code_pair(w1, magic, 0, SUBNORMAL), z0, x1, h0, ASM)
+        h1 = _mac2(_code_pair(w1, magic, 1, SUBNORMAL), z1, x1, h1, ASM)
+        h2 = _mac2(_code_pair(w1, magic, 2, SUBNORMAL), z2, x1, h2, ASM)
+        h3 = _mac2(_code_pair(w1, magic, 3, SUBNORMAL), z3, x1, h3, ASM)
+    else:
+        we, wo = tl.split(tl.permute(tl.reshape(w, (R // 2, 2, BLOCK_K, BN8)), (0, 2, 3, 1)))
+        xe, xo = tl.split(tl.permute(tl.reshape(xx, (R // 2, 2, BLOCK_K, BN8)), (0, 2, 3, 1)))
+        h0, h1, h2, h3 = _mac_rows(we, xe, z0, z1, z2, z3, h0, h1, h2, h3, magic, R // 2, BLOCK_K, BN8,
+                                   SUBNORMAL, ASM)
+        h0, h1, h2, h3 = _mac_rows(wo, xo, z0, z1, z2, z3, h0, h1, h2, h3, magic, R // 2, BLOCK_K, BN8,
+                                   SUBNORMAL, ASM)
+    return h0, h1, h2, h3
+
+
+@jit
+def _load_group(qzeros_ptr, scales_ptr, g, N8, rw2, ok, EVEN_N: tl.constexpr):
+    """Group g's packed zeros (one word per 8 columns) and scales as int32 pairs of fp16 (pair i of
+    a word: columns 2i, 2i+1)."""
+    zp = qzeros_ptr + g * N8 + rw2
+    sp = scales_ptr + g * (N8 * 4) + rw2 * 4
+    if EVEN_N:
+        return tl.load(zp), tl.load(sp), tl.load(sp + 1), tl.load(sp + 2), tl.load(sp + 3)
+    return (tl.load(zp, mask=ok, other=0), tl.load(sp, mask=ok, other=0), tl.load(sp + 1, mask=ok, other=0),
+            tl.load(sp + 2, mask=ok, other=0), tl.load(sp + 3, mask=ok, other=0))
+
+
+@jit
 def awq_gemv_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N, K, stride_xm, stride_ym, N8, NG,
                     GROUPS_PER_SPLIT, stride_ys, MAGIC, G: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
-                    UNROLL: tl.constexpr, EXACT: tl.constexpr, EVEN_N: tl.constexpr):
+                    UNROLL: tl.constexpr, EXACT: tl.constexpr, EVEN_N: tl.constexpr, PACKED: tl.constexpr = False,
+                    SUBNORMAL: tl.constexpr = False, ASM: tl.constexpr = False):
     """y[m, n] (+ split s's partial at y + s * stride_ys) = sum over this split's K rows of x[m, k] W~[n, k].
 
-    Program (n tile, K split, row m). The packed tile [UNROLL, BLOCK_K, BLOCK_N // 8] is loaded as
-    int32 (16 bytes per thread: 4 words = 32 columns, UNROLL rows in flight); every nibble is
-    turned into fp32 by a mask and an OR (_nibble_f32) and multiplied into a per-(row, column)
-    partial A, together with X = sum of x over the same rows. Per group the scale and zero enter
-    once: acc += s * (A - (OFF + z) X). Everything in the loop is elementwise in the load's layout
-    (the sum over UNROLL is within each thread); the only cross-thread reduction is at the end.
-    """
+    Program (n tile, K split, row m); `scales_ptr` is the scales viewed as int32 pairs. The packed
+    tile [UNROLL, BLOCK_K, BLOCK_N // 8] is loaded as int32 (16 bytes per thread: 4 words = 32
+    columns, UNROLL rows in flight), one step ahead of its use, as are the activations; a group's
+    zeros and scales are loaded one group ahead. Everything in the loop is elementwise in the
+    load's layout (UNROLL rows are held by each thread); the only cross-thread reduction is at the end.
+
+    Not PACKED (fp32, portable): every nibble becomes fp32 with a mask and an OR (_nibble_f32) and
+    is multiplied into a per-(row, column) partial A, beside X = sum of x over the same rows; per
+    group acc += s * (A - (OFF + z) X).
+
+    PACKED (bf16 x): a shift and an AND-OR give two columns' codes as bf16 lanes of one int32
+    (_code_pair); one bf16x2 subtract and one bf16x2 FMA add (q - z) * x for both (_mac2, inline
+    PTX when ASM, else emulated). The bf16 partials cover the UNROLL rows of one step, then go to
+    fp32: acc += s * partial. SUBNORMAL keeps the codes as subnormals (one shift per four columns)
+    and scales x by 2^100 so that the products are normal."""
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     m = tl.program_id(2)
@@ -192,74 +298,113 @@ def awq_gemv_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N, K, 
     w_ok2 = rw2 < N8
     g0 = pid_s * GROUPS_PER_SPLIT
     g1 = tl.minimum(g0 + GROUPS_PER_SPLIT, NG)
-    acc0 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-    acc1 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-    acc2 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-    acc3 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-    acc4 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-    acc5 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-    acc6 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-    acc7 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    k_last = g1 * G - STEP
+    # the first step's weights and activations, the first group's zeros and scales
+    if EVEN_N:
+        wv = tl.load(qweight_ptr + g0 * G * N8 + w_off)
+    else:
+        wv = tl.load(qweight_ptr + g0 * G * N8 + w_off, mask=w_ok3, other=0)
+    xv = tl.load(x_ptr + g0 * G + x_off)
+    zw, sp0, sp1, sp2, sp3 = _load_group(qzeros_ptr, scales_ptr, g0, N8, rw2, w_ok2, EVEN_N)
+    # c_j: fp32 sum of column j of each word
+    c0 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    c1 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    c2 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    c3 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    c4 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    c5 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    c6 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    c7 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+    hz = tl.zeros((BLOCK_K, BN8), dtype=tl.int32)
     for g in range(g0, g1):
-        a0 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-        a1 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-        a2 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-        a3 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-        a4 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-        a5 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-        a6 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-        a7 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
-        xs = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+        # this group's scales per column (fp32); then the next group's loads go out
+        f0, f1 = _fp16_lanes(sp0)
+        f2, f3 = _fp16_lanes(sp1)
+        f4, f5 = _fp16_lanes(sp2)
+        f6, f7 = _fp16_lanes(sp3)
+        zc = zw
+        zw, sp0, sp1, sp2, sp3 = _load_group(qzeros_ptr, scales_ptr, tl.minimum(g + 1, g1 - 1), N8, rw2, w_ok2,
+                                             EVEN_N)
+        if PACKED:
+            z0 = _code_pair(zc, MAGIC, 0, SUBNORMAL)
+            z1 = _code_pair(zc, MAGIC, 1, SUBNORMAL)
+            z2 = _code_pair(zc, MAGIC, 2, SUBNORMAL)
+            z3 = _code_pair(zc, MAGIC, 3, SUBNORMAL)
+            if SUBNORMAL:  # products carry 2^-33 (pairs 0, 2) or 16 * 2^-33 (pairs 1, 3)
+                f0, f1, f4, f5 = f0 * 8589934592.0, f1 * 8589934592.0, f4 * 8589934592.0, f5 * 8589934592.0
+                f2, f3, f6, f7 = f2 * 536870912.0, f3 * 536870912.0, f6 * 536870912.0, f7 * 536870912.0
+        else:
+            a0 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+            a1 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+            a2 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+            a3 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+            a4 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+            a5 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+            a6 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+            a7 = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
+            xs = tl.zeros((BLOCK_K, BN8), dtype=tl.float32)
         for kk in range(0, G, STEP):
-            k = g * G + kk
+            # the next step's loads (the last step reloads itself: no bounds check needed)
+            kn = tl.minimum(g * G + kk + STEP, k_last)
             if EVEN_N:
-                wv = tl.load(qweight_ptr + k * N8 + w_off)
+                wn = tl.load(qweight_ptr + kn * N8 + w_off)
             else:
-                wv = tl.load(qweight_ptr + k * N8 + w_off, mask=w_ok3, other=0)
-            xv = tl.load(x_ptr + k + x_off).to(tl.float32)
-            xs += tl.sum(xv, axis=0)
-            a0 += tl.sum(xv * _nibble_f32(wv, MAGIC, 0, EXACT), axis=0)
-            a1 += tl.sum(xv * _nibble_f32(wv, MAGIC, 1, EXACT), axis=0)
-            a2 += tl.sum(xv * _nibble_f32(wv, MAGIC, 2, EXACT), axis=0)
-            a3 += tl.sum(xv * _nibble_f32(wv, MAGIC, 3, EXACT), axis=0)
-            a4 += tl.sum(xv * _nibble_f32(wv, MAGIC, 4, EXACT), axis=0)
-            a5 += tl.sum(xv * _nibble_f32(wv, MAGIC, 5, EXACT), axis=0)
-            a6 += tl.sum(xv * _nibble_f32(wv, MAGIC, 6, EXACT), axis=0)
-            a7 += tl.sum(xv * _nibble_f32(wv, MAGIC, 7, EXACT), axis=0)
-        # the group's zeros and scales, once per group; nibble i holds column AWQ_ORDER[i]
-        if EVEN_N:
-            zw = tl.load(qzeros_ptr + g * N8 + rw2)
-        else:
-            zw = tl.load(qzeros_ptr + g * N8 + rw2, mask=w_ok2, other=0)
-        sp = scales_ptr + g * N + rw2 * 8
-        if EVEN_N:
-            s0, s1, s2, s3 = tl.load(sp + 0), tl.load(sp + 2), tl.load(sp + 4), tl.load(sp + 6)
-            s4, s5, s6, s7 = tl.load(sp + 1), tl.load(sp + 3), tl.load(sp + 5), tl.load(sp + 7)
-        else:
-            s0, s1 = tl.load(sp + 0, mask=w_ok2, other=0.0), tl.load(sp + 2, mask=w_ok2, other=0.0)
-            s2, s3 = tl.load(sp + 4, mask=w_ok2, other=0.0), tl.load(sp + 6, mask=w_ok2, other=0.0)
-            s4, s5 = tl.load(sp + 1, mask=w_ok2, other=0.0), tl.load(sp + 3, mask=w_ok2, other=0.0)
-            s6, s7 = tl.load(sp + 5, mask=w_ok2, other=0.0), tl.load(sp + 7, mask=w_ok2, other=0.0)
-        acc0 += s0.to(tl.float32) * (a0 - _nibble_f32(zw, MAGIC, 0, EXACT) * xs)
-        acc1 += s1.to(tl.float32) * (a1 - _nibble_f32(zw, MAGIC, 1, EXACT) * xs)
-        acc2 += s2.to(tl.float32) * (a2 - _nibble_f32(zw, MAGIC, 2, EXACT) * xs)
-        acc3 += s3.to(tl.float32) * (a3 - _nibble_f32(zw, MAGIC, 3, EXACT) * xs)
-        acc4 += s4.to(tl.float32) * (a4 - _nibble_f32(zw, MAGIC, 4, EXACT) * xs)
-        acc5 += s5.to(tl.float32) * (a5 - _nibble_f32(zw, MAGIC, 5, EXACT) * xs)
-        acc6 += s6.to(tl.float32) * (a6 - _nibble_f32(zw, MAGIC, 6, EXACT) * xs)
-        acc7 += s7.to(tl.float32) * (a7 - _nibble_f32(zw, MAGIC, 7, EXACT) * xs)
+                wn = tl.load(qweight_ptr + kn * N8 + w_off, mask=w_ok3, other=0)
+            xn = tl.load(x_ptr + kn + x_off)
+            if PACKED:
+                xf = xv.to(tl.float32)
+                if SUBNORMAL:
+                    xf = xf * 1.2676506002282294e30  # 2^100: exact
+                xi = xf.to(tl.int32, bitcast=True)
+                xx = xi | ((xi >> 16) & 0xFFFF)  # x in both bf16 lanes
+                h0, h1, h2, h3 = _mac_rows(wv, xx, z0, z1, z2, z3, hz, hz, hz, hz, MAGIC, UNROLL, BLOCK_K, BN8,
+                                           SUBNORMAL, ASM)
+                lo, hi = _bf16_lanes(h0)
+                c0 += f0 * lo
+                c1 += f1 * hi
+                lo, hi = _bf16_lanes(h1)
+                c2 += f2 * lo
+                c3 += f3 * hi
+                lo, hi = _bf16_lanes(h2)
+                c4 += f4 * lo
+                c5 += f5 * hi
+                lo, hi = _bf16_lanes(h3)
+                c6 += f6 * lo
+                c7 += f7 * hi
+            else:
+                xf = xv.to(tl.float32)
+                xs += tl.sum(xf, axis=0)
+                a0 += tl.sum(xf * _nibble_f32(wv, MAGIC, 0, EXACT), axis=0)
+                a1 += tl.sum(xf * _nibble_f32(wv, MAGIC, 1, EXACT), axis=0)
+                a2 += tl.sum(xf * _nibble_f32(wv, MAGIC, 2, EXACT), axis=0)
+                a3 += tl.sum(xf * _nibble_f32(wv, MAGIC, 3, EXACT), axis=0)
+                a4 += tl.sum(xf * _nibble_f32(wv, MAGIC, 4, EXACT), axis=0)
+                a5 += tl.sum(xf * _nibble_f32(wv, MAGIC, 5, EXACT), axis=0)
+                a6 += tl.sum(xf * _nibble_f32(wv, MAGIC, 6, EXACT), axis=0)
+                a7 += tl.sum(xf * _nibble_f32(wv, MAGIC, 7, EXACT), axis=0)
+            wv = wn
+            xv = xn
+        if not PACKED:  # nibble i holds column AWQ_ORDER[i]
+            c0 += f0 * (a0 - _nibble_f32(zc, MAGIC, 0, EXACT) * xs)
+            c2 += f2 * (a1 - _nibble_f32(zc, MAGIC, 1, EXACT) * xs)
+            c4 += f4 * (a2 - _nibble_f32(zc, MAGIC, 2, EXACT) * xs)
+            c6 += f6 * (a3 - _nibble_f32(zc, MAGIC, 3, EXACT) * xs)
+            c1 += f1 * (a4 - _nibble_f32(zc, MAGIC, 4, EXACT) * xs)
+            c3 += f3 * (a5 - _nibble_f32(zc, MAGIC, 5, EXACT) * xs)
+            c5 += f5 * (a6 - _nibble_f32(zc, MAGIC, 6, EXACT) * xs)
+            c7 += f7 * (a7 - _nibble_f32(zc, MAGIC, 7, EXACT) * xs)
     rw = pid_n * BN8 + tl.arange(0, BN8)
     ok = rw < N8
     yp = y_ptr + pid_s * stride_ys + m * stride_ym + rw * 8
     ty = y_ptr.dtype.element_ty
-    tl.store(yp + 0, tl.sum(acc0, axis=0).to(ty), mask=ok)
-    tl.store(yp + 2, tl.sum(acc1, axis=0).to(ty), mask=ok)
-    tl.store(yp + 4, tl.sum(acc2, axis=0).to(ty), mask=ok)
-    tl.store(yp + 6, tl.sum(acc3, axis=0).to(ty), mask=ok)
-    tl.store(yp + 1, tl.sum(acc4, axis=0).to(ty), mask=ok)
-    tl.store(yp + 3, tl.sum(acc5, axis=0).to(ty), mask=ok)
-    tl.store(yp + 5, tl.sum(acc6, axis=0).to(ty), mask=ok)
-    tl.store(yp + 7, tl.sum(acc7, axis=0).to(ty), mask=ok)
+    tl.store(yp + 0, tl.sum(c0, axis=0).to(ty), mask=ok)
+    tl.store(yp + 1, tl.sum(c1, axis=0).to(ty), mask=ok)
+    tl.store(yp + 2, tl.sum(c2, axis=0).to(ty), mask=ok)
+    tl.store(yp + 3, tl.sum(c3, axis=0).to(ty), mask=ok)
+    tl.store(yp + 4, tl.sum(c4, axis=0).to(ty), mask=ok)
+    tl.store(yp + 5, tl.sum(c5, axis=0).to(ty), mask=ok)
+    tl.store(yp + 6, tl.sum(c6, axis=0).to(ty), mask=ok)
+    tl.store(yp + 7, tl.sum(c7, axis=0).to(ty), mask=ok)
 
 
 @jit
@@ -373,38 +518,89 @@ def awq_gemv_split(n_tiles: int, n_groups: int, device: torch.device, programs_p
     return max(1, min(want, n_groups // 2))
 
 
+GEMV_MODES = ("f32", "f32-exact", "bf16x2", "bf16x2-sub", "mma", "mma-sub")
+
+
+def awq_gemv_mode(x: torch.Tensor) -> str:
+    """awq_gemv's default arithmetic for x: tensor cores on an NVIDIA GPU for bf16 x; fp32 with
+    every nibble exact for fp32 x; else fp32 with two nibbles per shift."""
+    if x.dtype == torch.float32:
+        return "f32-exact"
+    if x.dtype == torch.bfloat16 and x.device.type == "cuda":
+        return "mma"
+    return "f32"
+
+
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
-             num_warps: int = 4, exact: bool | None = None) -> torch.Tensor:
+             num_warps: int = 4, exact: bool | None = None, mode: str | None = None) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
-    block_n columns per program (a power of two >= 8; None: 512 on a GPU, where a thread then
-    holds 32 columns and 8 threads share K within a program with 4 warps, 64 on the CPU),
-    block_k * unroll rows per loop step (block_k
-    rows spread over threads, unroll rows held by each thread; the step must divide the group
-    size). split_k programs share K (None: awq_gemv_split); their fp32 partials are summed by a
-    second small kernel. exact (default: for fp32 x) keeps every nibble at full fp32 precision
-    at the cost of one shift per nibble instead of one per two."""
+    mode (None: awq_gemv_mode(x)) picks the arithmetic:
+    - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
+      16-bit x), "f32-exact": one shift per nibble, every nibble exact (for fp32 x);
+    - "bf16x2" (bf16 x): two weights per integer op and per bf16x2 subtract and FMA, the products
+      summed in bf16 over the `unroll` rows of a step, then in fp32; "bf16x2-sub": the codes as
+      bf16 subnormals, one shift per four weights;
+    - "mma" (bf16 x): the products on tensor cores (tools/kernels/int4_mma.py), summed in fp32,
+      the weights dequantized exactly into the mma's registers (q - z via the bf16 magic 128);
+      up to 8 rows of x per program; "mma-sub": the codes as bf16 subnormals, scaled back by one
+      bf16x2 FMA, one shift per four weights.
+    The bf16x2 and mma modes use inline PTX on NVIDIA GPUs and a DSL emulation on the CPU. exact
+    is the older spelling of mode "f32-exact" / "f32".
+
+    Tiles: block_n columns per program, a power of two (None: 64 * num_warps for the mma modes,
+    where a thread holds one word (8 columns) of 4 rows per 16-row chunk; else 512 on a GPU, where a
+    thread holds 4 words (32 columns) of a row and 8 threads share K with 4 warps, 64 on the CPU).
+    Rows per loop step: 16 * unroll (mma modes), else block_k * unroll (block_k rows spread over
+    threads, unroll rows held by each); the step must divide the group size. split_k programs share
+    K (None: awq_gemv_split); their fp32 partials are summed by a second small kernel."""
     M, N, K, G = _check_gemm(x, qweight, qzeros)
+    if mode is None:
+        mode = awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
+    if mode not in GEMV_MODES:
+        raise ValueError(f"mode must be one of {GEMV_MODES}, got {mode!r}")
+    packed = mode.startswith("bf16x2")
+    mma = mode.startswith("mma")
+    if (packed or mma) and x.dtype != torch.bfloat16:
+        raise ValueError(f"mode {mode!r} needs bf16 x, got {x.dtype}")
     if block_n is None:
-        block_n = 512 if x.device.type == "cuda" else 64
+        block_n = 64 * num_warps if mma else 512 if x.device.type == "cuda" else 64
     if block_n % 8 or block_n & (block_n - 1):
         raise ValueError(f"block_n must be a power of two and a multiple of 8, got {block_n}")
-    step = block_k * unroll
+    if unroll & (unroll - 1):
+        raise ValueError(f"unroll must be a power of two, got {unroll}")
+    step = 16 * unroll if mma else block_k * unroll
     if G % step:
-        raise ValueError(f"block_k * unroll = {step} must divide the group size {G}")
+        what = "16 * unroll" if mma else "block_k * unroll"
+        raise ValueError(f"{what} = {step} must divide the group size {G}")
+    words = 64 * num_warps  # mma: words of a program per word of a thread
+    if mma and block_n % words:
+        raise ValueError(f"mode {mode!r} needs block_n a multiple of 64 * num_warps = {words}, got {block_n}")
     N8, NG = N // 8, K // G
     bn8 = block_n // 8
     n_tiles = cdiv(N8, bn8)
     split = awq_gemv_split(n_tiles, NG, x.device) if split_k is None else max(1, min(split_k, NG))
     per = cdiv(NG, split)
     split = cdiv(NG, per)
-    exact = x.dtype == torch.float32 if exact is None else exact
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
-    awq_gemv_kernel[(n_tiles, split, M)](x, qweight, qzeros, scales, out, M, N, K, x.stride(0), N, N8, NG, per,
-                                         M * N, 0x41800000, G=G, BLOCK_K=block_k, BLOCK_N=block_n, UNROLL=unroll,
-                                         EXACT=exact, EVEN_N=N8 % bn8 == 0, num_warps=num_warps)
+    scales32 = scales.contiguous().view(torch.int32)  # fp16 pairs: columns 2i, 2i+1
+    if mma:
+        mb = min(8, 1 << (M - 1).bit_length())  # rows of x per program (B columns of the mma)
+        if x.stride(0) % 2:
+            x = x.contiguous()
+        awq_gemv_mma_kernel[(cdiv(M, mb), n_tiles, split)](
+            x.view(torch.int32), qweight, qzeros, scales32, out, M, N, K, x.stride(0) // 2, N, NG, per, M * N,
+            N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, EVEN_N=N8 % bn8 == 0,
+            SUBNORMAL=mode == "mma-sub", EMULATE=x.device.type != "cuda", num_warps=num_warps)
+    else:
+        magic = 0x43004300 if packed else 0x41800000
+        awq_gemv_kernel[(n_tiles, split, M)](x, qweight, qzeros, scales32, out, M, N, K, x.stride(0), N, N8, NG,
+                                             per, M * N, magic, G=G, BLOCK_K=block_k, BLOCK_N=block_n, UNROLL=unroll,
+                                             EXACT=mode == "f32-exact", EVEN_N=N8 % bn8 == 0, PACKED=packed,
+                                             SUBNORMAL=mode == "bf16x2-sub", ASM=packed and x.device.type == "cuda",
+                                             num_warps=num_warps)
     if split > 1:
         blk = 1024
         splitk_reduce_kernel[(cdiv(M * N, blk),)](out, y, M * N, split, BLOCK=blk, num_warps=4)
@@ -412,9 +608,15 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 
 
 def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-             block_m: int = 16, block_n: int = 64, block_k: int = 64) -> torch.Tensor:
-    """Y = X @ W~^T for X [M, K] fp16/bf16 (batch 16-256); Y has X's dtype."""
+             block_m: int = 16, block_n: int = 64, block_k: int = 64, *, mma_rows: int = 32) -> torch.Tensor:
+    """Y = X @ W~^T for X [M, K] fp16/bf16 (batch 16-256); Y has X's dtype.
+
+    bf16 X of at most `mma_rows` rows on an NVIDIA GPU goes to awq_gemv's tensor-core kernel
+    (mode "mma": the weights are dequantized once per 8 rows of X, straight into the mma's
+    registers); otherwise each [block_k, block_n] weight tile is dequantized, then tl.dot."""
     M, N, K, G = _check_gemm(x, qweight, qzeros)
+    if mma_rows >= M and x.dtype == torch.bfloat16 and x.device.type == "cuda":
+        return awq_gemv(x, qweight, qzeros, scales, mode="mma")
     bk = min(block_k, G)
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     grid = (cdiv(M, block_m), cdiv(N, block_n))

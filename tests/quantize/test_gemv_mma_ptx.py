@@ -1,0 +1,221 @@
+"""The tensor-core W4A16 GEMV (tools/kernels/int4_mma.py), device-free.
+
+1. The chunk's inline PTX is run for the 32 lanes of a warp by a small interpreter of the
+   instructions it uses; the mma fragments come from the backend's tested mma.sync layouts
+   (compiler.layouts). The sums must be those of the dequantized weights times x.
+2. The tile the kernel builds has lane = 4 gid + tig, as the chunk assumes.
+3. The kernel compiles for sm_90a (ptxas) with few instructions per weight, no spills and no
+   shared memory in its inner loop.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from compiler.backends.nvidia.lower import blocked_for
+from compiler.backends.nvidia.toolchain import find_ptxas
+from compiler.layouts import LANE, REGISTER, WARP
+from compiler.layouts.distributed import mma_v2_accumulator, mma_v2_operand
+from tools.kernels.int4 import AWQ_ORDER, awq_shift
+from tools.kernels.int4_mma import awq_gemv_mma_kernel, mma_chunk_ptx
+
+Regs = dict[str, np.ndarray]
+
+
+def _bf16(bits: np.ndarray) -> np.ndarray:
+    """16-bit patterns -> float64 values (exact)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def _to_bf16(v: np.ndarray) -> np.ndarray:
+    """float64 -> bf16 bit patterns, round to nearest even (the values here are exact)."""
+    t = torch.from_numpy(v.astype(np.float32)).to(torch.bfloat16).view(torch.int16).numpy()
+    return t.astype(np.uint32) & 0xFFFF
+
+
+def _halves(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return _bf16(v & 0xFFFF), _bf16(v >> 16)
+
+
+def _pack(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return (_to_bf16(lo) | (_to_bf16(hi) << 16)).astype(np.uint32)
+
+
+def _frag(layout: object, reg: int) -> list[tuple[int, int]]:
+    """(row, col) of register `reg` of each of the 32 lanes."""
+    return [tuple(layout.apply({REGISTER: reg, LANE: lane, WARP: 0})) for lane in range(32)]  # type: ignore[attr-defined]
+
+
+A_LAYOUT = mma_v2_operand((16, 16), 0, (1, 1))
+B_LAYOUT = mma_v2_operand((16, 8), 1, (1, 1))
+D_LAYOUT = mma_v2_accumulator((16, 8), (1, 1))
+
+
+def _mma(a: list[np.ndarray], b: list[np.ndarray], c: list[np.ndarray]) -> list[np.ndarray]:
+    """m16n8k16 bf16 -> f32 over the warp: fragments as the backend's layouts place them."""
+    am, bm = np.zeros((16, 16)), np.zeros((16, 8))
+    for r in range(8):  # element r of a lane: half r % 2 of register r // 2
+        vals = _halves(a[r // 2])[r % 2]
+        for lane, (row, col) in enumerate(_frag(A_LAYOUT, r)):
+            am[row, col] = vals[lane]
+    for r in range(4):
+        vals = _halves(b[r // 2])[r % 2]
+        for lane, (row, col) in enumerate(_frag(B_LAYOUT, r)):
+            bm[row, col] = vals[lane]
+    d = am @ bm
+    out = []
+    for r in range(4):
+        pos = _frag(D_LAYOUT, r)
+        out.append(np.array([d[row, col] for row, col in pos]) + c[r])
+    return out
+
+
+def run_ptx(ptx: str, regs: Regs) -> Regs:
+    """Interprets the chunk's PTX for 32 lanes; `regs` maps "$n" to a [32] array (uint32 for b32,
+    float64 for f32) and receives the outputs."""
+    regs = dict(regs)
+
+    def val(tok: str) -> np.ndarray:
+        tok = tok.strip()
+        if tok in regs:
+            return regs[tok]
+        return np.full(32, int(tok, 0), dtype=np.uint32)
+
+    def vec(tok: str) -> list[str]:
+        return [t.strip() for t in tok.strip().strip("{}").split(",")]
+
+    for stmt in ptx.replace("{\n", "\n").replace("\n\t}", "\n").split(";"):
+        stmt = stmt.strip()
+        if not stmt or stmt.startswith(".reg"):
+            continue
+        op, rest = stmt.split(None, 1)
+        if op.startswith("mma."):
+            groups = re.findall(r"\{[^}]*\}", rest)
+            d, a, b, c = (vec(g) for g in groups)
+            res = _mma([val(t) for t in a], [val(t) for t in b], [regs[t] for t in c])
+            for name, v in zip(d, res, strict=True):
+                regs[name] = v.astype(np.float32).astype(np.float64)
+            continue
+        args = [t.strip() for t in rest.split(",")]
+        x = [val(t) for t in args[1:]]
+        if op == "prmt.b32":
+            sel = int(args[3], 0)
+            src = [(x[0] >> (8 * i)) & 0xFF for i in range(4)] + [(x[1] >> (8 * i)) & 0xFF for i in range(4)]
+            out = np.zeros(32, dtype=np.uint32)
+            for i in range(4):
+                out |= src[(sel >> (4 * i)) & 7] << (8 * i)
+        elif op == "and.b32":
+            out = x[0] & x[1]
+        elif op == "shr.u32":
+            out = x[0] >> x[1]
+        elif op == "lop3.b32":
+            lut = int(args[4], 0)
+            out = np.zeros(32, dtype=np.uint32)
+            for bit in range(32):
+                idx = (((x[0] >> bit) & 1) << 2) | (((x[1] >> bit) & 1) << 1) | ((x[2] >> bit) & 1)
+                out |= ((lut >> idx) & 1).astype(np.uint32) << bit
+        elif op == "sub.rn.bf16x2":
+            (al, ah), (bl, bh) = _halves(x[0]), _halves(x[1])
+            out = _pack(al - bl, ah - bh)
+        elif op == "fma.rn.bf16x2":
+            (al, ah), (bl, bh), (cl, ch) = _halves(x[0]), _halves(x[1]), _halves(x[2])
+            out = _pack(al * bl + cl, ah * bh + ch)
+        else:
+            raise AssertionError(f"instruction not interpreted: {op}")
+        regs[args[0]] = out.astype(np.uint32)
+    return regs
+
+
+def _awq_word(codes: np.ndarray) -> np.ndarray:
+    """codes [..., 8] (column order) -> packed uint32 words [...]."""
+    w = np.zeros(codes.shape[:-1], dtype=np.uint32)
+    for j in range(8):
+        w |= codes[..., j].astype(np.uint32) << awq_shift(j)
+    return w
+
+
+@pytest.mark.parametrize("subnormal", [True, False])
+@pytest.mark.parametrize("mb", [1, 2, 8])
+def test_chunk_ptx_sums_dequantized_weights_times_x(subnormal: bool, mb: int) -> None:
+    rng = np.random.default_rng(0)
+    q = rng.integers(0, 16, (16, 8, 8))  # [k row of the chunk, word column = gid, column j]
+    z = rng.integers(0, 16, (8, 8))  # [word column, column j]
+    xs = _bf16(_to_bf16(rng.standard_normal((mb, 16)) * 4))  # bf16 rows of x
+    lane = np.arange(32)
+    gid, tig = lane >> 2, lane & 3
+    rows = [2 * tig, 2 * tig + 1, 2 * tig + 8, 2 * tig + 9]  # slots 0..3
+    regs: Regs = {}
+    for s in range(4):
+        regs[f"${16 + s}"] = _awq_word(q[rows[s], gid])
+    xrow = xs[gid % mb]  # B column gid: x row gid mod MB
+    regs["$20"] = _pack(xrow[lane, 2 * tig], xrow[lane, 2 * tig + 1])
+    regs["$21"] = _pack(xrow[lane, 2 * tig + 8], xrow[lane, 2 * tig + 9])
+    for c in range(8):  # column c's zero pair, as the kernel's _zero_pair builds it
+        zc = z[gid, c].astype(np.uint32)
+        half = _to_bf16(-zc.astype(np.float64) * 2.0 ** -13) if subnormal else (zc | 0x4300)
+        regs[f"${22 + c}"] = (half | (half << 16)).astype(np.uint32)
+    regs["$30"] = np.full(32, 0x7B807B80, dtype=np.uint32)
+    regs["$31"] = np.full(32, 0x79807980, dtype=np.uint32)
+    unit = 2.0 ** -13 if subnormal else 1.0  # the sums carry 2^-13 with subnormal codes
+    acc = (rng.standard_normal((16, 32)) * unit).astype(np.float32).astype(np.float64)  # sums coming in
+    for i in range(16):
+        regs[f"${32 + i}"] = acc[i]
+    out = run_ptx(mma_chunk_ptx(subnormal), regs)
+    for j in range(4):
+        for h in range(2):
+            col = 2 * j + h
+            for i in range(2):
+                batch = (2 * tig + i) % mb
+                want = ((q[:, gid, col] - z[gid, col]) * xs[batch].T).sum(axis=0) * unit
+                got = out[f"${4 * j + 2 * h + i}"] - acc[4 * j + 2 * h + i]
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * unit)
+    assert AWQ_ORDER == (0, 2, 4, 6, 1, 3, 5, 7)
+
+
+@pytest.mark.parametrize(("nw", "v"), [(4, 1), (4, 2), (2, 4), (8, 1)])
+def test_thread_tile_puts_lane_groups_on_gid(nw: int, v: int) -> None:
+    """The per-thread tiles [NW, 8, 4, V] of the kernel: V words in registers, tig on lane bits 0-1,
+    gid on lane bits 2-4, warps on dim 0 (what the chunk's fragments assume)."""
+    layout = blocked_for((nw, 8, 4, v), v, nw)
+    assert layout.bases(LANE) == ((0, 0, 1, 0), (0, 0, 2, 0), (0, 1, 0, 0), (0, 2, 0, 0), (0, 4, 0, 0))
+    assert all(b[3] for b in layout.bases(REGISTER))
+    assert sorted(b[0] for b in layout.bases(WARP)) == [1 << i for i in range(nw.bit_length() - 1)]
+
+
+SIG = {"x_ptr": "*i32", "qweight_ptr": "*i32", "qzeros_ptr": "*i32", "scales_ptr": "*i32", "y_ptr": "*fp32",
+       "M": "i32", "N": "i32:16", "K": "i32:16", "stride_xm": "i32:16", "stride_ym": "i32:16", "NG": "i32",
+       "GROUPS_PER_SPLIT": "i32", "stride_ys": "i32:16"}
+
+
+def _inner_loop(ptx: str) -> str:
+    spans = []
+    for m in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
+        start = ptx.find(m.group(1) + ":")
+        if 0 <= start < m.start():
+            spans.append(ptx[start:m.end()])
+    assert spans, "no loop found"
+    return min(spans, key=len)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+@pytest.mark.parametrize(("subnormal", "per_weight"), [(True, 2.4), (False, 2.7)])
+def test_mma_kernel_inner_loop(subnormal: bool, per_weight: float) -> None:
+    """NW=4, V=1, U=4: 128 weights per thread and step, 16 mma, one address per step (the 24
+    loads take immediate offsets), no shared memory, no spills."""
+    ck = awq_gemv_mma_kernel.compile(SIG, {"N8": 3584, "G": 128, "NW": 4, "V": 1, "U": 4, "MB": 1, "EVEN_N": True,
+                                           "SUBNORMAL": subnormal, "EMULATE": False},
+                                     target="cuda:sm_90a", num_warps=4)
+    loop = _inner_loop(ck.asm["ptx"])
+    assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 16
+    assert len(re.findall(r"ld\.global\.b32", loop)) == 24  # 16 words + 8 x pairs
+    assert len(re.findall(r"add\.s64", loop)) <= 2
+    for bad in ("bar.sync", "st.shared", "ld.shared", "cvt.rn.f32"):
+        assert bad not in loop, bad
+    n = sum(1 for line in loop.splitlines() for part in line.replace("{", ";").replace("}", ";").split(";")
+            if part.strip() and not part.strip().startswith(("$", "//", ".")) and not part.strip().startswith("%"))
+    assert n / 128 <= per_weight
+    assert ck.metadata["n_spills"] == 0
