@@ -1,13 +1,16 @@
-"""GPU probe: W4A16 AWQ GEMV variants on the H200 (block sizes, warps, rows in flight, K split).
+"""GPU probe: W4A16 AWQ GEMV/GEMM variants on the H200 beside torch bf16, one table per shape.
 
-    python benchmarks/quant_probe.py              # the sweep, one table per shape (< 3 minutes)
-    python benchmarks/quant_probe.py --quick      # a few configs only
+    python benchmarks/quant_probe.py --gemv-variants  # every arithmetic mode x tiles x K splits (< 4 min)
+    python benchmarks/quant_probe.py                  # the older block-size sweep of the fp32 mode
+    python benchmarks/quant_probe.py --quick          # a few configs of either
 
-For each shape (batch 1 on 28672x8192 and 14336x4096, then batch 16 on 14336x4096) it prints
-torch's bf16 time, then one row per Anvil config: median ms (L2 flushed before every call), GB/s
-of weight bytes (int4 + fp16 scales + packed zeros), and the speedup over torch. Every config is
-checked against torch before it is timed; a config that fails to compile, run or match prints
-its error and the sweep goes on. The sweep stops early when it nears its time budget.
+Shapes: batch 1 on 28672x8192 and 14336x4096, then batch 16 on both. For each it prints torch's
+bf16 time, then one row per Anvil variant: median ms (L2 flushed before every call), GB/s of
+weight bytes (int4 + fp16 scales + packed zeros), the speedup over torch and the relative error
+against torch's result. Every variant is checked against torch before it is timed; one that fails
+to compile, run or match prints its error and the probe goes on. The probe stops early when it
+nears its time budget (--budget). --modes restricts the arithmetic modes (tools/kernels/int4.py
+GEMV_MODES); --trace prints tracebacks of failures.
 """
 
 from __future__ import annotations
@@ -26,13 +29,20 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.kernels.int4 import awq_dequantize, awq_gemm, awq_gemv, awq_gemv_split, awq_quantize_pack  # noqa: E402
+from tools.kernels.int4 import GEMV_MODES, awq_dequantize, awq_gemm, awq_gemv, awq_gemv_split, awq_quantize_pack  # noqa: E402,E501
 
-SHAPES = [(28672, 8192, 1), (14336, 4096, 1), (14336, 4096, 16)]
-# (block_n, num_warps): block_k below puts one row per thread (a thread holds 32 columns)
+GEMV_SHAPES = [(28672, 8192), (14336, 4096)]
+# the older sweep (fp32 mode): (block_n, num_warps); block_k puts one row per thread (32 columns)
 TILES = [(512, 4), (256, 2), (1024, 4), (512, 8), (256, 4), (1024, 8), (512, 2), (256, 1)]
 UNROLLS = [4, 2, 8]
 PROGRAMS_PER_SM = [4, 2, 8]
+# --gemv-variants, fp32 and bf16x2 modes: (block_n, block_k, unroll, num_warps); a thread holds 4
+# words (16 bytes) of a row when block_n * block_k >= 4096 * num_warps / 8, else 2
+VARIANT_TILES = [(512, 8, 4, 4), (512, 8, 2, 4), (256, 8, 4, 2), (1024, 4, 4, 4), (256, 8, 8, 4)]
+# mma modes: (num_warps, words per thread V, chunks of 16 rows per step U); block_n = 64 * num_warps * V
+MMA_TILES = [(4, 1, 4), (4, 1, 2), (8, 1, 4), (2, 1, 4), (4, 1, 8), (4, 2, 2), (4, 2, 4)]
+VARIANT_PPS = [1, 2, 4, 8]  # programs per SM the K split aims at (awq_gemv_split)
+GEMM_TILES = [(16, 64, 64), (16, 128, 64), (16, 64, 128), (16, 128, 128)]
 
 
 def median_ms(fn: Callable[[], Any], flush: torch.Tensor, reps: int) -> float:
@@ -55,35 +65,122 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
 
 
-def configs(quick: bool) -> list[dict[str, Any]]:
-    out = []
+Row = tuple[str, str, Callable[[], torch.Tensor]]
+
+
+def sweep_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Tensor, quick: bool) -> list[Row]:
+    """The older sweep: fp32 mode over block sizes, warps, rows in flight and K splits."""
+    n, k = qw.shape[1] * 8, qw.shape[0]
+    rows: list[Row] = []
     tiles = TILES[:3] if quick else TILES
     unrolls = UNROLLS[:2] if quick else UNROLLS
     for (bn, nw), u in itertools.product(tiles, unrolls):
         bk = max(1, 1024 * nw // bn)
         if bk * u > 128:
             continue
-        out.append({"block_n": bn, "num_warps": nw, "block_k": bk, "unroll": u})
-    return out
+        n_tiles = -(-(n // 8) // (bn // 8))
+        seen = set()
+        for pps in PROGRAMS_PER_SM:
+            split = awq_gemv_split(n_tiles, k // 128, x.device, programs_per_sm=pps)
+            if split in seen:
+                continue
+            seen.add(split)
+            name = f"f32 BN={bn} BK={bk} U={u} w={nw} split={split} ({n_tiles * split} progs)"
+            rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, block_n=bn, block_k=bk,
+                                               unroll=u, num_warps=nw, mode="f32")))
+    return rows
+
+
+def variant_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Tensor, modes: list[str],
+                 quick: bool) -> list[Row]:
+    """Every arithmetic mode x its tiles x the distinct K splits that VARIANT_PPS give. Batch > 1:
+    the mma modes only (the others read the weights once per row of x)."""
+    m, n, k = x.shape[0], qw.shape[1] * 8, qw.shape[0]
+    rows: list[Row] = []
+    for mode in modes:
+        if mode == "f32-exact" or (mode != "f32" and x.dtype != torch.bfloat16):
+            continue
+        if m > 1 and not mode.startswith("mma"):
+            continue
+        tiles: list[dict[str, Any]]
+        if mode.startswith("mma"):
+            tiles = [{"block_n": 64 * nw * v, "num_warps": nw, "unroll": u} for nw, v, u in MMA_TILES]
+        else:
+            tiles = [{"block_n": bn, "block_k": bk, "unroll": u, "num_warps": nw} for bn, bk, u, nw in VARIANT_TILES]
+        for cfg in tiles[:2] if quick else tiles:
+            n_tiles = -(-(n // 8) // (cfg["block_n"] // 8))
+            seen = set()
+            for pps in VARIANT_PPS[1:3] if quick else VARIANT_PPS:
+                split = awq_gemv_split(n_tiles, k // 128, x.device, programs_per_sm=pps)
+                if split in seen:
+                    continue
+                seen.add(split)
+                desc = " ".join(f"{key.replace('block_', 'B').replace('num_warps', 'w').replace('unroll', 'U')}"
+                                f"={val}" for key, val in cfg.items())
+                name = f"{mode:<10} {desc} split={split} ({n_tiles * split} progs)"
+                rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, mode=mode, **cfg)))
+    return rows
+
+
+def gemm_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Tensor) -> list[Row]:
+    """awq_gemm as called (bf16 with few rows: the mma GEMV kernel), then its tl.dot kernel."""
+    rows: list[Row] = [("gemm", "default", partial(awq_gemm, x, qw, qz, sc))]
+    rows += [("gemm", f"tl.dot BM={bm} BN={bn} BK={bk}", partial(awq_gemm, x, qw, qz, sc, block_m=bm, block_n=bn,
+                                                                  block_k=bk, mma_rows=0))
+             for bm, bn, bk in GEMM_TILES]
+    return rows
+
+
+def run_rows(rows: list[Row], ref: torch.Tensor, t_torch: float, wbytes: int, flush: torch.Tensor, reps: int,
+             deadline: float, trace: bool) -> tuple[float, str] | None:
+    """Checks then times each row; prints one line per row; returns the fastest (ms, name)."""
+    best: tuple[float, str] | None = None
+    for kind, name, fn in rows:
+        if time.perf_counter() > deadline:
+            print("(time budget reached: the rest of this shape is skipped)")
+            break
+        try:
+            err = rel(fn(), ref)
+            if not err < 2e-2:
+                raise AssertionError(f"relative error {err:.3g}")
+            ms = median_ms(fn, flush, reps)
+        except Exception as exc:  # noqa: BLE001 - one failing variant must not stop the probe
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            print(f"{kind:<5} {name:<66} FAILED {type(exc).__name__}: {msg[:120]}", flush=True)
+            if trace:
+                traceback.print_exc()
+            continue
+        print(f"{kind:<5} {name:<66} {ms:>8.4f} {wbytes / ms / 1e6:>6.0f} {t_torch / ms:>6.2f}x  {err:.1e}", flush=True)
+        if best is None or ms < best[0]:
+            best = (ms, f"{kind} {name} ({t_torch / ms:.2f}x)")
+    return best
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gemv-variants", action="store_true", help="every arithmetic mode x a few tiles")
+    ap.add_argument("--modes", default=",".join(GEMV_MODES), help="comma-separated modes for --gemv-variants")
     ap.add_argument("--quick", action="store_true", help="a few configs only")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--budget", type=float, default=160.0, help="seconds before the sweep stops early")
+    ap.add_argument("--budget", type=float, default=200.0, help="seconds before the probe stops early")
+    ap.add_argument("--trace", action="store_true", help="print the traceback of each failure")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA GPU")
         return 2
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in GEMV_MODES]
+    if bad:
+        ap.error(f"unknown modes {bad}; choose from {GEMV_MODES}")
     t_start = time.perf_counter()
     dev = "cuda"
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flush = torch.empty(256 << 20, dtype=torch.int8, device=dev)
     torch.manual_seed(0)
-    print(f"W4A16 AWQ GEMV probe on {torch.cuda.get_device_name()} ({sms} SMs), group 128, bf16 activations")
+    print(f"W4A16 AWQ probe on {torch.cuda.get_device_name()} ({sms} SMs), group 128, bf16 activations")
+    shapes = [(n, k, 1) for n, k in GEMV_SHAPES] + [(n, k, 16) for n, k in GEMV_SHAPES]
     best: dict[str, tuple[float, str]] = {}
-    for n, k, m in SHAPES:
+    for i, (n, k, m) in enumerate(shapes):
         w = torch.randn(n, k, device=dev) * 0.02
         qw, qz, sc = awq_quantize_pack(w, 128)
         wb = awq_dequantize(qw, qz, sc, torch.bfloat16)
@@ -94,43 +191,23 @@ def main(argv: list[str] | None = None) -> int:
         wbytes = qw.numel() * 4 + qz.numel() * 4 + sc.numel() * 2
         key = f"M={m} {n}x{k}"
         print(f"\n{key}: torch bf16 {t_torch:.4f} ms ({wb.numel() * 2 / t_torch / 1e6:.0f} GB/s); "
-              f"int4+scales+zeros {wbytes / 1e6:.1f} MB (ideal at 3.7 TB/s: {wbytes / 3.7e6:.4f} ms)")
-        print(f"{'kernel':<8} {'config':<58} {'ms':>9} {'GB/s':>7} {'speedup':>8}  rel err")
-        rows: list[tuple[str, str, Callable[[], torch.Tensor]]] = []
-        for c in configs(args.quick):
-            n_tiles = -(-(n // 8) // (c["block_n"] // 8))
-            seen = set()
-            for pps in PROGRAMS_PER_SM:
-                split = awq_gemv_split(n_tiles, k // 128, torch.device(dev), programs_per_sm=pps)
-                if split in seen:
-                    continue
-                seen.add(split)
-                name = (f"BN={c['block_n']} BK={c['block_k']} U={c['unroll']} warps={c['num_warps']} "
-                        f"split={split} ({n_tiles * split} progs)")
-                rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, **c)))
+              f"int4+scales+zeros {wbytes / 1e6:.1f} MB (ideal at 3.7 TB/s: {wbytes / 3.7e6:.4f} ms, "
+              f"{t_torch / (wbytes / 3.7e6):.2f}x)")
+        print(f"{'kind':<5} {'variant':<66} {'ms':>8} {'GB/s':>6} {'speedup':>7}  rel err")
         if m > 1:
-            for bm, bn, bk in [(16, 64, 64), (16, 128, 64), (16, 64, 128), (16, 128, 128)]:
-                rows.append(("gemm", f"BM={bm} BN={bn} BK={bk}",
-                             partial(awq_gemm, x, qw, qz, sc, block_m=bm, block_n=bn, block_k=bk)))
-        for kind, name, fn in rows:
-            if time.perf_counter() - t_start > args.budget:
-                print("(time budget reached: sweep stopped)")
-                break
-            try:
-                err = rel(fn(), ref)
-                if not err < 2e-2:
-                    raise AssertionError(f"relative error {err:.3g}")
-                ms = median_ms(fn, flush, args.reps)
-            except Exception as exc:  # noqa: BLE001 - one failing config must not stop the sweep
-                msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                print(f"{kind:<8} {name:<58} FAILED {type(exc).__name__}: {msg[:120]}")
-                if "--trace" in sys.argv:
-                    traceback.print_exc()
-                continue
-            print(f"{kind:<8} {name:<58} {ms:>9.4f} {wbytes / ms / 1e6:>7.0f} {t_torch / ms:>7.2f}x  {err:.1e}",
-                  flush=True)
-            if key not in best or ms < best[key][0]:
-                best[key] = (ms, f"{kind} {name} ({t_torch / ms:.2f}x)")
+            rows = gemm_rows(x, qw, qz, sc) + (variant_rows(x, qw, qz, sc, modes, args.quick)
+                                               if args.gemv_variants else [])
+        elif args.gemv_variants:
+            rows = variant_rows(x, qw, qz, sc, modes, args.quick)
+        else:
+            rows = sweep_rows(x, qw, qz, sc, args.quick)
+        # each shape gets an equal share of what is left of the budget
+        deadline = time.perf_counter() + (args.budget - (time.perf_counter() - t_start)) / (len(shapes) - i)
+        got = run_rows(rows, ref, t_torch, wbytes, flush, args.reps, deadline, args.trace)
+        if got is not None:
+            best[key] = got
+        del qw, qz, sc, wb, x, ref
+        torch.cuda.empty_cache()
     print("\nbest per shape:")
     for key, (ms, name) in best.items():
         print(f"  {key:<18} {ms:.4f} ms  {name}")
