@@ -18,7 +18,8 @@ the codes are computed, so that q, zero and every dequantization use exactly the
     w~    = (q - zero) * scale
 
 The GEMV/GEMM kernels dequantize in registers: each K tile lies inside one group, so a tile
-needs one row of zeros and scales.
+needs one row of zeros and scales. awq_gemv has several arithmetic modes (GEMV_MODES); the
+tensor-core one lives in tools/kernels/int4_mma.py.
 """
 
 from __future__ import annotations
@@ -588,7 +589,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     scales32 = scales.contiguous().view(torch.int32)  # fp16 pairs: columns 2i, 2i+1
     if mma:
         mb = min(8, 1 << (M - 1).bit_length())  # rows of x per program (B columns of the mma)
-        if x.stride(0) % 2:
+        if x.stride(0) % 2 or x.storage_offset() % 2:  # read as int32 pairs
             x = x.contiguous()
         awq_gemv_mma_kernel[(cdiv(M, mb), n_tiles, split)](
             x.view(torch.int32), qweight, qzeros, scales32, out, M, N, K, x.stride(0) // 2, N, NG, per, M * N,
