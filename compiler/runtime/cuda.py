@@ -66,6 +66,7 @@ class CudaCompiledKernel:
             "num_warps": binary.num_warps, "num_stages": options.num_stages, "debug": options.debug,
             "shared": binary.shared_bytes, "n_regs": rep.registers if rep else None,
             "n_spills": (rep.spill_stores + rep.spill_loads) if rep else None,
+            "ptxas_notes": list(rep.notes) if rep else [],
         }
         self.asm: dict[str, Any] = {"tir": tir, "llir": binary.llir, "ptx": binary.ptx}
         if binary.cubin is not None:

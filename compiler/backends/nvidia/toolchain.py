@@ -46,6 +46,9 @@ class PtxasReport:
     spill_loads: int
     shared_bytes: int
     stack_bytes: int
+    # the assembler's performance remarks, e.g. "(C7515) Potential Performance Loss: wgmma.mma_async
+    # instructions are serialized ..." or "(C7519) warpgroup.arrive is injected ..."
+    notes: tuple[str, ...] = ()
 
 
 def _ptxas_candidates() -> Iterator[str]:
@@ -149,7 +152,8 @@ _RE = {
 
 def _report(log: str) -> PtxasReport:
     vals = {k: int(m.group(1)) if (m := r.search(log)) else 0 for k, r in _RE.items()}
-    return PtxasReport(**vals)
+    notes = tuple(m.group(1).strip() for m in re.finditer(r"^ptxas info\s*:\s*(\(C7\d+\).*)$", log, re.M))
+    return PtxasReport(**vals, notes=notes)
 
 
 def assemble(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes, PtxasReport]:

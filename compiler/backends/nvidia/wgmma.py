@@ -289,8 +289,13 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_t
         b_start = b.add(b_addr, e.mul(e.lshr(n0, ir.Constant(I32, 6)), ir.Constant(I32, (k // 8) * 1024)))
     per_rep = plan.instr_n // 2  # f32 accumulators per thread per 64-row slab
     reps = len(cur) // per_rep
-    lw.intrinsic("llvm.nvvm.wgmma.fence.sync.aligned", ir.VoidType(), [])
     step = 32 // es  # elements of K per instruction (32 bytes)
+    frags = {}
+    if a_regs:  # packed before the fence: no register a wgmma reads changes after it
+        assert isinstance(a_tile, GPUTile)
+        frags = {(rep, kk): _a_fragments(lw, a_tile, rep * 64 * gm, kk) for kk in range(0, k, step)
+                 for rep in range(reps)}
+    lw.intrinsic("llvm.nvvm.wgmma.fence.sync.aligned", ir.VoidType(), [])
     for kk in range(0, k, step):
         blk, kin = divmod(kk * es, wa)  # column block of K-major operands, byte offset in it
         if plan.b_mode == "kmajor":
@@ -300,8 +305,7 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_t
         for rep in range(reps):
             row = rep * 64 * gm
             if a_regs:
-                assert isinstance(a_tile, GPUTile)
-                da: ir.Value | list[ir.Value] = _a_fragments(lw, a_tile, row, kk)
+                da: ir.Value | list[ir.Value] = frags[(rep, kk)]
             else:
                 da = _desc(lw, b.add(a_start, ir.Constant(I32, blk * m * wa + row * wa + kin)), 16, 8 * wa,
                            _SWIZZLE_MODE[wa])
