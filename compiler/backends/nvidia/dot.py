@@ -65,9 +65,11 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
             a_layout = None
         a, b = _operand(lw, a_v, a_layout), _operand(lw, b_v)
 
-        if isinstance(plan, WgmmaPlan) and not isinstance(a, GPUTile) and not isinstance(b, GPUTile):
-            # both operands in pipeline slots: the wait is deferred (NvLowering.defer) past the ops
-            # that follow and do not need the result, the next iteration's copies among them
+        if isinstance(plan, WgmmaPlan) and (a_layout is not None or not isinstance(a, GPUTile)) \
+                and not isinstance(b, GPUTile):
+            # no operand staged (B in a pipeline slot, A too or in registers): the wait is deferred
+            # (NvLowering.defer) past the ops that follow and do not need the result, the next
+            # iteration's copies among them
             issued = wgmma_tiles(lw, plan, a, b, lw.tile(acc_v, layout), m, n, k, oe, wait=False)
             lw.defer(op.result, lambda: wgmma_wait(lw, plan, issued, oe))
             return
