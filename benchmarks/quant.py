@@ -94,22 +94,25 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
             x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
             ref = x @ w_bf16.t()
             variants: dict[str, Callable[[], Any]]
-            if m == 1:
-                # (block_n, block_k, unroll, num_warps): one row per thread, 32 columns per thread;
-                # the K split is awq_gemv's default (about 4 programs per SM). Sweep with
-                # benchmarks/quant_probe.py; the first entry is awq_gemv's default.
-                gemv_cfgs = ([(512, 8, 4, 4), (256, 8, 4, 2), (1024, 4, 4, 4), (512, 8, 8, 4)] if sweep
-                             else [(512, 8, 4, 4)])
-                if device != "cuda":
-                    gemv_cfgs = [(64, 8, 4, 4)]
-                variants = {f"BN={bn} BK={bk} U={u} warps={nw}": partial(awq_gemv, x, qw, qz, sc, block_n=bn,
-                                                                         block_k=bk, unroll=u, num_warps=nw)
-                            for bn, bk, u, nw in gemv_cfgs}
+            if device != "cuda":
+                variants = {"BN=64 U=4 warps=4": partial(awq_gemv, x, qw, qz, sc, block_n=64, unroll=4, num_warps=4)}
+                if m > 1:
+                    variants = {"BM=16 BN=64 BK=64": partial(awq_gemm, x, qw, qz, sc, block_m=16, block_n=64,
+                                                             block_k=64)}
             else:
-                gemm_cfgs = [(16, bn, bk) for bn in (64, 128) for bk in (64, 128)] if sweep else [(16, 64, 64)]
-                variants = {f"BM={bm} BN={bn} BK={bk}": partial(awq_gemm, x, qw, qz, sc, block_m=bm, block_n=bn,
-                                                                 block_k=bk)
-                            for bm, bn, bk in gemm_cfgs}
+                # (mode, block_n, num_warps, unroll, K split; None: awq_gemv's default): the best of
+                # benchmarks/quant_probe.py --gemv-variants on the H200; the tensor-core modes
+                # dequantize into mma.sync fragments and take up to 8 rows of x per program
+                cfgs = ([("mma-sub", 128, 2, 4, 4), ("mma-sub", 256, 4, 4, 4), ("mma", 256, 4, 4, 4),
+                         ("mma-sub", 256, 4, 8, 2), ("mma-sub", 128, 2, 4, 9)] if m == 1 else
+                        [("mma-sub", 256, 4, 8, 1), ("mma-sub", 256, 4, 8, 2), ("mma", 256, 4, 8, 2)])
+                if not sweep:
+                    cfgs = cfgs[:1]
+                variants = {f"{md} BN={bn} warps={nw} U={u} split={sk}": partial(
+                    awq_gemv, x, qw, qz, sc, block_n=bn, num_warps=nw, unroll=u, split_k=sk, mode=md)
+                    for md, bn, nw, u, sk in cfgs}
+                if m > 1 and sweep:
+                    variants["awq_gemm (default)"] = partial(awq_gemm, x, qw, qz, sc)
             err = _check(f"w4a16 {m}x{n}x{k}", next(iter(variants.values()))(), ref, 2e-2)
             t_torch = timer.median_ms(partial(torch.matmul, x, w_bf16.t()))
             t_anvil, cfg = _best(timer, variants)
@@ -142,7 +145,7 @@ def fp8_cases(timer: Timer, shapes: dict[str, Any], device: str) -> list[dict[st
 
         ref = torch_mm()
         # 8 warps = two warpgroups of wgmma on Hopper for the 128-row tiles
-        configs = ([(128, 128, 64, 8), (128, 256, 64, 8), (128, 128, 128, 8), (64, 128, 128, 4)]
+        configs = ([(128, 256, 128, 8), (256, 128, 128, 8), (128, 128, 128, 8), (128, 256, 64, 8)]
                    if device == "cuda" else [(32, 64, 64, 4)])
         variants = {f"BM={bm} BN={bn} BK={bk} w{w}": partial(fp8_gemm, qa, qb, sa, sb, torch.bfloat16, bm, bn, bk, w)
                     for bm, bn, bk, w in configs}
