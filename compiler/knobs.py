@@ -11,7 +11,8 @@
 - ANVIL_NATIVE_LAUNCH=0: launch GPU kernels through ctypes instead of a generated native entry.
 - ANVIL_WGMMA=0: on Hopper (sm_90a), lower tl.dot to mma.sync instead of wgmma (default: wgmma).
 - ANVIL_PIPELINE=0: do not pipeline the loads feeding wgmma dots through cp.async into shared
-  memory (default: pipelined `num_stages` deep).
+  memory (default: pipelined `num_stages` deep, a dot's wgmma group left in flight into the next
+  iteration where its accumulator allows); =sync: pipelined, each group waited for in its iteration.
 - ANVIL_PTXAS: the ptxas binary the NVIDIA backend uses (default: searched, see toolchain.py).
 - ANVIL_LIBDEVICE: libdevice.10.bc, NVIDIA's math library in LLVM bitcode (default: searched like
   ptxas: the CUDA toolkit's nvvm/libdevice, then the triton package's copy).
@@ -77,11 +78,15 @@ def wgmma() -> bool:
 
 def codegen_key() -> str:
     """The knobs that change generated GPU code (part of the compile cache key)."""
-    return f"wgmma={int(wgmma())},pipeline={int(pipeline())}"
+    return f"wgmma={int(wgmma())},pipeline={int(pipeline())}{int(pipeline_in_flight())}"
 
 
 def pipeline() -> bool:
     return os.environ.get("ANVIL_PIPELINE", "1").lower() not in ("0", "false", "no", "off")
+
+
+def pipeline_in_flight() -> bool:
+    return os.environ.get("ANVIL_PIPELINE", "1").lower() != "sync"
 
 
 

@@ -87,7 +87,7 @@ SPECS: dict[str, OpSpec] = {
     # GPU only, made by passes/pipeline.py: asynchronous copies of tiles into shared-memory slots
     "async_copy": _s(None, "buffer", "stages", "has_mask", "commit", "transposed", pure=False),
     "async_wait": _s(1, "buffer", "stages", "sync", "pending", pure=False),
-    "async_drain": _s(0, pure=False),
+    "async_drain": _s(None, pure=False),
 }
 for _b in BINARY:
     SPECS[_b] = _s(2)

@@ -12,7 +12,11 @@ copies from global into shared memory (GPU only; the NVIDIA backend lowers the o
 
 S buffers per operand ("slots") live in shared memory; S-1 iterations' copies are in flight while
 an iteration's dot runs. The copy issued in iteration i overwrites the slot the dot of iteration
-i-1 read: every warp finished that dot before the barrier in this iteration's `async_wait`. The
+i-1 read: every warp finished that dot before the barrier in this iteration's `async_wait`, or,
+for a dot marked `in_flight` (`acc = dot(a, b, acc)` with nothing else reading the accumulator),
+before the barrier its lowering places after waiting for all but its own newest wgmma group, which
+stays in flight into the next iteration; the loop's results then pass through `async_drain`, which
+completes that group. The
 address and mask of iteration i + (S-1)*step are computed by cloning the pure ops that compute
 them, from loop-carried copies of the arguments S-1 iterations ahead (`ahead`); the predicate
 `i + (S-1)*step < ub` keeps the copies past the end (and those of an empty loop) from being issued.
@@ -41,16 +45,18 @@ __all__ = ["pipeline_dot_loads"]
 _buffers = count()
 
 
-def pipeline_dot_loads(fn: Function, stages: int, eligible: Callable[[Op, int], bool]) -> int:
+def pipeline_dot_loads(fn: Function, stages: int, eligible: Callable[[Op, int], bool],
+                       in_flight: bool = False) -> int:
     """Pipeline every eligible loop of `fn` `stages` deep; returns the number of loads moved to
     asynchronous copies. `eligible(dot, operand)`: the backend reads that operand (0: A, 1: B) of
-    `dot` straight from shared memory."""
+    `dot` straight from shared memory. `in_flight`: a dot whose accumulator feeds only itself keeps
+    its newest group in flight into the next iteration (attribute `in_flight`)."""
     if stages < 2:
         return 0
     total = 0
     for op in list(fn.walk()):
         if op.opcode == "for" and op.parent is not None:
-            total += _loop(fn, op, stages, eligible)
+            total += _loop(fn, op, stages, eligible, in_flight)
     if total:
         dce(fn)
     return total
@@ -121,7 +127,7 @@ def _copies(loads: list[tuple[Op, Op | None, int]], ids: list[int], mapping: dic
         out.append(Op("async_copy", [*ops, pred, slot], [], attrs, loc=ld.loc))
 
 
-def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], bool]) -> int:
+def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], bool], in_flight: bool) -> int:
     body = loop.regions[0]
     sign = loop.attrs.get("step_sign", 0)
     y = body.terminator
@@ -152,6 +158,7 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
     ids = [next(_buffers) for _ in loads]
     ity = iv.type
     dist = stages - 1  # iterations the copies run ahead
+    chained = _chained_dots(body, loads, carried, y) if in_flight else []
 
     # Prologue: the copies of iterations 0 .. dist-1, each group predicated on its iteration existing.
     pro: list[Op] = []
@@ -215,14 +222,47 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
     new_loop = Op("for", [*loop.operands, zero_slot, *ahead_init],
                   [*(r.type for r in loop.results), T.i32, *(a.type for a in used)], dict(loop.attrs),
                   regions=[body], loc=loop.loc)
-    drain = Op("async_drain", [], [], {}, loc=loop.loc)  # after the loop: no copy in flight
+    # after the loop: no copy in flight, and the dot groups left in flight complete (their results
+    # pass through the drain, so nothing reads them before)
+    for dot, _ in chained:
+        dot.attrs["in_flight"] = True
+    kept = [j for _, j in chained]
+    drain = Op("async_drain", [new_loop.results[j] for j in kept], [loop.results[j].type for j in kept], {},
+               loc=loop.loc)
     idx = parent.ops.index(loop)
     for op in [*pro, new_loop, drain]:
         op.parent = parent
     parent.ops[idx:idx + 1] = [*pro, new_loop, drain]
-    replace_all_uses(fn, {**waited, **dict(zip(loop.results, new_loop.results, strict=False))})
+    final = dict(zip(loop.results, new_loop.results, strict=False))
+    final.update({loop.results[j]: r for j, r in zip(kept, drain.results, strict=True)})
+    replace_all_uses(fn, {**waited, **final})
     _drop_dead_carried(fn, new_loop)
     return len(loads)
+
+
+def _chained_dots(body: Block, loads: list[tuple[Op, Op | None, int]], carried: list[Value],
+                  y: Op) -> list[tuple[Op, int]]:
+    """(dot, index of its loop-carried accumulator) for the dots whose wgmma group can stay in flight
+    into the next iteration: both operands pipelined, `acc = dot(a, b, acc)` on an fp32 accumulator
+    that nothing else reads; [] unless every pipelined dot is such."""
+    dots: dict[Op, set[int]] = {}
+    for ld, trans, k in loads:
+        v = (trans or ld).result
+        user = next(op for op in body.ops if op.opcode == "dot" and op.operands[k] is v)
+        dots.setdefault(user, set()).add(k)
+    out = []
+    for dot, ks in dots.items():
+        acc = dot.operands[2]
+        if ks != {0, 1} or acc not in carried or T.elem_of(dot.result.type) != T.fp32:
+            return []
+        j = carried.index(acc)
+        users = [op for op in body.walk() if dot.result in op.operands]
+        acc_users = [op for op in body.walk() if acc in op.operands]
+        if users != [y] or y.operands.count(dot.result) != 1 or y.operands[j] is not dot.result \
+                or acc_users != [dot]:
+            return []
+        out.append((dot, j))
+    return out
 
 
 def _drop_dead_carried(fn: Function, loop: Op) -> None:

@@ -147,3 +147,30 @@ def test_attention_loop_on_wgmma(head_dim: int, block_m: int, warps: int) -> Non
     assert loop.count("bar.sync") == 1  # the pipeline's, once per iteration
     assert ck.metadata["n_spills"] == 0
     assert ck.metadata["ptxas_notes"] == []
+
+
+@pytest.mark.parametrize("dtype,cfg", [("fp16", (128, 256, 64, 8)), ("bf16", (128, 128, 64, 8)),
+                                       ("fp8e4nv", (128, 128, 128, 8)), ("fp16", (128, 64, 32, 4))])
+def test_pipelined_loop_keeps_a_wgmma_group_in_flight(dtype: str, cfg: tuple[int, int, int, int],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The K loop copies operands 2 iterations ahead with cp.async and leaves each iteration's wgmma
+    group in flight (wait_group 1, then a barrier before its slot is refilled) unless the assembler
+    would serialize it (then the group is waited for at once: ptxas reports no remark either way);
+    ANVIL_PIPELINE=sync waits in every iteration, =0 turns the pipeline off."""
+    bm, bn, bk, w = cfg
+    ptx = _compile(dtype, "sm_90a", bm, bn, bk, w, stages=4).asm["ptx"]  # type: ignore[attr-defined]
+    loop = ptx[:ptx.index("cp.async.wait_all")]  # prologue, loop and the drain's wgmma wait
+    # the loop's wait, then the drain's (which completes the last group)
+    waits = re.findall(r"wgmma\.wait_group\.sync\.aligned (\d)", loop)
+    bars = loop.count("bar.sync")
+    assert (waits, bars) == (["1", "0"], 2) or (waits == ["0", "0"] and bars in (1, 2))
+    ck = _compile(dtype, "sm_90a", bm, bn, bk, w, stages=4)
+    assert ck.metadata["ptxas_notes"] == []  # type: ignore[attr-defined]
+    if dtype != "fp8e4nv" and (bm, w) == (128, 8):  # the benchmark tiles do keep the group in flight
+        assert waits == ["1", "0"]
+    monkeypatch.setenv("ANVIL_PIPELINE", "sync")
+    ptx = _compile(dtype, "sm_90a", bm, bn, bk, w, stages=4).asm["ptx"]  # type: ignore[attr-defined]
+    loop = ptx[:ptx.index("cp.async.wait_all")]
+    assert re.findall(r"wgmma\.wait_group\.sync\.aligned (\d)", loop) == ["0"] and loop.count("bar.sync") == 1
+    monkeypatch.setenv("ANVIL_PIPELINE", "0")
+    assert "cp.async" not in _compile(dtype, "sm_90a", bm, bn, bk, w, stages=4).asm["ptx"]  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from typing import Any
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from ... import knobs
 from ...ir import types as T
 from ...ir.core import Function
 from ...passes.pipeline import pipeline_dot_loads
@@ -181,22 +182,32 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
     `num_stages`: depth of the shared-memory pipeline of the loads that feed tensor-core dots in
     loops (passes/pipeline.py; at most what fits in shared memory, 1 or less: none)."""
     t0 = time.perf_counter()
-    m = ir.Module(name=symbol)
-    m.triple = "nvptx64-nvidia-cuda"
-    lw = NvLowering(fn, m, symbol, num_warps, arch, debug)
+    lw = NvLowering(fn, ir.Module(name=symbol), symbol, num_warps, arch, debug)
     mark_kmajor_b(fn)
     if not debug:
-        pipeline_dot_loads(fn, pipeline_stages(lw, fn, num_stages), functools.partial(reads_shared, lw))
+        pipeline_dot_loads(fn, pipeline_stages(lw, fn, num_stages), functools.partial(reads_shared, lw),
+                           knobs.pipeline_in_flight())
     prefetch_dot_operands(fn, num_warps)
-    lw.build()
-    text = _with_launch_bound(str(m), symbol, 32 * num_warps)
-    t1 = time.perf_counter()
-    opt, ptx = emit_ptx(text, arch)
-    t2 = time.perf_counter()
-    cubin, report = (None, None)
-    if assemble_cubin:
-        cubin, report = assemble(ptx, arch)
-    t3 = time.perf_counter()
+    in_flight = any(op.attrs.get("in_flight") for op in fn.walk())
+    while True:
+        m = lw.m
+        m.triple = "nvptx64-nvidia-cuda"
+        lw.build()
+        text = _with_launch_bound(str(m), symbol, 32 * num_warps)
+        t1 = time.perf_counter()
+        opt, ptx = emit_ptx(text, arch)
+        t2 = time.perf_counter()
+        cubin, report = (None, None)
+        if assemble_cubin:
+            cubin, report = assemble(ptx, arch)
+        t3 = time.perf_counter()
+        # a wgmma group left in flight that the assembler must serialize anyway ("(C7514)/(C7515)
+        # ... wgmma.mma_async instructions are serialized"): lower again, waiting in each iteration
+        if not (in_flight and report is not None and any(n.startswith(("(C7514)", "(C7515)")) for n in report.notes)):
+            break
+        in_flight = False
+        lw = NvLowering(fn, ir.Module(name=symbol), symbol, num_warps, arch, debug)
+        lw.in_flight = False
     return CudaBinary(fn.name, symbol, arch, opt, ptx, cubin, num_warps, lw.smem_bytes, [a.type for a in fn.args],
                       report, {"llvm_ir_ms": (t1 - t0) * 1e3, "llvm_opt_ptx_ms": (t2 - t1) * 1e3,
                                "ptxas_ms": (t3 - t2) * 1e3}, list(fn.arg_names))

@@ -32,7 +32,7 @@ from ...ir import types as T
 from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..cpu.scalar import I1, I32, I64
-from .lower import SharedOperand, blocked_for, num_regs, reg_coords
+from .lower import GPUTile, SharedOperand, blocked_for, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -298,7 +298,13 @@ def lower_async_wait(lw: NvLowering, op: Op) -> None:
 
 
 def lower_async_drain(lw: NvLowering, op: Op) -> None:
-    """After a pipelined loop: no copy in flight, and the slots free again."""
+    """After a pipelined loop: no copy in flight, the slots free again, and the dot groups its last
+    iteration left in flight complete (the operands, passed through to the results)."""
+    from .wgmma import wait_tied
+
+    for v, r in zip(op.operands, op.results, strict=True):
+        t = lw.tile(v)
+        lw.vals[r] = GPUTile(t.layout, wait_tied(lw, t.regs, 0))
     lw.intrinsic("llvm.nvvm.cp.async.wait.all", ir.VoidType(), [])
     lw.barrier()
     lw.release()

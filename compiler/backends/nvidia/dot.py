@@ -55,7 +55,7 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     plan = plan_mma(lw, op)
     layout = plan.layout if plan is not None else lw.canonical((m, n))
     if len(ashape) == 2:
-        from .wgmma import WgmmaPlan, register_a_layout, wgmma_tiles, wgmma_wait
+        from .wgmma import WgmmaPlan, register_a_layout, wgmma_in_flight, wgmma_tiles, wgmma_wait
 
         # A from registers when it is already in wgmma's fragment layout (a dot result, attention's
         # probabilities; or a loop-invariant tile converted before the loop): else it is staged
@@ -71,6 +71,12 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
             # (NvLowering.defer) past the ops that follow and do not need the result, the next
             # iteration's copies among them
             issued = wgmma_tiles(lw, plan, a, b, lw.tile(acc_v, layout), m, n, k, oe, wait=False)
+            if op.attrs.get("in_flight") and lw.in_flight:  # passes/pipeline.py: the result only feeds the next dot
+                # with several 64-row slabs per warpgroup the assembler serializes a group in flight
+                # ("non wgmma instructions defining accumulator registers"): those wait at once
+                slabs = m // (64 * plan.warps[0])
+                lw.vals[op.result] = wgmma_in_flight(lw, issued, 1 if slabs == 1 else 0)
+                return
             lw.defer(op.result, lambda: wgmma_wait(lw, plan, issued, oe))
             return
         lw.vals[op.result] = _dot_2d(lw, plan, a, b, lw.tile(acc_v, layout), m, n, k, ae, be, oe)

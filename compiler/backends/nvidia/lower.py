@@ -108,6 +108,7 @@ class NvLowering:
         self.pipes: dict[int, Any] | None = None  # pipelined buffers (async_copy.plan_buffers)
         self._smem_addr: ir.Value | None = None
         self.pending: tuple[Value, Callable[[], GPUTile]] | None = None  # a deferred wait (defer)
+        self.in_flight = True  # honour dots' in_flight marks (passes/pipeline.py)
         # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
         # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
         self.fmf: tuple[str, ...] = ("contract",)

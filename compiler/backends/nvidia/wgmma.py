@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from .lower import NvLowering
     from .mma import MmaPlan
 
-__all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "register_a_layout", "wgmma_tiles", "wgmma_wait"]
+__all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "register_a_layout", "wgmma_tiles", "wgmma_wait",
+           "wgmma_in_flight", "wait_tied"]
 
 F32 = ir.FloatType()
 
@@ -218,17 +219,31 @@ def operand_smem(plan: WgmmaPlan, role: int, m: int, n: int, k: int) -> SmemOper
     return SmemOperand((n * 2 // 128) * k * 128, lambda bb, i, j: _nmajor_offset(bb, i, scaled(bb, j), k), 1)
 
 
-def wgmma_wait(lw: NvLowering, plan: WgmmaPlan, issued: GPUTile, oe: T.ScalarType) -> GPUTile:
-    """Wait for the wgmma group that produces `issued` (wgmma_tiles(..., wait=False)); the result
-    in `oe`. The accumulators pass through the wait as tied operands of its asm, so nothing that
-    reads them can be scheduled before it."""
-    regs = issued.regs
+def wait_tied(lw: NvLowering, regs: list[ir.Value], pending: int) -> list[ir.Value]:
+    """`wgmma.wait_group pending` with the fp32 accumulators `regs` passed through as tied operands
+    of its asm, so nothing that reads them can be scheduled before it."""
     n = len(regs)
     fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [F32] * n)
     cons = ",".join(["=f"] * n + [str(i) for i in range(n)])
-    res = lw.b.asm(fty, "wgmma.wait_group.sync.aligned 0;", cons, regs, side_effect=True)
-    b = lw.b
-    return GPUTile(issued.layout, [S.emit_cast(b, plan.acc, oe, b.extract_value(res, i)) for i in range(n)])
+    res = lw.b.asm(fty, f"wgmma.wait_group.sync.aligned {pending};", cons, regs, side_effect=True)
+    return [lw.b.extract_value(res, i) for i in range(n)]
+
+
+def wgmma_wait(lw: NvLowering, plan: WgmmaPlan, issued: GPUTile, oe: T.ScalarType) -> GPUTile:
+    """Wait for the wgmma group that produces `issued` (wgmma_tiles(..., wait=False)); the result
+    in `oe`."""
+    return GPUTile(issued.layout, [S.emit_cast(lw.b, plan.acc, oe, v) for v in wait_tied(lw, issued.regs, 0)])
+
+
+def wgmma_in_flight(lw: NvLowering, issued: GPUTile, pending: int = 1) -> GPUTile:
+    """Leave the group that produces `issued` in flight (its result feeds nothing but the same
+    accumulator's next wgmma): wait for the group before it, then a barrier, after which every
+    warpgroup is done with the operands that group read (their pipeline slot may be refilled).
+    The values stay tied to the wait, so nothing reads them early; a later wait_tied(..., 0)
+    (the pipeline's drain) completes them."""
+    out = GPUTile(issued.layout, wait_tied(lw, issued.regs, pending))
+    lw.barrier()
+    return out
 
 
 def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_tile: GPUTile | ir.Value,
