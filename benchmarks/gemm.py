@@ -55,29 +55,26 @@ def run(kernel: Any, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: tup
                  BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, ACTIVATION="", num_warps=w, num_stages=s)
 
 
-def case(size: int, dtype: torch.dtype, configs: list[tuple[int, ...]], triton_too: bool = True) -> dict[str, Any]:
-    a = torch.randn(size, size, device="cuda", dtype=dtype)
-    b = torch.randn(size, size, device="cuda", dtype=dtype)
-    ref = (a.float() @ b.float())
-    flop = 2 * size ** 3
-    row: dict[str, Any] = {"shape": f"{size}^3", "dtype": str(dtype)[6:]}
-    t_torch = bench(lambda: torch.matmul(a, b))
-    row["torch_tflops"] = flop / t_torch / 1e9
-    for name, kernel in (("anvil", AK), ("triton", tk.matmul_kernel))[:2 if triton_too else 1]:
+def sweep(row: dict[str, Any], kernels: list[tuple[str, Any]], configs: list[tuple[int, ...]], flop: int,
+          out_dtype: torch.dtype, ref: torch.Tensor, launch: Any) -> dict[str, Any]:
+    """Each compiler's best config into `row`: `launch(kernel, c, cfg)` writes c (checked against
+    `ref` on the first launch, which also gives the compile time), then it is timed."""
+    size = ref.shape[0]
+    for name, kernel in kernels:
         best: tuple[float, tuple[int, ...], float] | None = None
         for cfg in configs:
-            c = torch.full((size, size), float("nan"), device="cuda", dtype=dtype)
+            c = torch.full((size, size), float("nan"), device="cuda", dtype=out_dtype)
             try:
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
-                run(kernel, a, b, c, cfg)
+                launch(kernel, c, cfg)
                 torch.cuda.synchronize()
                 compile_ms = (time.perf_counter() - t0) * 1e3
                 err = float((c.float() - ref).norm() / ref.norm())
                 if not err < 1e-2:
                     print(f"  {name} {cfg}: wrong result (rel err {err:.2e})", flush=True)
                     continue
-                ms = bench(lambda c=c, cfg=cfg, kernel=kernel: run(kernel, a, b, c, cfg))
+                ms = bench(lambda c=c, cfg=cfg, kernel=kernel: launch(kernel, c, cfg))
             except Exception as e:  # noqa: BLE001 - one failing config must not stop the sweep
                 print(f"  {name} {cfg}: {type(e).__name__}: {str(e)[:200]}", flush=True)
                 continue
@@ -92,6 +89,17 @@ def case(size: int, dtype: torch.dtype, configs: list[tuple[int, ...]], triton_t
     if "anvil_tflops" in row and "triton_tflops" in row:
         row["ratio"] = row["anvil_tflops"] / row["triton_tflops"]
     return row
+
+
+def case(size: int, dtype: torch.dtype, configs: list[tuple[int, ...]], triton_too: bool = True) -> dict[str, Any]:
+    a = torch.randn(size, size, device="cuda", dtype=dtype)
+    b = torch.randn(size, size, device="cuda", dtype=dtype)
+    flop = 2 * size ** 3
+    row: dict[str, Any] = {"shape": f"{size}^3", "dtype": str(dtype)[6:]}
+    row["torch_tflops"] = flop / bench(lambda: torch.matmul(a, b)) / 1e9
+    kernels = [("anvil", AK), ("triton", tk.matmul_kernel)][:2 if triton_too else 1]
+    return sweep(row, kernels, configs, flop, dtype, a.float() @ b.float(),
+                 lambda kernel, c, cfg: run(kernel, a, b, c, cfg))
 
 
 AK8 = compiler.compile_source(SRC, kernel="matmul_fp8_kernel", filename="gemm_kernels.py")
@@ -115,42 +123,14 @@ def case_fp8(size: int, configs: list[tuple[int, ...]], triton_too: bool = True)
     b = (torch.randn(size, size, device="cuda") * 2).to(torch.float8_e4m3fn)
     scale = 0.25
     one = torch.tensor(1.0, device="cuda")
-    ref = (a.float() @ b.float().t()) * scale
+    st = torch.tensor(scale, device="cuda")
     flop = 2 * size ** 3
     row: dict[str, Any] = {"shape": f"{size}^3", "dtype": "fp8e4m3"}
-    st = torch.tensor(scale, device="cuda")
     t_torch = bench(lambda: torch._scaled_mm(a, b.t(), scale_a=st, scale_b=one, out_dtype=torch.bfloat16))
     row["torch_tflops"] = flop / t_torch / 1e9
-    tk8 = tk.matmul_fp8_kernel
-    for name, kernel in (("anvil", AK8), ("triton", tk8))[:2 if triton_too else 1]:
-        best: tuple[float, tuple[int, ...], float] | None = None
-        for cfg in configs:
-            c = torch.full((size, size), float("nan"), device="cuda", dtype=torch.bfloat16)
-            try:
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                run_fp8(kernel, a, b, c, scale, cfg)
-                torch.cuda.synchronize()
-                compile_ms = (time.perf_counter() - t0) * 1e3
-                err = float((c.float() - ref).norm() / ref.norm())
-                if not err < 1e-2:
-                    print(f"  {name} fp8 {cfg}: wrong result (rel err {err:.2e})", flush=True)
-                    continue
-                ms = bench(lambda c=c, cfg=cfg, kernel=kernel: run_fp8(kernel, a, b, c, scale, cfg))
-            except Exception as e:  # noqa: BLE001 - one failing config must not stop the sweep
-                print(f"  {name} fp8 {cfg}: {type(e).__name__}: {str(e)[:200]}", flush=True)
-                continue
-            print(f"  {name} {row['shape']} fp8 {cfg}: {flop / ms / 1e9:.0f} TFLOP/s, compile {compile_ms:.0f} ms",
-                  flush=True)
-            if best is None or ms < best[0]:
-                best = (ms, cfg, compile_ms)
-        if best is not None:
-            row[f"{name}_tflops"] = flop / best[0] / 1e9
-            row[f"{name}_config"] = "x".join(map(str, best[1]))
-            row[f"{name}_compile_ms"] = best[2]
-    if "anvil_tflops" in row and "triton_tflops" in row:
-        row["ratio"] = row["anvil_tflops"] / row["triton_tflops"]
-    return row
+    kernels = [("anvil", AK8), ("triton", tk.matmul_fp8_kernel)][:2 if triton_too else 1]
+    return sweep(row, kernels, configs, flop, torch.bfloat16, (a.float() @ b.float().t()) * scale,
+                 lambda kernel, c, cfg: run_fp8(kernel, a, b, c, scale, cfg))
 
 
 def main() -> None:

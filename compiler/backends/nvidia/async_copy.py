@@ -31,8 +31,8 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
-from ..cpu.scalar import I1, I32, I64
-from .lower import GPUTile, SharedOperand, blocked_for, num_regs, reg_coords
+from ..cpu.scalar import I32, I64
+from .lower import GPUTile, SharedOperand, blocked_for
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -255,16 +255,10 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
             ptr8 = lw.b.inttoptr(lw.b.zext(slot, I64), ir.PointerType(ir.IntType(8), addrspace=3))
             stage(lw, tile, ptr8, 0, place, fast, buf.elem.bits)
             return
+        from .staging import runs
+
         b = lw.b
-        hw = lw.hw_coords(layout)
-        seen: set[tuple[int, ...]] = set()
-        for r0 in range(0, num_regs(layout), vec):
-            rc = reg_coords(layout, r0)
-            if rc in seen:
-                continue
-            seen.add(rc)
-            i = b.or_(hw[0], ir.Constant(I32, rc[0])) if rc[0] else hw[0]
-            j = b.or_(hw[1], ir.Constant(I32, rc[1])) if rc[1] else hw[1]
+        for r0, i, j in runs(lw, layout, vec):
             dst = b.add(slot, place(b, i, j))
             _cp_async(lw, dst, ptr.regs[r0], mask.regs[r0] if mask is not None else None, vec * esize)
 
@@ -308,5 +302,3 @@ def lower_async_drain(lw: NvLowering, op: Op) -> None:
     lw.intrinsic("llvm.nvvm.cp.async.wait.all", ir.VoidType(), [])
     lw.barrier()
     lw.release()
-
-_ = (I1,)

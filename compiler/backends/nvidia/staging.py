@@ -4,19 +4,19 @@ layout the MMA reads (padded rows for ldmatrix, swizzled atoms for wgmma descrip
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...layouts import REGISTER
+from ...layouts import REGISTER, LinearLayout
 from ..cpu.scalar import I8, I32
 from .lower import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["stage", "Offset"]
+__all__ = ["stage", "runs", "Offset"]
 
 Offset = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
 """(builder, row i, column j) -> byte offset of element (i, j) in the staged operand."""
@@ -35,18 +35,10 @@ def stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, offset_o
         if basis != want or vec * bits >= 128:
             break
         vec *= 2
-    hw = lw.hw_coords(layout)
     ity = ir.IntType(bits)
     esize = bits // 8
-    seen: set[tuple[int, ...]] = set()
     p8 = b.bitcast(base, ir.PointerType(I8, addrspace=3))
-    for r0 in range(0, num_regs(layout), vec):
-        rc = reg_coords(layout, r0)
-        if rc in seen:
-            continue
-        seen.add(rc)
-        i = b.or_(hw[0], ir.Constant(I32, rc[0])) if rc[0] else hw[0]
-        j = b.or_(hw[1], ir.Constant(I32, rc[1])) if rc[1] else hw[1]
+    for r0, i, j in runs(lw, layout, vec):
         off = b.add(offset_of(b, i, j), ir.Constant(I32, byte_off))
         ptr = b.gep(p8, [off])
         vals = [_bits(lw, tile.regs[r0 + t], ity) for t in range(vec)]
@@ -60,6 +52,22 @@ def stage(lw: NvLowering, tile: GPUTile, base: ir.Value, byte_off: int, offset_o
             v = b.insert_element(v, x, ir.Constant(I32, t))
         st = b.store(v, b.bitcast(ptr, ir.PointerType(vty, addrspace=3)))
         st.align = esize * vec
+
+
+def runs(lw: NvLowering, layout: LinearLayout, vec: int) -> Iterator[tuple[int, ir.Value, ir.Value]]:
+    """(first register, row, column) of each run of `vec` registers of a 2-D tile this thread holds,
+    once per distinct element (registers that repeat another's element are skipped)."""
+    b = lw.b
+    hw = lw.hw_coords(layout)
+    seen: set[tuple[int, ...]] = set()
+    for r0 in range(0, num_regs(layout), vec):
+        rc = reg_coords(layout, r0)
+        if rc in seen:
+            continue
+        seen.add(rc)
+        i = b.or_(hw[0], ir.Constant(I32, rc[0])) if rc[0] else hw[0]
+        j = b.or_(hw[1], ir.Constant(I32, rc[1])) if rc[1] else hw[1]
+        yield r0, i, j
 
 
 def _bits(lw: NvLowering, v: ir.Value, ity: ir.IntType) -> ir.Value:
