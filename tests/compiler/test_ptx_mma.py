@@ -174,3 +174,35 @@ def test_pipelined_loop_keeps_a_wgmma_group_in_flight(dtype: str, cfg: tuple[int
     assert re.findall(r"wgmma\.wait_group\.sync\.aligned (\d)", loop) == ["0"] and loop.count("bar.sync") == 1
     monkeypatch.setenv("ANVIL_PIPELINE", "0")
     assert "cp.async" not in _compile(dtype, "sm_90a", bm, bn, bk, w, stages=4).asm["ptx"]  # type: ignore[attr-defined]
+
+
+@compiler.jit
+def two_loops(a_ptr, b_ptr, c_ptr, d_ptr, c_out, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """a @ b + c @ d in two K loops one after the other (row-major, every access masked)."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    row_ok, col_ok = rm[:, None] < M, rn[None, :] < N
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=row_ok & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & col_ok, other=0.0)
+        acc = tl.dot(a, b, acc)
+    for k in range(0, K, BK):
+        c = tl.load(c_ptr + rm[:, None] * K + (k + rk)[None, :], mask=row_ok & ((k + rk)[None, :] < K), other=0.0)
+        d = tl.load(d_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & col_ok, other=0.0)
+        acc = tl.dot(c, d, acc)
+    tl.store(c_out + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_sequential_pipelined_loops_share_their_slots() -> None:
+    """Two pipelined K loops in one kernel: the second reuses the first one's shared memory (dead
+    after its drain), so the kernel needs one loop's slots, not the sum."""
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "d_ptr": "*fp16", "c_out": "*fp32",
+           "M": "i32:16", "N": "i32:16", "K": "i32:16"}
+    ck = two_loops.compile(sig, {"BM": 128, "BN": 128, "BK": 64}, target="cuda:sm_90a", num_warps=8, num_stages=3)
+    ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
+    assert ptx.count("cp.async.wait_all") == 2 and ptx.count("cp.async.cg.shared.global") >= 4
+    one_loop = 3 * (128 * 128 + 64 * 128 * 2)  # 3 stages of A [128, 64] and B [64, 128] fp16
+    assert one_loop <= ck.metadata["shared"] < 2 * one_loop  # type: ignore[attr-defined]
+    assert ck.metadata["n_spills"] == 0 and ck.metadata["ptxas_notes"] == []  # type: ignore[attr-defined]

@@ -207,3 +207,24 @@ def test_batched_dot(bmnk: tuple[int, int, int, int], warps: int, dtype: torch.d
     tol = 3e-3 if dtype == torch.float32 else 1e-5  # fp32 runs as tf32
     assert _rel(got, ref) < tol
     assert _rel(got, cpu) < tol
+
+
+@pytest.mark.parametrize("k", [64, 200, 1024])
+def test_two_pipelined_loops_in_one_kernel(k: int) -> None:
+    """Two K loops one after the other (their pipeline slots share shared memory): a @ b + c @ d
+    against float64, ragged K (masked, zero-filled copies) included."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compiler"))
+    from test_ptx_mma import two_loops
+
+    m, n = 200, 136
+    g = torch.Generator().manual_seed(k)
+    a, c = (torch.randn(m, k, generator=g).half() for _ in range(2))
+    b, d = (torch.randn(k, n, generator=g).half() for _ in range(2))
+    out = torch.full((m, n), float("nan"), device="cuda")
+    two_loops[(cdiv(m, 128), cdiv(n, 128))](a.cuda(), b.cuda(), c.cuda(), d.cuda(), out, m, n, k, BM=128, BN=128,
+                                            BK=64, num_warps=8, num_stages=3)
+    ref = a.double() @ b.double() + c.double() @ d.double()
+    assert _rel(out, ref) < 1e-5

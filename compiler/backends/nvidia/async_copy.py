@@ -123,13 +123,15 @@ def _uses(lw: NvLowering) -> dict[Value, list[tuple[Op, int]]]:
 
 
 def plan_buffers(lw: NvLowering) -> dict[int, PipeBuffer]:
-    """Shared-memory placement of every pipelined buffer of the function (from its consumer dot)."""
+    """Shared-memory placement of every pipelined buffer of the function (from its consumer dot).
+    The buffers of one loop lie one after the other from the bottom; another loop's reuse the same
+    bytes (a loop's buffers are dead after its async_drain, and pipelined loops do not nest)."""
     from .mma import plan_mma
     from .wgmma import WgmmaPlan, operand_smem
 
     out: dict[int, PipeBuffer] = {}
     uses: dict[Value, list[tuple[Op, int]]] | None = None
-    top = 0
+    tops: dict[int, int] = {}  # per loop (the for op holding the waits): bytes placed so far
     for op in lw.fn.walk():
         if op.opcode != "async_wait":
             continue
@@ -143,8 +145,10 @@ def plan_buffers(lw: NvLowering) -> dict[int, PipeBuffer]:
         slot = -(-so.nbytes // 1024) * 1024
         elem = T.elem_of(op.result.type)
         assert isinstance(elem, T.ScalarType)
+        loop = id(op.parent.parent) if op.parent is not None else 0
+        top = tops.get(loop, 0)
         out[op.attrs["buffer"]] = PipeBuffer(top, slot, so, elem)
-        top += slot * op.attrs["stages"]
+        tops[loop] = top + slot * op.attrs["stages"]
     return out
 
 
