@@ -107,7 +107,7 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     s = q @ k.transpose(-1, -2) * sm_scale
     if causal:
         n = q.shape[-2]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
     return torch.softmax(s, -1) @ v
 
 

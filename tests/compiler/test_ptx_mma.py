@@ -103,16 +103,24 @@ def test_big_tile_no_spills() -> None:
 @pytest.mark.parametrize("cfg,per_k,n", [((128, 128, 64, 8), 1, 128), ((128, 256, 64, 8), 1, 256),
                                          ((128, 64, 32, 4), 2, 64), ((64, 64, 16, 4), 1, 64),
                                          ((64, 64, 32, 8), 1, 32)])
-def test_wgmma_on_hopper(dtype: str, cfg: tuple[int, int, int, int], per_k: int, n: int) -> None:
-    """sm_90a: one wgmma per warpgroup slab of 64 rows and k16 step, operands through swizzled
-    shared memory made visible to the async proxy; N-major B when a warpgroup's N is a multiple of
-    64, else B^T K-major (32 columns per warpgroup)."""
+@pytest.mark.parametrize("pipelined", [True, False])
+def test_wgmma_on_hopper(dtype: str, cfg: tuple[int, int, int, int], per_k: int, n: int, pipelined: bool,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """sm_90a: one wgmma per warpgroup slab of 64 rows and k16 step, operands in swizzled shared
+    memory; N-major B when a warpgroup's N is a multiple of 64, else B^T K-major (32 columns per
+    warpgroup). Operands staged from registers are made visible to the async proxy with a fence;
+    pipelined cp.async copies need none (their wait and the barrier)."""
+    if not pipelined:
+        monkeypatch.setenv("ANVIL_PIPELINE", "0")
     bm, bn, bk, w = cfg
     ck = _compile(dtype, "sm_90a", bm, bn, bk, w)
     ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
     ab = "f16" if dtype == "fp16" else "bf16"
     assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}") == per_k * bk // 16
-    assert "fence.proxy.async.shared::cta" in ptx and "wgmma.wait_group.sync.aligned" in ptx
+    assert "wgmma.wait_group.sync.aligned" in ptx
+    assert ("cp.async.cg.shared.global" in ptx) == pipelined
+    # 32 columns per warpgroup: B^T K-major, copied through registers into its slots
+    assert ("fence.proxy.async.shared::cta" in ptx) == (not pipelined or n == 32)
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
     assert ck.asm["cubin"][:4] == b"\x7fELF"  # type: ignore[attr-defined]
     assert ck.metadata["n_spills"] == 0  # type: ignore[attr-defined]
@@ -124,8 +132,9 @@ def test_wgmma_on_hopper(dtype: str, cfg: tuple[int, int, int, int], per_k: int,
 def test_attention_loop_on_wgmma(head_dim: int, block_m: int, warps: int) -> None:
     """Fused attention (examples/flash_attention.py) on sm_90a: both dots on wgmma (q k^T with
     head dim 128 too: K-major rows split into 128-byte blocks), K and V copied by cp.async into
-    pipeline slots, the probabilities fed to the second dot from registers, and no shared-memory
-    round trip for the row statistics inside the loop; no spills, no assembler remarks."""
+    pipeline slots, the probabilities fed to the second dot from registers, p @ v left in flight
+    into the next iteration, and no shared-memory round trip for the row statistics inside the
+    loop; no spills, no assembler remarks."""
     import importlib.util
 
     path = Path(__file__).resolve().parents[2] / "examples" / "flash_attention.py"
@@ -144,7 +153,13 @@ def test_attention_loop_on_wgmma(head_dim: int, block_m: int, warps: int) -> Non
     assert "mma.sync" not in ptx and "cp.async.cg.shared.global" in ptx
     loop = ptx[ptx.index("cp.async.wait_group"):]
     loop = loop[:loop.index("cp.async.wait_all")]
-    assert loop.count("bar.sync") == 1  # the pipeline's, once per iteration
+    # the pipeline's barrier, and one before refilling the slots the carried p @ v group read
+    assert loop.count("bar.sync") == 2
+    # p @ v stays in flight into the next iteration: q k^T's wait completes both, and the last
+    # iteration's group completes on the way out of the loop
+    assert loop.count("wgmma.wait_group.sync.aligned 0") == 2
+    last_commit = loop.rindex("wgmma.commit_group")
+    assert "bar.sync" in loop[last_commit:loop.index("wgmma.wait_group", last_commit)]
     assert ck.metadata["n_spills"] == 0
     assert ck.metadata["ptxas_notes"] == []
 

@@ -203,7 +203,8 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
         t3 = time.perf_counter()
         # a wgmma group left in flight that the assembler must serialize anyway ("(C7514)/(C7515)
         # ... wgmma.mma_async instructions are serialized"): lower again, waiting in each iteration
-        if not (in_flight and report is not None and any(n.startswith(("(C7514)", "(C7515)")) for n in report.notes)):
+        if not ((in_flight or lw.carried) and report is not None
+                and any(n.startswith(("(C7514)", "(C7515)")) for n in report.notes)):
             break
         in_flight = False
         lw = NvLowering(fn, ir.Module(name=symbol), symbol, num_warps, arch, debug)

@@ -258,6 +258,8 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
             tile = load_tile(lw, ptr_v, mask_v, None, buf.elem)
             ptr8 = lw.b.inttoptr(lw.b.zext(slot, I64), ir.PointerType(ir.IntType(8), addrspace=3))
             stage(lw, tile, ptr8, 0, place, fast, buf.elem.bits)
+            # generic-proxy stores, read by wgmma's async proxy after the waiter's barrier
+            lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
             return
         from .staging import runs
 
@@ -266,6 +268,11 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
             dst = b.add(slot, place(b, i, j))
             _cp_async(lw, dst, ptr.regs[r0], mask.regs[r0] if mask is not None else None, vec * esize)
 
+    if lw.inflight:  # a carried group may still read the slot this copy refills
+        lw.wait_inflight()
+    if lw.copy_barrier:  # every warpgroup done with the carried groups (and so with their slots)
+        lw.copy_barrier = False
+        lw.barrier()
     lw.when(lw.scalar(pred_v), copies)
     if op.attrs["commit"]:
         lw.intrinsic("llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
@@ -289,8 +296,9 @@ def lower_async_wait(lw: NvLowering, op: Op) -> None:
     buf = _buffer(lw, op)
     if op.attrs["sync"]:
         pending = max(0, op.attrs["pending"])
+        # cp.async writes need no proxy fence before wgmma reads them (the register-staged
+        # fallback fences after its stores): the wait and the barrier make them visible
         lw.intrinsic("llvm.nvvm.cp.async.wait.group", ir.VoidType(), [ir.Constant(I32, pending)])
-        lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
         lw.barrier()
     lw.vals[op.result] = SharedOperand(_slot_addr(lw, buf, lw.scalar(op.operands[0])))
 
@@ -300,6 +308,8 @@ def lower_async_drain(lw: NvLowering, op: Op) -> None:
     iteration left in flight complete (the operands, passed through to the results)."""
     from .wgmma import wait_tied
 
+    lw.wait_inflight()
+    lw.copy_barrier = False  # the barrier below
     for v, r in zip(op.operands, op.results, strict=True):
         t = lw.tile(v)
         lw.vals[r] = GPUTile(t.layout, wait_tied(lw, t.regs, 0))

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
+from ... import knobs
 from ...ir import types as T
 from ...ir.core import Op, Value
 from ..cpu.scalar import loop_continues
 from .lower import GPUTile, nv_type
+from .wgmma import wait_tied
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -88,19 +90,68 @@ def lower_for(lw: NvLowering, op: Op) -> None:
         phis.append(ps)
         lw.vals[arg] = GPUTile(x.layout, list(ps)) if isinstance(x, GPUTile) else ps[0]
     lw.vals[body.args[0]] = iv
+    carry = _carriable(lw, body, like)
+    outer = lw.carry
+    lw.carry = {body.ops[-1].operands[k]: like[k].layout for k in carry}
+    for k in carry:  # arrives from the previous iteration possibly in flight
+        lw.inflight[body.args[1 + k]] = None
     lw.lower_block(body)
-    new = [_flat(lw, y, x) for y, x in zip(body.ops[-1].operands, like, strict=True)]
+    lw.carry = outer
+    ys = body.ops[-1].operands
+    carried = [k for k in carry if ys[k] in lw.inflight]
+    for k in carry:
+        lw.inflight.pop(ys[k], None)
+        lw.inflight.pop(body.args[1 + k], None)
+    new = [_flat(lw, y, x) for y, x in zip(ys, like, strict=True)]
     nxt = b.add(iv, step)
     latch = b.block
     iv.add_incoming(nxt, latch)
     for ps, regs in zip(phis, new, strict=True):
         for p, r in zip(ps, regs, strict=True):
             p.add_incoming(r, latch)
-    b.cbranch(loop_continues(b, ity, sign, nxt, ub, step), body_bb, exit_bb)
+    last = new
+    if carried:
+        # the last iteration's groups complete on the way out, before the exit merges them with
+        # the initial values (the assembler then sees no other definition of their registers
+        # while they are in flight)
+        drain_bb = b.append_basic_block("for.drain")
+        b.cbranch(loop_continues(b, ity, sign, nxt, ub, step), body_bb, drain_bb)
+        b.position_at_end(drain_bb)
+        flat = [r for k in carried for r in new[k]]
+        done = iter(wait_tied(lw, flat, 0))
+        last = [[next(done) for _ in regs] if k in carried else regs for k, regs in enumerate(new)]
+        latch = drain_bb
+        b.branch(exit_bb)
+    else:
+        b.cbranch(loop_continues(b, ity, sign, nxt, ub, step), body_bb, exit_bb)
     b.position_at_end(exit_bb)
-    res = _phis(lw, like, [init_regs, new], [pre, latch])
+    res = _phis(lw, like, [init_regs, last], [pre, latch])
     for r, v in zip(op.results, res, strict=True):
         lw.vals[r] = v
+
+
+def _carriable(lw: NvLowering, body: Any, like: list[Any]) -> list[int]:
+    """Indices of the carried values a wgmma group may produce unwaited at the end of an iteration
+    (lower_block decides when it comes to the yield): fp32 results of a dot in the body that
+    nothing but the yield reads and that the pipeline pass does not already keep in flight. The
+    next iteration completes the group with its first wgmma wait (attention's p @ v runs during
+    the next q k^T), or before it reads the value or refills a pipeline slot."""
+    if not (lw.in_flight and knobs.pipeline_in_flight() and knobs.wgmma() and lw.arch.startswith("sm_90")):
+        return []
+    ys = body.ops[-1].operands
+    used: dict[Value, int] = {}
+    for o in body.walk():
+        for v in o.operands:
+            used[v] = used.get(v, 0) + 1
+    out = []
+    for k, y in enumerate(ys):
+        d = y.op
+        if d is None or d.opcode != "dot" or d.attrs.get("in_flight") or used.get(y) != 1 \
+                or not isinstance(like[k], GPUTile) or T.elem_of(y.type) != T.fp32 or len(T.shape_of(y.type)) != 2 \
+                or not any(o is d for o in body.ops):
+            continue
+        out.append(k)
+    return out
 
 
 def lower_if(lw: NvLowering, op: Op) -> None:

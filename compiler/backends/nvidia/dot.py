@@ -77,7 +77,7 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
                 slabs = m // (64 * plan.warps[0])
                 lw.vals[op.result] = wgmma_in_flight(lw, issued, 1 if slabs == 1 else 0)
                 return
-            lw.defer(op.result, lambda: wgmma_wait(lw, plan, issued, oe))
+            lw.defer(op.result, lambda: wgmma_wait(lw, plan, issued, oe), issued if oe == plan.acc == T.fp32 else None)
             return
         lw.vals[op.result] = _dot_2d(lw, plan, a, b, lw.tile(acc_v, layout), m, n, k, ae, be, oe)
         return

@@ -108,7 +108,14 @@ class NvLowering:
         self.pipes: dict[int, Any] | None = None  # pipelined buffers (async_copy.plan_buffers)
         self._smem_addr: ir.Value | None = None
         self.pending: tuple[Value, Callable[[], GPUTile]] | None = None  # a deferred wait (defer)
-        self.in_flight = True  # honour dots' in_flight marks (passes/pipeline.py)
+        self.pending_issued: GPUTile | None = None  # the pending wgmma group's unwaited accumulators
+        self.in_flight = True  # honour dots' in_flight marks (passes/pipeline.py); carry groups
+        # wgmma results carried into the next iteration unwaited (control.lower_for): their
+        # registers are the outputs of a group that may still run, completed by the next wait
+        self.inflight: dict[Value, None] = {}
+        self.carry: dict[Value, LinearLayout] = {}  # yielded values this loop body may carry so
+        self.carried = False  # some group was carried across a back edge (a second lowering can stop it)
+        self.copy_barrier = False  # a carried group completed: barrier before refilling any slot
         # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
         # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
         self.fmf: tuple[str, ...] = ("contract",)
@@ -377,25 +384,64 @@ class NvLowering:
         from .ops import lower_op
 
         for op in block.ops:
+            if op.opcode == "yield" and self.pending is not None and self._carry_pending(op):
+                continue
             if self.pending is not None and (op.opcode not in _WINDOW or self.pending[0] in op.operands):
                 self.flush()
+            if self.inflight and (op.regions or any(o in self.inflight for o in op.operands)):
+                self.wait_inflight()
             if op.opcode in ("yield", "condition"):
                 continue
             lower_op(self, op)
         self.flush()
 
-    def defer(self, v: Value, finish: Callable[[], GPUTile]) -> None:
+    def defer(self, v: Value, finish: Callable[[], GPUTile], issued: GPUTile | None = None) -> None:
         """`v` is computed by `finish()`, called before the first op that uses it or may disturb it
         (or at the end of the block): an asynchronous op's wait. lower_block lowers the elementwise
-        ops and pipelined copies that follow first."""
+        ops and pipelined copies that follow first. `issued`: the fp32 accumulators of the wgmma
+        group before its wait, which a loop may carry into its next iteration (control.lower_for)."""
         self.flush()
         self.pending = (v, finish)
+        self.pending_issued = issued
 
     def flush(self) -> None:
         if self.pending is not None:
             v, finish = self.pending
-            self.pending = None
+            self.pending = self.pending_issued = None
             self.vals[v] = finish()
+
+    def _carry_pending(self, yield_op: Op) -> bool:
+        """At the end of a loop body: leave the pending wgmma group in flight when its result is
+        only yielded, as one of the values this loop lets its next iteration complete."""
+        v, issued = self.pending[0] if self.pending else None, self.pending_issued
+        if v is None or issued is None or self.carry.get(v) != issued.layout or self.inflight \
+                or list(yield_op.operands).count(v) != 1:
+            return False
+        self.pending = self.pending_issued = None
+        self.vals[v] = issued
+        self.inflight[v] = None
+        self.carried = True
+        return True
+
+    def take_inflight(self) -> list[tuple[Value, GPUTile]]:
+        """The carried groups' values, for a wgmma wait that completes them (then `vals` is set)."""
+        out = [(v, self.vals[v]) for v in self.inflight]
+        self.inflight.clear()
+        if out:
+            self.copy_barrier = True
+        return out
+
+    def wait_inflight(self) -> None:
+        """Complete the carried wgmma groups before their values are read (or a region is entered)."""
+        from .wgmma import wait_tied
+
+        if self.pending is not None:
+            self.flush()  # a wgmma wait: it completes the carried groups too
+        held = self.take_inflight()
+        if held:
+            regs = wait_tied(self, [r for _, t in held for r in t.regs], 0)
+            for v, t in held:
+                self.vals[v], regs = GPUTile(t.layout, regs[:len(t.regs)]), regs[len(t.regs):]
 
 
 # ops that may be lowered while a deferred wgmma group is in flight: they touch no shared memory

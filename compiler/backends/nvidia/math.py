@@ -15,9 +15,10 @@ from ..cpu import scalar as S
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["emit_gpu_math", "emit_gpu_cast"]
+__all__ = ["emit_gpu_math", "emit_gpu_cast", "pack_pair"]
 
 F32 = S.F32
+I32 = S.I32
 _LOG2E = 1.4426950408889634
 _LN2 = 0.6931471805599453
 _GENERIC = {"neg", "not", "abs", "fma", "floor", "ceil", "trunc", "round", "rint", "nearbyint", "isnan", "isinf",
@@ -39,7 +40,8 @@ def emit_gpu_math(lw: NvLowering, fn: str, t: T.ScalarType, args: list[ir.Value]
             return libdevice_call(lw, fn, t, args)
         raise UnsupportedError(f"tl.{fn} on {t} is not supported by the NVIDIA backend",
                                hint="cast to tl.float32 first")
-    ex2 = lambda v: lw.intrinsic("llvm.nvvm.ex2.approx.f32", F32, [v])  # noqa: E731
+    ex2 = lambda v, ftz=False: lw.intrinsic(  # noqa: E731
+        f"llvm.nvvm.ex2.approx{'.ftz' if ftz else ''}.f32", F32, [v])
 
     def mul(v: ir.Value, c: float) -> ir.Value:  # with the kernel's flags: contractable, no .rn
         r = b.fmul(v, ir.Constant(F32, c))
@@ -49,16 +51,16 @@ def emit_gpu_math(lw: NvLowering, fn: str, t: T.ScalarType, args: list[ir.Value]
     lg2 = lambda v: lw.intrinsic("llvm.nvvm.lg2.approx.f", F32, [v])  # noqa: E731
     if fn in ("exp", "fast_expf"):
         return ex2(mul(x, _LOG2E))
-    if fn == "exp2":
-        return ex2(x)
+    if fn == "exp2":  # flushing subnormals as Triton does: one MUFU, no range fix-up around it
+        return ex2(x, ftz=True)
     if fn in ("log", "fast_logf"):
         return mul(lg2(x), _LN2)
     if fn == "log2":
         return lg2(x)
     if fn == "sqrt":
-        return lw.intrinsic("llvm.nvvm.sqrt.approx.f", F32, [x])
+        return lw.intrinsic("llvm.nvvm.sqrt.approx.ftz.f", F32, [x])
     if fn == "rsqrt":
-        return lw.intrinsic("llvm.nvvm.rsqrt.approx.f", F32, [x])
+        return lw.intrinsic("llvm.nvvm.rsqrt.approx.ftz.f", F32, [x])
     if fn == "sin":
         return lw.intrinsic("llvm.nvvm.sin.approx.f", F32, [x])
     if fn == "cos":
@@ -116,3 +118,31 @@ def emit_gpu_cast(lw: NvLowering, src: T.ElemType, dst: T.ElemType, x: ir.Value,
         fty = ir.FunctionType(ir.IntType(16), [F32])
         return lw.b.asm(fty, f"cvt.{mode}.bf16.f32 $0, $1;", "=h,f", [x], side_effect=False)
     return None
+
+
+def _rounded_from_f32(v: ir.Value) -> tuple[str, ir.Value] | None:
+    """('f16', x) for `fptrunc float x to half`, ('bf16', x) for the cvt.rn.bf16.f32 of x."""
+    if isinstance(v, ir.CastInstr) and v.opname == "fptrunc" and v.type == ir.HalfType() \
+            and v.operands[0].type == F32:
+        return "f16", v.operands[0]
+    if isinstance(v, ir.CallInstr) and isinstance(v.callee, ir.InlineAsm) \
+            and v.callee.asm.startswith("cvt.rn.bf16.f32 "):
+        return "bf16", v.args[0]
+    return None
+
+
+def pack_pair(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    """Two 16-bit values as one i32 (lo in bits 0-15). Two fp32 -> fp16/bf16 roundings become one
+    cvt.rn.{f16,bf16}x2.f32, which rounds both and packs them (the scalar ones are then dead)."""
+    rl, rh = _rounded_from_f32(lo), _rounded_from_f32(hi)
+    if rl is not None and rh is not None and rl[0] == rh[0]:
+        if rl[0] == "bf16":
+            fty = ir.FunctionType(I32, [F32, F32])
+            return b.asm(fty, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [rh[1], rl[1]], side_effect=False)
+        v2 = ir.VectorType(F32, 2)
+        pair = b.insert_element(b.insert_element(ir.Constant(v2, ir.Undefined), rl[1], ir.Constant(I32, 0)),
+                                rh[1], ir.Constant(I32, 1))
+        return b.bitcast(b.fptrunc(pair, ir.VectorType(ir.HalfType(), 2)), I32)
+    i16 = ir.IntType(16)
+    lo, hi = (b.bitcast(v, i16) if v.type != i16 else v for v in (lo, hi))
+    return b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), ir.Constant(I32, 16)))

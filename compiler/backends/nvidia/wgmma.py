@@ -35,6 +35,7 @@ from ...layouts.distributed import wgmma_accumulator
 from ..cpu import scalar as S
 from ..cpu.scalar import I32, I64
 from .lower import GPUTile, num_regs, reg_coords
+from .math import pack_pair
 from .staging import Offset, stage
 
 if TYPE_CHECKING:
@@ -140,10 +141,16 @@ def _desc(lw: NvLowering, addr: ir.Value, lbo: int, sbo: int, swizzle: int) -> i
     return b.or_(start, ir.Constant(I64, const))
 
 
+def _is_zero(regs: list[ir.Value]) -> bool:
+    return all(isinstance(v, ir.Constant) and v.constant == 0.0 and v.type == F32 for v in regs)
+
+
 def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value | list[ir.Value],
            db: ir.Value) -> list[ir.Value]:
-    """One wgmma: A by descriptor `da`, or in registers (`da` the 4 packed 32-bit fragments)."""
+    """One wgmma: A by descriptor `da`, or in registers (`da` the 4 packed 32-bit fragments). A zero
+    accumulator is not read (scale-d false): no instruction defines its registers beforehand."""
     n = len(acc)
+    zero = _is_zero(acc)
     k = 256 // plan.elem_bits  # 32 bytes of K
     trans_b = 0 if plan.b_mode == "kmajor" else 1
     a_regs = da if isinstance(da, list) else [da]
@@ -159,10 +166,11 @@ def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value | 
            f"wgmma.mma_async.sync.aligned.m64n{plan.instr_n}k{k}.f32.{_ASM_TYPES[plan.kind]} "
            f"{{{outs}}}, {a_asm}, ${n + na}, p, 1, 1{tail};\n}}")
     a_cons = ["r"] * na if na > 1 else ["l"]
-    cons = ",".join(["=f"] * n + a_cons + ["l", "r"] + [str(i) for i in range(n)])
+    tied = [] if zero else acc
+    cons = ",".join(["=f"] * n + a_cons + ["l", "r"] + [str(i) for i in range(len(tied))])
     a_tys = [I32] * na if na > 1 else [I64]
-    fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [*a_tys, I64, I32, *([F32] * n)])
-    res = lw.b.asm(fty, asm, cons, [*a_regs, db, ir.Constant(I32, 1), *acc], side_effect=True)
+    fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [*a_tys, I64, I32, *([F32] * len(tied))])
+    res = lw.b.asm(fty, asm, cons, [*a_regs, db, ir.Constant(I32, 0 if zero else 1), *tied], side_effect=True)
     return [lw.b.extract_value(res, i) for i in range(n)]
 
 
@@ -182,13 +190,10 @@ def _a_fragments(lw: NvLowering, a: GPUTile, rows: int, kk: int) -> list[ir.Valu
     if index is None:
         index = {reg_coords(a.layout, r): r for r in range(num_regs(a.layout))}
         a._coords = index  # type: ignore[attr-defined]
-    b = lw.b
-    i16 = ir.IntType(16)
     out = []
     for dr, dc in ((0, 0), (8, 0), (0, 8), (8, 8)):
         lo, hi = (a.regs[index[(rows + dr, kk + dc + t)]] for t in (0, 1))
-        lo, hi = (b.bitcast(v, i16) if v.type != i16 else v for v in (lo, hi))
-        out.append(b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), ir.Constant(I32, 16))))
+        out.append(pack_pair(lw.b, lo, hi))
     return out
 
 
@@ -231,8 +236,15 @@ def wait_tied(lw: NvLowering, regs: list[ir.Value], pending: int) -> list[ir.Val
 
 def wgmma_wait(lw: NvLowering, plan: WgmmaPlan, issued: GPUTile, oe: T.ScalarType) -> GPUTile:
     """Wait for the wgmma group that produces `issued` (wgmma_tiles(..., wait=False)); the result
-    in `oe`."""
-    return GPUTile(issued.layout, [S.emit_cast(lw.b, plan.acc, oe, v) for v in wait_tied(lw, issued.regs, 0)])
+    in `oe`. Groups a loop carried in flight from its previous iteration complete with it (their
+    values pass through the same wait)."""
+    held = lw.take_inflight()
+    n = len(issued.regs)
+    regs = wait_tied(lw, issued.regs + [r for _, t in held for r in t.regs], 0)
+    for v, t in held:
+        lw.vals[v] = GPUTile(t.layout, regs[n:n + len(t.regs)])
+        n += len(t.regs)
+    return GPUTile(issued.layout, [S.emit_cast(lw.b, plan.acc, oe, v) for v in regs[:len(issued.regs)]])
 
 
 def wgmma_in_flight(lw: NvLowering, issued: GPUTile, pending: int = 1) -> GPUTile:
