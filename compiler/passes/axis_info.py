@@ -137,10 +137,15 @@ def _infer(op: Op, r: Value, info: dict[Value, AxisInfo]) -> AxisInfo:
         src = _get(info, op.operands[0])
         ax = op.attrs["axis"]
         cl, dl, kl = list(src.contiguity), list(src.divisibility), list(src.constancy)
+        # along the new dim every element starts a run: all of them must be multiples, so its
+        # divisibility is what every element has (a contiguous dim contributes 1: x, x+1, ...)
+        new = src.divisibility[0] if src.divisibility else 1
+        for c, dv in zip(src.contiguity, src.divisibility, strict=True):
+            new = _p2gcd(new, 1 if c > 1 else dv)
         if not T.shape_of(op.operands[0].type):
             cl, dl, kl = [], [], []
         cl.insert(ax, 1)
-        dl.insert(ax, _MAX_DIV)
+        dl.insert(ax, new)
         kl.insert(ax, 1)
         return AxisInfo(tuple(cl), tuple(dl), tuple(kl))
     if oc == "broadcast":

@@ -63,7 +63,11 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
         cur = lw.vals[a_v]
         if not (isinstance(cur, GPUTile) and cur.layout == a_layout):
             a_layout = None
-        a, b = _operand(lw, a_v, a_layout), _operand(lw, b_v)
+        staged_a = lw.staged_a.get(a_v)
+        a = staged_a if staged_a is not None else _operand(lw, a_v, a_layout)
+        if staged_a is not None:
+            a_layout = None
+        b = _operand(lw, b_v)
 
         if isinstance(plan, WgmmaPlan) and (a_layout is not None or not isinstance(a, GPUTile)) \
                 and not isinstance(b, GPUTile):
@@ -96,18 +100,15 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     lw.vals[op.result] = GPUTile(with_batch(layout, nb), out)
 
 
-def hoistable_a_layout(lw: NvLowering, op: Op) -> LinearLayout | None:
-    """The register layout a 2-D wgmma dot takes its A operand in, or None (A from shared memory)."""
+def wgmma_plan_2d(lw: NvLowering, op: Op) -> Any:
+    """The wgmma plan of a 2-D dot, or None (another instruction, or batched)."""
     from .mma import plan_mma
-    from .wgmma import WgmmaPlan, register_a_layout
+    from .wgmma import WgmmaPlan
 
     if len(T.shape_of(op.result.type)) != 2:
         return None
     plan = plan_mma(lw, op)
-    if not isinstance(plan, WgmmaPlan):
-        return None
-    m, k = T.shape_of(op.operands[0].type)
-    return register_a_layout(plan, m, k)
+    return plan if isinstance(plan, WgmmaPlan) else None
 
 
 def _operand(lw: NvLowering, v: Value, layout: LinearLayout | None = None) -> GPUTile | ir.Value:

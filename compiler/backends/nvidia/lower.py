@@ -86,6 +86,21 @@ def num_regs(layout: LinearLayout) -> int:
     return layout.in_dim_size(REGISTER)
 
 
+def constant_runs(info: AxisInfo | None, layout: LinearLayout) -> list[int] | None:
+    """For a tile whose values come in runs of equal values (axis info constancy), the register
+    each register of `layout` can copy (the first of its run in this thread), or None when every
+    register is its own. A run is aligned, so the lane and warp bits of a coordinate never move an
+    element across a run boundary: registers whose coordinates agree above the run bits agree in
+    every thread. A mask `cols < N` with N a multiple of 16 is computed once per 16 columns."""
+    if info is None or len(info.constancy) != len(layout.out_dims) or all(k == 1 for k in info.constancy):
+        return None
+    shifts = [k.bit_length() - 1 for k in info.constancy]
+    first: dict[tuple[int, ...], int] = {}
+    out = [first.setdefault(tuple(c >> s for c, s in zip(reg_coords(layout, r), shifts, strict=True)), r)
+           for r in range(num_regs(layout))]
+    return None if len(first) == len(out) else out
+
+
 class NvLowering:
     """Lowers one Tile IR function into an NVPTX kernel in `module`."""
 
@@ -116,6 +131,7 @@ class NvLowering:
         self.carry: dict[Value, LinearLayout] = {}  # yielded values this loop body may carry so
         self.carried = False  # some group was carried across a back edge (a second lowering can stop it)
         self.copy_barrier = False  # a carried group completed: barrier before refilling any slot
+        self.staged_a: dict[Value, ir.Value] = {}  # loop-invariant wgmma A operands in shared memory
         # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
         # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
         self.fmf: tuple[str, ...] = ("contract",)

@@ -12,9 +12,10 @@ from ...ir import types as T
 from ...ir.core import Op
 from ..cpu import scalar as S
 from ..cpu.scalar import I1, I32, I64
-from .lower import GPUTile, num_regs, nv_type, reg_coords
+from .lower import GPUTile, constant_runs, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
+    from ...layouts import LinearLayout
     from .lower import NvLowering
 
 __all__ = ["lower_op", "LOWER"]
@@ -74,8 +75,18 @@ def _elementwise(lw: NvLowering, op: Op) -> None:
         return
     layout = lw.result_layout(op)
     ins = [lw.tile(o, layout) for o in op.operands]
-    regs = [_scalar_op(lw, op, [t.regs[i] for t in ins]) for i in range(num_regs(layout))]
-    lw.vals[r] = GPUTile(layout, regs)
+    lw.vals[r] = GPUTile(layout, elementwise_regs(lw, op, layout, lambda i: [t.regs[i] for t in ins]))
+
+
+def elementwise_regs(lw: NvLowering, op: Op, layout: LinearLayout,
+                     args: Callable[[int], list[ir.Value]]) -> list[ir.Value]:
+    """The registers of elementwise `op`'s result in `layout`, `args(i)` the operands of register
+    i; computed once per run of equal values (comparisons against multiples of the run)."""
+    rep = constant_runs(lw.axis.get(op.results[0]), layout) if op.opcode in ("cmp", "and", "or") else None
+    regs: list[ir.Value] = []
+    for i in range(num_regs(layout)):
+        regs.append(regs[rep[i]] if rep is not None and rep[i] != i else _scalar_op(lw, op, args(i)))
+    return regs
 
 
 def _constant(lw: NvLowering, op: Op) -> None:

@@ -91,14 +91,11 @@ def _emit(lw: NvLowering, v: Value, layout: LinearLayout, memo: dict[tuple[Value
         src = _emit(lw, op.operands[0], collapse(layout, dims) if dims else layout, memo)
         out = GPUTile(layout, list(src.regs))
     else:
-        from .ops import _scalar_op
+        from .ops import elementwise_regs
 
         ins = [_emit(lw, o, layout, memo) if isinstance(o.type, T.TileType) else None for o in op.operands]
-        regs = []
-        for i in range(n):
-            args = [t.regs[i] if t is not None else lw.scalar(o) for t, o in zip(ins, op.operands, strict=True)]
-            regs.append(_scalar_op(lw, op, args))
-        out = GPUTile(layout, regs)
+        out = GPUTile(layout, elementwise_regs(lw, op, layout, lambda i: [
+            t.regs[i] if t is not None else lw.scalar(o) for t, o in zip(ins, op.operands, strict=True)]))
     memo[(v, layout)] = out
     return out
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .mma import MmaPlan
 
 __all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "register_a_layout", "wgmma_tiles", "wgmma_wait",
-           "wgmma_in_flight", "wait_tied"]
+           "wgmma_in_flight", "wait_tied", "stage_invariant_a"]
 
 F32 = ir.FloatType()
 
@@ -141,6 +141,13 @@ def _desc(lw: NvLowering, addr: ir.Value, lbo: int, sbo: int, swizzle: int) -> i
     return b.or_(start, ir.Constant(I64, const))
 
 
+def _desc_at(lw: NvLowering, desc: ir.Value, offset: int) -> ir.Value:
+    """The descriptor `desc` moved `offset` bytes (a multiple of 16): one 64-bit add to its start
+    field, which cannot carry out (shared-memory addresses stay below 2^18 bytes)."""
+    assert offset % 16 == 0
+    return lw.b.add(desc, ir.Constant(I64, offset >> 4)) if offset else desc
+
+
 def _is_zero(regs: list[ir.Value]) -> bool:
     return all(isinstance(v, ir.Constant) and v.constant == 0.0 and v.type == F32 for v in regs)
 
@@ -181,6 +188,23 @@ def register_a_layout(plan: WgmmaPlan, m: int, k: int) -> LinearLayout | None:
     if plan.elem_bits != 16 or plan.warps[1] != 1 or k % 16 or k > 256:
         return None
     return wgmma_accumulator((m, k), (4 * plan.warps[0], 1), k)
+
+
+def stage_invariant_a(lw: NvLowering, plan: WgmmaPlan, tile: GPUTile, m: int, n: int, k: int) -> ir.Value:
+    """Stage a loop-invariant A [m, k] once, before the loop, into shared memory held (reserved)
+    above what is live until the caller lowers the floor again; its i32 address."""
+    so = operand_smem(plan, 0, m, n, k)
+    floor = lw.scratch_floor
+    base = lw.scratch(so.nbytes)
+    assert lw.smem is not None
+    lw.smem.align = 1024
+    lw.barrier()  # the scratch area may still be read by an earlier conversion
+    stage(lw, tile, base, 0, so.offset, so.fast_dim, plan.elem_bits)
+    lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
+    lw.barrier()
+    lw.reserve(floor + so.nbytes)
+    e = lw.entry
+    return e.add(lw.scratch_base(), ir.Constant(I32, floor))
 
 
 def _a_fragments(lw: NvLowering, a: GPUTile, rows: int, kk: int) -> list[ir.Value]:
@@ -322,20 +346,22 @@ def wgmma_tiles(lw: NvLowering, plan: WgmmaPlan, a_tile: GPUTile | ir.Value, b_t
         assert isinstance(a_tile, GPUTile)
         frags = {(rep, kk): _a_fragments(lw, a_tile, rep * 64 * gm, kk) for kk in range(0, k, step)
                  for rep in range(reps)}
+    # one descriptor per operand; each instruction's is it plus a constant
+    if plan.b_mode == "kmajor":
+        b_desc = _desc(lw, b_start, 16, 8 * wa, _SWIZZLE_MODE[wa])
+    else:
+        b_desc = _desc(lw, b_start, (k // 8) * 1024, 1024, 1)
+    a_desc = None if a_regs else _desc(lw, a_start, 16, 8 * wa, _SWIZZLE_MODE[wa])
     lw.intrinsic("llvm.nvvm.wgmma.fence.sync.aligned", ir.VoidType(), [])
     for kk in range(0, k, step):
         blk, kin = divmod(kk * es, wa)  # column block of K-major operands, byte offset in it
-        if plan.b_mode == "kmajor":
-            db = _desc(lw, b.add(b_start, ir.Constant(I32, blk * n * wa + kin)), 16, 8 * wa, _SWIZZLE_MODE[wa])
-        else:
-            db = _desc(lw, b.add(b_start, ir.Constant(I32, (kk // 8) * 1024)), (k // 8) * 1024, 1024, 1)
+        db = _desc_at(lw, b_desc, blk * n * wa + kin if plan.b_mode == "kmajor" else (kk // 8) * 1024)
         for rep in range(reps):
             row = rep * 64 * gm
-            if a_regs:
+            if a_desc is None:
                 da: ir.Value | list[ir.Value] = frags[(rep, kk)]
             else:
-                da = _desc(lw, b.add(a_start, ir.Constant(I32, blk * m * wa + row * wa + kin)), 16, 8 * wa,
-                           _SWIZZLE_MODE[wa])
+                da = _desc_at(lw, a_desc, blk * m * wa + row * wa + kin)
             regs = cur[rep * per_rep:(rep + 1) * per_rep]
             cur[rep * per_rep:(rep + 1) * per_rep] = _wgmma(lw, plan, regs, da, db)
     lw.intrinsic("llvm.nvvm.wgmma.commit_group.sync.aligned", ir.VoidType(), [])
