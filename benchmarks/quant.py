@@ -102,10 +102,11 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
             else:
                 # (mode, block_n, num_warps, unroll, K split; None: awq_gemv's default): the best of
                 # benchmarks/quant_probe.py --gemv-variants on the H200; the tensor-core modes
-                # dequantize into mma.sync fragments and take up to 8 rows of x per program
+                # dequantize into mma.sync fragments and take up to 16 rows of x per program
                 cfgs = ([("mma-sub", 128, 2, 4, 4), ("mma-sub", 256, 4, 4, 4), ("mma", 256, 4, 4, 4),
                          ("mma-sub", 256, 4, 8, 2), ("mma-sub", 128, 2, 4, 9)] if m == 1 else
-                        [("mma-sub", 256, 4, 8, 1), ("mma-sub", 256, 4, 8, 2), ("mma", 256, 4, 8, 2)])
+                        [("mma-sub", 128, 2, 8, 2), ("mma-sub", 128, 2, 8, 4), ("mma-sub", 256, 4, 8, 2),
+                         ("mma-sub", 64, 1, 4, 4)])
                 if not sweep:
                     cfgs = cfgs[:1]
                 variants = {f"{md} BN={bn} warps={nw} U={u} split={sk}": partial(

@@ -139,8 +139,8 @@ def _awq_word(codes: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("subnormal", [True, False])
-@pytest.mark.parametrize("mb", [1, 2, 8])
-def test_chunk_ptx_sums_dequantized_weights_times_x(subnormal: bool, mb: int) -> None:
+@pytest.mark.parametrize(("mb", "nb"), [(1, 1), (2, 1), (8, 1), (16, 2)])
+def test_chunk_ptx_sums_dequantized_weights_times_x(subnormal: bool, mb: int, nb: int) -> None:
     rng = np.random.default_rng(0)
     q = rng.integers(0, 16, (16, 8, 8))  # [k row of the chunk, word column = gid, column j]
     z = rng.integers(0, 16, (8, 8))  # [word column, column j]
@@ -148,31 +148,37 @@ def test_chunk_ptx_sums_dequantized_weights_times_x(subnormal: bool, mb: int) ->
     lane = np.arange(32)
     gid, tig = lane >> 2, lane & 3
     rows = [2 * tig, 2 * tig + 1, 2 * tig + 8, 2 * tig + 9]  # slots 0..3
+    w = 16 * nb  # operands: sums out, slot words, B per tile, zeros, constants, sums in
+    bx, zz = w + 4, w + 4 + 2 * nb
     regs: Regs = {}
     for s in range(4):
-        regs[f"${16 + s}"] = _awq_word(q[rows[s], gid])
-    xrow = xs[gid % mb]  # B column gid: x row gid mod MB
-    regs["$20"] = _pack(xrow[lane, 2 * tig], xrow[lane, 2 * tig + 1])
-    regs["$21"] = _pack(xrow[lane, 2 * tig + 8], xrow[lane, 2 * tig + 9])
+        regs[f"${w + s}"] = _awq_word(q[rows[s], gid])
+    tb = min(mb, 8)  # rows of x per B tile
+    for t in range(nb):
+        xrow = xs[8 * t + gid % tb]  # B tile t, column gid: x row 8t + gid mod TB
+        regs[f"${bx + 2 * t}"] = _pack(xrow[lane, 2 * tig], xrow[lane, 2 * tig + 1])
+        regs[f"${bx + 2 * t + 1}"] = _pack(xrow[lane, 2 * tig + 8], xrow[lane, 2 * tig + 9])
     for c in range(8):  # column c's zero pair, as the kernel's _zero_pair builds it
         zc = z[gid, c].astype(np.uint32)
         half = _to_bf16(-zc.astype(np.float64) * 2.0 ** -13) if subnormal else (zc | 0x4300)
-        regs[f"${22 + c}"] = (half | (half << 16)).astype(np.uint32)
-    regs["$30"] = np.full(32, 0x7B807B80, dtype=np.uint32)
-    regs["$31"] = np.full(32, 0x79807980, dtype=np.uint32)
+        regs[f"${zz + c}"] = (half | (half << 16)).astype(np.uint32)
+    regs[f"${zz + 8}"] = np.full(32, 0x7B807B80, dtype=np.uint32)
+    regs[f"${zz + 9}"] = np.full(32, 0x79807980, dtype=np.uint32)
     unit = 2.0 ** -13 if subnormal else 1.0  # the sums carry 2^-13 with subnormal codes
-    acc = (rng.standard_normal((16, 32)) * unit).astype(np.float32).astype(np.float64)  # sums coming in
-    for i in range(16):
-        regs[f"${32 + i}"] = acc[i]
-    out = run_ptx(mma_chunk_ptx(subnormal), regs)
-    for j in range(4):
-        for h in range(2):
-            col = 2 * j + h
-            for i in range(2):
-                batch = (2 * tig + i) % mb
-                want = ((q[:, gid, col] - z[gid, col]) * xs[batch].T).sum(axis=0) * unit
-                got = out[f"${4 * j + 2 * h + i}"] - acc[4 * j + 2 * h + i]
-                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * unit)
+    acc = (rng.standard_normal((w, 32)) * unit).astype(np.float32).astype(np.float64)  # sums coming in
+    for i in range(w):
+        regs[f"${zz + 10 + i}"] = acc[i]
+    out = run_ptx(mma_chunk_ptx(subnormal, nb), regs)
+    for t in range(nb):
+        for j in range(4):
+            for h in range(2):
+                col = 2 * j + h
+                for i in range(2):
+                    batch = 8 * t + (2 * tig + i) % tb
+                    want = ((q[:, gid, col] - z[gid, col]) * xs[batch].T).sum(axis=0) * unit
+                    k = 16 * t + 4 * j + 2 * h + i
+                    got = out[f"${k}"] - acc[k]
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * unit)
     assert AWQ_ORDER == (0, 2, 4, 6, 1, 3, 5, 7)
 
 
@@ -202,17 +208,19 @@ def _inner_loop(ptx: str) -> str:
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
-@pytest.mark.parametrize(("subnormal", "per_weight"), [(True, 2.6), (False, 2.9)])
-def test_mma_kernel_inner_loop(subnormal: bool, per_weight: float) -> None:
-    """NW=4, V=1, U=4: 128 weights per thread and step, 16 mma, one address per step (the 24
-    loads take immediate offsets), no shared memory, no spills."""
-    ck = awq_gemv_mma_kernel.compile(SIG, {"N8": 3584, "G": 128, "NW": 4, "V": 1, "U": 4, "MB": 1, "EVEN_N": True,
-                                           "SUBNORMAL": subnormal, "EMULATE": False},
+@pytest.mark.parametrize(("subnormal", "per_weight", "mb"), [(True, 2.6, 1), (False, 2.9, 1), (True, 3.4, 16)])
+def test_mma_kernel_inner_loop(subnormal: bool, per_weight: float, mb: int) -> None:
+    """NW=4, V=1, U=4: 128 weights per thread and step, 16 mma per 8 rows of x, one address per
+    step and B tile (the loads take immediate offsets), no shared memory, no spills. 16 rows of x:
+    the weights dequantized once for both tiles (per weight well under twice the one-tile cost)."""
+    nb = 2 if mb > 8 else 1
+    ck = awq_gemv_mma_kernel.compile(SIG, {"N8": 3584, "G": 128, "NW": 4, "V": 1, "U": 4, "MB": mb, "NB": nb,
+                                           "EVEN_N": True, "SUBNORMAL": subnormal, "EMULATE": False},
                                      target="cuda:sm_90a", num_warps=4)
     loop = _inner_loop(ck.asm["ptx"])
-    assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 16
-    assert len(re.findall(r"ld\.global\.b32", loop)) == 24  # 16 words + 8 x pairs
-    assert len(re.findall(r"add\.s64", loop)) <= 4
+    assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 16 * nb
+    assert len(re.findall(r"ld\.global\.b32", loop)) == 16 + 8 * nb  # 16 words + 8 x pairs per tile
+    assert len(re.findall(r"add\.s64", loop)) <= 3 + nb
     for bad in ("bar.sync", "st.shared", "ld.shared", "cvt.rn.f32"):
         assert bad not in loop, bad
     n = sum(1 for line in loop.splitlines() for part in line.replace("{", ";").replace("}", ";").split(";")

@@ -545,7 +545,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
       bf16 subnormals, one shift per four weights;
     - "mma" (bf16 x): the products on tensor cores (tools/kernels/int4_mma.py), summed in fp32,
       the weights dequantized exactly into the mma's registers (q - z via the bf16 magic 128);
-      up to 8 rows of x per program; "mma-sub": the codes as bf16 subnormals, scaled back by one
+      up to 16 rows of x per program; "mma-sub": the codes as bf16 subnormals, scaled back by one
       bf16x2 FMA, one shift per four weights.
     The bf16x2 and mma modes use inline PTX on NVIDIA GPUs and a DSL emulation on the CPU. exact
     is the older spelling of mode "f32-exact" / "f32".
@@ -588,12 +588,14 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
     scales32 = scales.contiguous().view(torch.int32)  # fp16 pairs: columns 2i, 2i+1
     if mma:
-        mb = min(8, 1 << (M - 1).bit_length())  # rows of x per program (B columns of the mma)
+        # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
+        # weights for 9-16 rows
+        mb = min(16, 1 << (M - 1).bit_length())
         if x.stride(0) % 2 or x.storage_offset() % 2:  # read as int32 pairs
             x = x.contiguous()
         awq_gemv_mma_kernel[(cdiv(M, mb), n_tiles, split)](
             x.view(torch.int32), qweight, qzeros, scales32, out, M, N, K, x.stride(0) // 2, N, NG, per, M * N,
-            N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, EVEN_N=N8 % bn8 == 0,
+            N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, NB=2 if mb > 8 else 1, EVEN_N=N8 % bn8 == 0,
             SUBNORMAL=mode == "mma-sub", EMULATE=x.device.type != "cuda", num_warps=num_warps)
     else:
         magic = 0x43004300 if packed else 0x41800000

@@ -41,38 +41,44 @@ __all__ = ["awq_gemv_mma_kernel", "mma_chunk_ptx"]
 _MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 
 
-def mma_chunk_ptx(subnormal: bool) -> str:
-    """PTX of one chunk of one lane: 4 slot words of a word column, 16 rows of K, 4 mma.
+def mma_chunk_ptx(subnormal: bool, nb: int = 1) -> str:
+    """PTX of one chunk of one lane: 4 slot words of a word column, 16 rows of K, 4 mma per B tile
+    of 8 rows of x (`nb` tiles share the dequantized weights).
 
-    Operands: $0..$15 the sums out (column c, D column 2tig + i at 2c + i); $16..$19 the slot
-    words; $20, $21 the B fragment (x pairs); $22..$29 column c's zero pair; $30, $31 the bf16x2
-    constants 2^120 and 2^116 (used when `subnormal`); $32..$47 the sums in."""
+    Operands (W = 16 nb): $0..$W-1 the sums out (tile t, column c, D column 2tig + i at
+    16t + 2c + i); $W..$W+3 the slot words; then B tile t's fragment (x pairs) at $W+4+2t, +1;
+    then column c's zero pair (8); the bf16x2 constants 2^120 and 2^116 (used when `subnormal`);
+    then the sums in, as the sums out. For nb = 1: words $16..$19, B $20, $21, zeros $22..$29,
+    constants $30, $31, sums in $32..$47."""
+    w = 16 * nb
+    bx, zz = w + 4, w + 4 + 2 * nb
+    cc, cin = zz + 8, zz + 10
     lines = [".reg .b32 awp<4>, awa<4>;",
-             "prmt.b32 awp0, $16, $17, 0x5410;", "prmt.b32 awp1, $16, $17, 0x7632;",
-             "prmt.b32 awp2, $18, $19, 0x5410;", "prmt.b32 awp3, $18, $19, 0x7632;"]
+             f"prmt.b32 awp0, ${w}, ${w + 1}, 0x5410;", f"prmt.b32 awp1, ${w}, ${w + 1}, 0x7632;",
+             f"prmt.b32 awp2, ${w + 2}, ${w + 3}, 0x5410;", f"prmt.b32 awp3, ${w + 2}, ${w + 3}, 0x7632;"]
     for j in range(4):
         for i in range(4):  # a0 = column 2j (P, slots 0/1), a1 = column 2j+1 (Q), a2 / a3 at slots 2/3
-            z = f"${22 + 2 * j + i % 2}"
+            z = f"${zz + 2 * j + i % 2}"
             if subnormal:
                 if j == 2:
                     lines.append(f"shr.u32 awp{i}, awp{i}, 8;")
                 mask = "0x000F000F" if j % 2 == 0 else "0x00F000F0"
                 lines += [f"and.b32 awa{i}, awp{i}, {mask};",
-                          f"fma.rn.bf16x2 awa{i}, awa{i}, ${30 + j % 2}, {z};"]
+                          f"fma.rn.bf16x2 awa{i}, awa{i}, ${cc + j % 2}, {z};"]
             else:
                 if j > 0:
                     lines.append(f"shr.u32 awp{i}, awp{i}, 4;")
                 lines += [f"lop3.b32 awa{i}, awp{i}, 0x000F000F, 0x43004300, 0xEA;",
                           f"sub.rn.bf16x2 awa{i}, awa{i}, {z};"]
-        d = ", ".join(f"${4 * j + i}" for i in range(4))
-        c = ", ".join(f"${32 + 4 * j + i}" for i in range(4))
-        lines.append(f"{_MMA} {{{d}}}, {{awa0, awa1, awa2, awa3}}, {{$20, $21}}, {{{c}}};")
+        for t in range(nb):
+            d = ", ".join(f"${16 * t + 4 * j + i}" for i in range(4))
+            c = ", ".join(f"${cin + 16 * t + 4 * j + i}" for i in range(4))
+            lines.append(f"{_MMA} {{{d}}}, {{awa0, awa1, awa2, awa3}}, {{${bx + 2 * t}, ${bx + 2 * t + 1}}}, {{{c}}};")
     return "{\n\t" + "\n\t".join(lines) + "\n\t}"
 
 
-_PTX_SUB = mma_chunk_ptx(True)
-_PTX_MAGIC = mma_chunk_ptx(False)
-_CONS = ",".join(["=f"] * 16 + ["r"] * 16 + ["f"] * 16)
+_PTX = {(sub, nb): mma_chunk_ptx(sub, nb) for sub in (False, True) for nb in (1, 2)}
+_CONS = {nb: ",".join(["=f"] * (16 * nb) + ["r"] * (14 + 2 * nb) + ["f"] * (16 * nb)) for nb in (1, 2)}
 
 
 @jit
@@ -125,16 +131,18 @@ def _chunk_emulated(w0, w1, w2, w3, b0, b1, z0, z1, z2, z3, z4, z5, z6, z7, d, t
 
 
 @jit
-def _chunk(w0, w1, w2, w3, b0, b1, z0, z1, z2, z3, z4, z5, z6, z7, d, c_even, c_odd, tig,
+def _chunk(w0, w1, w2, w3, bx, z0, z1, z2, z3, z4, z5, z6, z7, d, c_even, c_odd, tig, NB: tl.constexpr,
            SUBNORMAL: tl.constexpr, EMULATE: tl.constexpr):
-    """Adds one 16-row chunk into the 16 sums d (a tuple; 2c + i: column c, D column 2tig + i)."""
+    """Adds one 16-row chunk into the 16 NB sums d (a tuple; 16t + 2c + i: B tile t, column c, D
+    column 2tig + i); bx: the B fragments, 2 per tile."""
     if EMULATE:
-        return _chunk_emulated(w0, w1, w2, w3, b0, b1, z0, z1, z2, z3, z4, z5, z6, z7, d, tig)
-    args = [w0, w1, w2, w3, b0, b1, z0, z1, z2, z3, z4, z5, z6, z7, c_even, c_odd, d[0], d[1], d[2], d[3], d[4], d[5],
-            d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]]
-    if SUBNORMAL:
-        return tl.inline_asm_elementwise(_PTX_SUB, _CONS, args, dtype=(tl.float32,) * 16, is_pure=True, pack=1)
-    return tl.inline_asm_elementwise(_PTX_MAGIC, _CONS, args, dtype=(tl.float32,) * 16, is_pure=True, pack=1)
+        out = _chunk_emulated(w0, w1, w2, w3, bx[0], bx[1], z0, z1, z2, z3, z4, z5, z6, z7, d[:16], tig)
+        if NB == 2:
+            out = out + _chunk_emulated(w0, w1, w2, w3, bx[2], bx[3], z0, z1, z2, z3, z4, z5, z6, z7, d[16:], tig)
+        return out
+    args = (w0, w1, w2, w3) + bx + (z0, z1, z2, z3, z4, z5, z6, z7, c_even, c_odd) + d
+    return tl.inline_asm_elementwise(_PTX[(SUBNORMAL, NB)], _CONS[NB], args, dtype=(tl.float32,) * (16 * NB),
+                                     is_pure=True, pack=1)
 
 
 @jit
@@ -167,42 +175,69 @@ def _load_words(ptr, ok, EVEN_N: tl.constexpr):
 
 
 @jit
-def _load_step(pw, px, ok, N8: tl.constexpr, U: tl.constexpr, EVEN_N: tl.constexpr):
-    """One step's slot words (4U tiles: chunk u, slot s at 4u + s) and x pairs (2U: chunk u, half h
-    at 2u + h), each at a constant offset from the thread's pointers pw, px: the offsets become
-    the loads' immediates."""
+def _load_step(pw, px0, px1, ok, N8: tl.constexpr, U: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr):
+    """One step's slot words (4U tiles: chunk u, slot s at 4u + s) and x pairs (2U per B tile:
+    chunk u, half h at 2u + h; tile 1's after tile 0's), each at a constant offset from the
+    thread's pointers pw, px0, px1: the offsets become the loads' immediates."""
     w = ()
     for i in tl.static_range(4 * U):
         w = w + (_load_words(pw + ((i // 4) * 16 + (i % 2) + 8 * ((i // 2) % 2)) * N8, ok, EVEN_N),)
     x = ()
     for i in tl.static_range(2 * U):
-        x = x + (tl.load(px + (i // 2) * 8 + (i % 2) * 4),)
+        x = x + (tl.load(px0 + (i // 2) * 8 + (i % 2) * 4),)
+    if NB == 2:
+        for i in tl.static_range(2 * U):
+            x = x + (tl.load(px1 + (i // 2) * 8 + (i % 2) * 4),)
     return w, x
 
 
 @jit
-def _add_scaled(t, f_pair, d, c: tl.constexpr, F: tl.constexpr):
-    """t + scale * F * d for the two columns 2c, 2c+1 of a scale pair (t, d: column sums)."""
-    f0, f1 = _f16_lanes(f_pair)
-    return t[0] + f0 * F * d[4 * c], t[1] + f1 * F * d[4 * c + 2]
+def _b_frags(x, u: tl.constexpr, U: tl.constexpr, NB: tl.constexpr):
+    """Chunk u's B fragments of each tile (2 x pairs per tile) out of a step's x pairs."""
+    if NB == 2:
+        return (x[2 * u], x[2 * u + 1], x[2 * U + 2 * u], x[2 * U + 2 * u + 1])
+    return (x[2 * u], x[2 * u + 1])
+
+
+@jit
+def _scale_group(t, d, f0, f1, f2, f3, F: tl.constexpr, FO: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr):
+    """The totals t (16t' + 8i + c: tile t', D column 2tig + i, column c) plus the group's sums d
+    (16t' + 4j + 2h + i: column 2j + h) times their scales (scale pair p: columns 2p, 2p + 1).
+    D column 2tig + 1 only matters with more than one row of x per tile."""
+    fs = (_f16_lanes(f0), _f16_lanes(f1), _f16_lanes(f2), _f16_lanes(f3))
+    out = ()
+    for k in tl.static_range(16 * NB):
+        tt = k // 16
+        i = (k // 8) % 2
+        c = k % 8
+        if MB > 1 or i == 0:
+            p = c // 2
+            h = c % 2
+            f = fs[p][h]
+            out = out + (t[k] + f * (F if p % 2 == 0 else FO) * d[16 * tt + 4 * p + 2 * h + i],)
+        else:
+            out = out + (t[k],)
+    return out
 
 
 @jit
 def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N, K, stride_xm, stride_ym, NG,
                         GROUPS_PER_SPLIT, stride_ys, N8: tl.constexpr, G: tl.constexpr, NW: tl.constexpr,
-                        V: tl.constexpr, U: tl.constexpr, MB: tl.constexpr, EVEN_N: tl.constexpr,
+                        V: tl.constexpr, U: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr,
                         SUBNORMAL: tl.constexpr, EMULATE: tl.constexpr):
     """y[m, n] (or split s's fp32 partial at y + s * stride_ys) for rows m of x in [m0, m0 + MB);
     program (m0 / MB, n tile of NW * 8 * V words, K split).
     `x_ptr` and `scales_ptr` are x and the scales viewed as int32 (bf16 / fp16 pairs; stride_xm
     in pairs). U chunks of 16 rows per step, loaded one step ahead; a group's zeros and scales one
-    group ahead. G must be a multiple of 16 U; MB is 1, 2, 4 or 8. Runs with NW warps. N8 (words per
+    group ahead. G must be a multiple of 16 U; MB is 1, 2, 4, 8 (NB = 1 B tile) or 16 (NB = 2: the
+    weights are dequantized once for both 8-row tiles of x). Runs with NW warps. N8 (words per
     row) is a compile-time constant, so that the rows of a step are immediate offsets."""
     m0 = tl.program_id(0) * MB  # the row blocks of one tile run side by side: its weights are read from L2
     pid_n = tl.program_id(1)
     pid_s = tl.program_id(2)
     STEP: tl.constexpr = 16 * U
     WPT: tl.constexpr = NW * 8 * V
+    TB: tl.constexpr = MB if NB == 1 else 8  # rows of x per B tile
     F: tl.constexpr = 8192.0 if SUBNORMAL and not EMULATE else 1.0  # the chunk's sums carry 2^-13
     FO: tl.constexpr = F * 0.0625 if EMULATE else F  # columns of odd j carry 16 more when emulating
     # per-thread tiles [NW, 8 gid, 4 tig, V]: the 4 lanes of a group share their word column
@@ -215,12 +250,13 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     g1 = tl.minimum(g0 + GROUPS_PER_SPLIT, NG)
     k_end = g1 * G
     # the thread's pointers: word column gcol at row 2tig of the step; x pair at row 2tig of
-    # row gid mod MB of x (B column gid; rows past M read a valid row and are not stored)
+    # row 8t + gid mod TB of x for B tile t (rows past M read a valid row and are not stored)
     pw = qweight_ptr + g0 * G * N8 + (2 * tig * N8 + gcol)
-    px = x_ptr + g0 * (G // 2) + (tl.minimum(m0 + gid % MB, M - 1) * stride_xm + tig)
+    px0 = x_ptr + g0 * (G // 2) + (tl.minimum(m0 + gid % TB, M - 1) * stride_xm + tig)
+    px1 = x_ptr + g0 * (G // 2) + (tl.minimum(m0 + 8 + gid % TB, M - 1) * stride_xm + tig)
     c_even = tl.full((NW, 8, 4, V), 0x7B807B80, dtype=tl.int32)  # bf16x2 2^120
     c_odd = tl.full((NW, 8, 4, V), 0x79807980, dtype=tl.int32)  # bf16x2 2^116
-    wv, xv = _load_step(pw, px, g_ok, N8, U, EVEN_N)
+    wv, xv = _load_step(pw, px0, px1, g_ok, N8, U, NB, EVEN_N)
     zw = _load_words(qzeros_ptr + g0 * N8 + gcol, g_ok, EVEN_N)
     sp = scales_ptr + gcol * 4
     sp0 = _load_words(sp + g0 * (N8 * 4), g_ok, EVEN_N)
@@ -228,9 +264,7 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     sp2 = _load_words(sp + g0 * (N8 * 4) + 2, g_ok, EVEN_N)
     sp3 = _load_words(sp + g0 * (N8 * 4) + 3, g_ok, EVEN_N)
     zf = tl.zeros((NW, 8, 4, V), dtype=tl.float32)
-    # totals: column c for D column 2tig (ta) and 2tig + 1 (tb)
-    ta0, ta1, ta2, ta3, ta4, ta5, ta6, ta7 = zf, zf, zf, zf, zf, zf, zf, zf
-    tb0, tb1, tb2, tb3, tb4, tb5, tb6, tb7 = zf, zf, zf, zf, zf, zf, zf, zf
+    t = (zf,) * (16 * NB)
     for g in range(g0, g1):
         z0 = _zero_pair(zw, 0, SUBNORMAL, EMULATE)
         z1 = _zero_pair(zw, 1, SUBNORMAL, EMULATE)
@@ -247,49 +281,25 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
         sp1 = _load_words(sp + gn * (N8 * 4) + 1, g_ok, EVEN_N)
         sp2 = _load_words(sp + gn * (N8 * 4) + 2, g_ok, EVEN_N)
         sp3 = _load_words(sp + gn * (N8 * 4) + 3, g_ok, EVEN_N)
-        d = (zf, zf, zf, zf, zf, zf, zf, zf, zf, zf, zf, zf, zf, zf, zf, zf)
+        d = (zf,) * (16 * NB)
         for kk in range(0, G, STEP):
             # the next step (the last one of the split reloads itself: no load past the split)
             ahead = tl.where(g * G + kk + STEP < k_end, 1, 0)
             pw += ahead * (STEP * N8)
-            px += ahead * (STEP // 2)
-            wn, xn = _load_step(pw, px, g_ok, N8, U, EVEN_N)
+            px0 += ahead * (STEP // 2)
+            px1 += ahead * (STEP // 2)
+            wn, xn = _load_step(pw, px0, px1, g_ok, N8, U, NB, EVEN_N)
             for u in tl.static_range(U):
-                d = _chunk(wv[4 * u], wv[4 * u + 1], wv[4 * u + 2], wv[4 * u + 3], xv[2 * u], xv[2 * u + 1], z0, z1,
-                           z2, z3, z4, z5, z6, z7, d, c_even, c_odd, tig, SUBNORMAL, EMULATE)
+                d = _chunk(wv[4 * u], wv[4 * u + 1], wv[4 * u + 2], wv[4 * u + 3], _b_frags(xv, u, U, NB), z0, z1,
+                           z2, z3, z4, z5, z6, z7, d, c_even, c_odd, tig, NB, SUBNORMAL, EMULATE)
             wv = wn
             xv = xn
-        # d[4j + 2h + i]: column 2j + h, D column 2tig + i; scale pair p: columns 2p, 2p + 1
-        ta0, ta1 = _add_scaled((ta0, ta1), f0, d, 0, F)
-        ta2, ta3 = _add_scaled((ta2, ta3), f1, d, 1, FO)
-        ta4, ta5 = _add_scaled((ta4, ta5), f2, d, 2, F)
-        ta6, ta7 = _add_scaled((ta6, ta7), f3, d, 3, FO)
-        if MB > 1:
-            db = (d[1], d[1], d[3], d[3], d[5], d[5], d[7], d[7], d[9], d[9], d[11], d[11], d[13], d[13], d[15],
-                  d[15])
-            tb0, tb1 = _add_scaled((tb0, tb1), f0, db, 0, F)
-            tb2, tb3 = _add_scaled((tb2, tb3), f1, db, 1, FO)
-            tb4, tb5 = _add_scaled((tb4, tb5), f2, db, 2, F)
-            tb6, tb7 = _add_scaled((tb6, tb7), f3, db, 3, FO)
+        t = _scale_group(t, d, f0, f1, f2, f3, F, FO, MB, NB)
     ty = y_ptr.dtype.element_ty
-    ya = y_ptr + pid_s * stride_ys + (m0 + 2 * tig) * stride_ym + gcol * 8
-    ok_a = g_ok & (2 * tig < MB) & (m0 + 2 * tig < M)
-    tl.store(ya + 0, ta0.to(ty), mask=ok_a)
-    tl.store(ya + 1, ta1.to(ty), mask=ok_a)
-    tl.store(ya + 2, ta2.to(ty), mask=ok_a)
-    tl.store(ya + 3, ta3.to(ty), mask=ok_a)
-    tl.store(ya + 4, ta4.to(ty), mask=ok_a)
-    tl.store(ya + 5, ta5.to(ty), mask=ok_a)
-    tl.store(ya + 6, ta6.to(ty), mask=ok_a)
-    tl.store(ya + 7, ta7.to(ty), mask=ok_a)
-    if MB > 1:
-        yb = ya + stride_ym
-        ok_b = g_ok & (2 * tig + 1 < MB) & (m0 + 2 * tig + 1 < M)
-        tl.store(yb + 0, tb0.to(ty), mask=ok_b)
-        tl.store(yb + 1, tb1.to(ty), mask=ok_b)
-        tl.store(yb + 2, tb2.to(ty), mask=ok_b)
-        tl.store(yb + 3, tb3.to(ty), mask=ok_b)
-        tl.store(yb + 4, tb4.to(ty), mask=ok_b)
-        tl.store(yb + 5, tb5.to(ty), mask=ok_b)
-        tl.store(yb + 6, tb6.to(ty), mask=ok_b)
-        tl.store(yb + 7, tb7.to(ty), mask=ok_b)
+    for k in tl.static_range(16 * NB):
+        tt = k // 16
+        i = (k // 8) % 2
+        if MB > 1 or i == 0:
+            row = m0 + 8 * tt + 2 * tig + i
+            ok = g_ok & (8 * tt + 2 * tig + i < MB) & (row < M)
+            tl.store(y_ptr + pid_s * stride_ys + row * stride_ym + gcol * 8 + k % 8, t[k].to(ty), mask=ok)
