@@ -27,8 +27,16 @@ CASES = [("fp16", (128, 256, 64, 8)), ("bf16", (128, 256, 64, 8)), ("fp8e4nv", (
 
 
 def disassembler() -> list[str] | None:
+    """cuobjdump or nvdisasm: on PATH, in a CUDA toolkit under /usr/local, or the copies the triton
+    package ships."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    bundled = Path(spec.origin).parent / "backends" / "nvidia" / "bin" if spec and spec.origin else None
     for tool, args in (("cuobjdump", ["-sass"]), ("nvdisasm", [])):
         path = shutil.which(tool) or next((str(p) for p in Path("/usr/local").glob(f"cuda*/bin/{tool}")), None)
+        if path is None and bundled is not None and (bundled / tool).exists():
+            path = str(bundled / tool)
         if path:
             return [path, *args]
     return None
