@@ -74,3 +74,18 @@ def test_attention_gpu_matches_cpu_backend(cfg: tuple[int, int, int], causal: bo
     o_gpu, lse_gpu = _run(q.cuda(), k.cuda(), v.cuda(), causal, *cfg)
     torch.testing.assert_close(o_gpu.cpu().double(), o_cpu.double(), rtol=0, atol=4e-3)
     torch.testing.assert_close(lse_gpu.cpu().double(), lse_cpu.double(), rtol=0, atol=1e-3)
+
+
+@pytest.mark.parametrize("pipeline", ["0", "sync"])
+@pytest.mark.parametrize("cfg", [(128, 128, 8), (64, 64, 4)])
+def test_attention_without_pipelining(pipeline: str, cfg: tuple[int, int, int],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """ANVIL_PIPELINE=0 (K and V staged through registers, q still staged once before the loop) and
+    =sync (every wgmma group waited in its iteration) give the same results."""
+    monkeypatch.setenv("ANVIL_PIPELINE", pipeline)
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 333, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    for causal in (False, True):
+        o, lse = _run(q, k, v, causal, *cfg)
+        torch.testing.assert_close(o.double(), FA.attention_reference(q, k, v, causal), rtol=0, atol=1e-2)
+        torch.testing.assert_close(lse.double(), _lse_reference(q, k, causal), rtol=0, atol=1e-3)
