@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import hashlib
 import json
@@ -11,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from .. import __version__, knobs
@@ -139,8 +141,20 @@ class _Artifacts(dict):  # type: ignore[type-arg]
         return key in ("tir", "llir", "asm")
 
 
+@functools.cache
+def compiler_fingerprint() -> str:
+    """The version and a hash of the compiler's own source: kernels cached by another build of the
+    compiler (an upgrade, a change in a checkout) are compiled again, not reused."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return f"{__version__}+{h.hexdigest()[:16]}"
+
+
 def _cache_key(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> str:
-    parts = [fn.deep_hash, __version__, target, repr(opts)]
+    parts = [fn.deep_hash, compiler_fingerprint(), target, repr(opts)]
     if target == "cpu":  # the host CPU only matters to CPU code (and reading it initialises LLVM's JIT)
         from ..backends.cpu.engine import host
 
@@ -276,7 +290,7 @@ def _disk_store(key: str, tir: str, binary: Any) -> None:
             "locs": [[loc.file, loc.line, loc.col, loc.func] for loc in binary.locs],
             "loc_args": list(binary.loc_args),
             "arg_types": [str(t) for t in binary.arg_types], "arg_names": binary.arg_names,
-            "debug": binary.debug, "tir": tir, "version": __version__,
+            "debug": binary.debug, "tir": tir, "version": compiler_fingerprint(),
         }
         tmp = d / f"{key}.tmp"
         (d / f"{key}.ll").write_text(binary.llir)
@@ -307,7 +321,7 @@ def _disk_load(key: str) -> tuple[str, Any] | None:
         obj = objp.read_bytes() if objp.exists() else None
     except (OSError, ValueError):
         return None
-    if meta.get("version") != __version__:
+    if meta.get("version") != compiler_fingerprint():
         return None
     binary = CPUBinary(meta["name"], meta["symbol"], llir, obj, meta["arena_bytes"],
                        [Location(f, ln, c, fn) for f, ln, c, fn in meta["locs"]],

@@ -295,9 +295,15 @@ class Lowering:
                 x = self.vals.get(u)
                 if isinstance(x, tuple):
                     stack.extend(x[0].operands)
-        target_root = self.roots.get(op.operands[0]) if op.operands and not op.regions else None
+        # A load fused into the side effect's element loop reads element i when the loop is at
+        # element i: right when it reads the element the loop writes there (or memory the store
+        # never writes). Loads at other indices are read in full first, whatever argument they go
+        # through: two pointer arguments may be the same tensor (y = shift(x) called with y is x),
+        # and a program loads its whole tile before it stores, as on the GPU.
+        target = op.operands[0] if op.operands and not op.regions and op.opcode == "store" else None
+        target_key = _index_key(self, target) if target is not None else None
         for v in list(self.pending):
-            if id(v) not in feeding or target_root is not None and _reads_root(self, v, target_root, op.operands[0]):
+            if id(v) not in feeding or target is None or _reads_elsewhere(self, v, target, target_key):
                 self.materialize(v)
 
     # ------------------------------------------------------------------ debug support
@@ -347,8 +353,29 @@ def _has_side_effects(op: Op) -> bool:
     return any(o.opcode in ("store", "atomic_rmw", "atomic_cas", "print", "assert") for o in op.walk())
 
 
-def _reads_root(lw: Lowering, v: Value, root: Value, ptr: Value) -> bool:
-    """True if lazy `v` loads through a pointer derived from `root` other than `ptr` itself."""
+def _index_key(lw: Lowering, ptr: Value) -> tuple[int, ...] | None:
+    """The element offsets of a pointer tile built as `uniform base + o1 + o2 + ...`: the ids of
+    the offset tiles (sorted), or None when the base is not one pointer for the whole tile. Two
+    pointer tiles with the same key address element i at the same offset from their bases."""
+    offsets: list[int] = []
+    v = ptr
+    while isinstance(v.type, T.TileType):
+        d = v.op
+        if d is None:
+            return None
+        if d.opcode == "addptr":
+            offsets.append(id(d.operands[1]))
+            v = d.operands[0]
+        elif d.opcode == "splat":  # the base: one scalar pointer
+            v = d.operands[0]
+        else:
+            return None
+    return tuple(sorted(offsets))
+
+
+def _reads_elsewhere(lw: Lowering, v: Value, ptr: Value, key: tuple[int, ...] | None) -> bool:
+    """True if lazy `v` loads through a pointer tile that may address another element than `ptr`
+    does at the same index (not `ptr` itself, nor the same offsets from another base)."""
     stack, seen = [v], set()
     while stack:
         u = stack.pop()
@@ -359,7 +386,9 @@ def _reads_root(lw: Lowering, v: Value, root: Value, ptr: Value) -> bool:
         if not isinstance(x, tuple):
             continue
         op = x[0]
-        if op.opcode == "load" and lw.roots.get(op.operands[0]) is root and op.operands[0] is not ptr:
-            return True
+        if op.opcode == "load":
+            p = op.operands[0]
+            if p is not ptr and (key is None or _index_key(lw, p) != key):
+                return True
         stack.extend(op.operands)
     return False
