@@ -548,7 +548,27 @@ def device_print(prefix: str, *args: Any, hex: bool = False, _sem: Any = None) -
 
 
 def _hint(x: Any, _sem: Any, name: str, values: Any) -> Any:
+    """Record the promise on the op that computes `x` (attribute `axis_hints`, read by
+    passes/axis_info.py): one value per dim, or one for every dim. Values that are not powers of
+    two promise their largest power-of-two factor."""
     t = _tensor(_sem, x)
+    vals = values if isinstance(values, (list, tuple)) else [values]
+    try:
+        ints = [int(v.value if hasattr(v, "value") else v) for v in vals]
+    except (TypeError, ValueError):
+        raise ArgumentError(f"tl.{name} takes constant integers, got {values!r}",
+                            hint=f"write tl.{name}(x, 16) or tl.{name}(x, [1, 16]) with compile-time values") from None
+    rank = max(1, len(t.shape))
+    if len(ints) == 1:
+        ints = ints * rank
+    if len(ints) != rank or any(i < 1 for i in ints):
+        raise ArgumentError(f"tl.{name} needs one positive value per dim of a {rank}-D value, got {ints}",
+                            hint=f"give {rank} values, or one for every dim")
+    op = t.handle.op
+    if op is not None:
+        kept = {k: v for k, v in op.attrs.get("axis_hints", ())}
+        kept[name] = tuple(i & -i for i in ints)
+        op.attrs["axis_hints"] = tuple(sorted(kept.items()))
     return t
 
 

@@ -74,6 +74,23 @@ def _block(block: Block, info: dict[Value, AxisInfo]) -> None:
             _block(region, info)
         for r in op.results:
             info[r] = _infer(op, r, info)
+        hints = op.attrs.get("axis_hints")
+        if hints and len(op.results) == 1:
+            info[op.results[0]] = _hinted(info[op.results[0]], dict(hints))
+
+
+def _hinted(a: AxisInfo, hints: dict[str, tuple[int, ...]]) -> AxisInfo:
+    """`a` strengthened by the kernel's promises (tl.multiple_of, tl.max_contiguous,
+    tl.max_constancy): taken on trust, as Triton does."""
+    out = []
+    for name, facts in (("max_contiguous", a.contiguity), ("multiple_of", a.divisibility),
+                        ("max_constancy", a.constancy)):
+        promised = hints.get(name)
+        if promised is None or len(promised) != len(facts):
+            out.append(facts)
+        else:
+            out.append(tuple(min(_MAX_DIV, max(f, p)) for f, p in zip(facts, promised, strict=True)))
+    return AxisInfo(*out)
 
 
 def _join(a: AxisInfo, b: AxisInfo) -> AxisInfo:
@@ -218,6 +235,4 @@ def _infer(op: Op, r: Value, info: dict[Value, AxisInfo]) -> AxisInfo:
             tuple(min(x, y, z) for x, y, z in zip(ai.contiguity, bi.contiguity, ci.constancy, strict=True)),
             tuple(_p2gcd(x, y) for x, y in zip(ai.divisibility, bi.divisibility, strict=True)),
             tuple(_p2gcd(_p2gcd(x, y), z) for x, y, z in zip(ai.constancy, bi.constancy, ci.constancy, strict=True)))
-    if oc == "hint":
-        return _get(info, op.operands[0])
     return AxisInfo.unknown(rank)
