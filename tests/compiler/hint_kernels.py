@@ -1,7 +1,7 @@
 """A matmul written the way Triton's persistent-matmul tutorial writes its offsets: clamped with
 tl.where (which breaks the contiguity the compiler can prove) and restored by the promises
 tl.max_contiguous(tl.multiple_of(...)). Shared by test_hints.py (axis facts, PTX) and
-tests/gpu/test_hints.py (results on the GPU)."""
+tests/gpu/test_gpu_hints.py (results on the GPU)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """tl.multiple_of / tl.max_contiguous: the promises reach the axis facts (and through them the
 vector widths: a tutorial-style matmul whose offsets go through tl.where copies both operands with
 16-byte cp.async only when it makes them); they change no result (CPU backend here, the GPU in
-tests/gpu/test_hints.py); a malformed promise is an error that says what to write."""
+tests/gpu/test_gpu_hints.py); a malformed promise is an error that says what to write."""
 
 from __future__ import annotations
 
