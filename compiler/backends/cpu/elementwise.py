@@ -71,12 +71,18 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
             mask = ok if mask is None else b.and_(mask, ok)
             if other is None:
                 other = ir.Constant(rt, None)
-    volatile = bool(op.attrs.get("volatile"))
+    # volatile (or cache_modifier=".cv": polling a flag another program sets): a relaxed atomic
+    # load, which LLVM must perform each time (a plain one may be hoisted out of a polling loop)
+    volatile = bool(op.attrs.get("volatile")) or op.attrs.get("cache") == ".cv"
+    bits = getattr(rt, "width", 0) if isinstance(rt, ir.IntType) else {"float": 32, "double": 64, "half": 16}.get(
+        str(rt), 0)
+    atomic = volatile and bits in (8, 16, 32, 64)
+
+    def plain_or_atomic() -> ir.Value:
+        return b.load_atomic(ptr, "monotonic", bits // 8, typ=rt) if atomic else b.load(ptr, typ=rt)
+
     if mask is None:
-        ld = b.load(ptr, typ=rt)
-        if volatile:
-            ld.volatile = True  # type: ignore[attr-defined]
-        return ld
+        return plain_or_atomic()
     if other is None:
         other = ir.Constant(rt, None)
     pre = b.block
@@ -84,7 +90,7 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
     merge_bb = b.append_basic_block("ld.end")
     b.cbranch(mask, then_bb, merge_bb)
     b.position_at_end(then_bb)
-    v = b.load(ptr, typ=rt)
+    v = plain_or_atomic()
     b.branch(merge_bb)
     b.position_at_end(merge_bb)
     phi = b.phi(rt)

@@ -139,7 +139,8 @@ def _unpack(b: ir.IRBuilder, words: list[ir.Value], ety: ir.Type, count: int, to
     return [b.extract_element(vec, ir.Constant(I32, i)) for i in range(count)]
 
 
-def _pred_load(lw: NvLowering, ptr: ir.Value, pred: ir.Value, defaults: list[ir.Value], total: int) -> list[ir.Value]:
+def _pred_load(lw: NvLowering, ptr: ir.Value, pred: ir.Value, defaults: list[ir.Value], total: int,
+               volatile: bool = False) -> list[ir.Value]:
     b = lw.b
     wty, n, cons = _words(total)
     width = {1: "b8", 2: "b16"}.get(total, "b32")
@@ -147,7 +148,7 @@ def _pred_load(lw: NvLowering, ptr: ir.Value, pred: ir.Value, defaults: list[ir.
     movs = "".join(f"mov.b{16 if cons == 'h' else 32} ${i}, ${n + 2 + i};\n\t" for i in range(n))
     vec = f".v{n}" if n > 1 else ""
     dst = f"{{ {outs} }}" if n > 1 else outs
-    asm = f"{movs}@${n + 1} ld.global{vec}.{width} {dst}, [ ${n} + 0 ];"
+    asm = f"{movs}@${n + 1} ld{'.volatile' if volatile else ''}.global{vec}.{width} {dst}, [ ${n} + 0 ];"
     constraint = ",".join([f"={cons}"] * n + ["l", "b"] + [cons] * n)
     rty = ir.LiteralStructType([wty] * n) if n > 1 else wty
     fty = ir.FunctionType(rty, [ptr.type, I1] + [wty] * n)
@@ -180,7 +181,7 @@ def lower_load(lw: NvLowering, op: Op) -> None:
         o = lw.scalar(other_v) if other_v is not None else ir.Constant(ety, None)
         if lw.debug:
             m = _debug_pred(lw, op, ptr_v, p, m)
-        lw.vals[op.result] = _load_one(lw, p, m, o, ety, elem)
+        lw.vals[op.result] = _load_one(lw, p, m, o, ety, elem, _volatile(op))
         return
     lw.vals[op.result] = load_tile(lw, ptr_v, mask_v, other_v, elem, op)
 
@@ -198,6 +199,9 @@ def load_tile(lw: NvLowering, ptr_v: Value, mask_v: Value | None, other_v: Value
     vec = _vec(lw, layout, ptr_v, mask_v, elem)
     if lw.debug and op is not None:  # element by element: a partly outside access still reads the inside part
         mask, vec = _debug_mask(lw, op, ptr_v, ptr, mask), 1
+    volatile = op is not None and _volatile(op)
+    if volatile and mask is None:  # through the asm path, which LLVM neither hoists nor merges
+        mask = GPUTile(layout, [ir.Constant(I1, 1)] * num_regs(layout))
     size = _elem_bytes(elem)
     regs: list[ir.Value | None] = [None] * num_regs(layout)
     for r0 in range(0, num_regs(layout), vec):
@@ -205,7 +209,7 @@ def load_tile(lw: NvLowering, ptr_v: Value, mask_v: Value | None, other_v: Value
         p = ptr.regs[r0]
         if vec == 1:
             o = other.regs[r0] if other is not None else ir.Constant(ety, None)
-            regs[r0] = _load_one(lw, p, mask.regs[r0] if mask is not None else None, o, ety, elem)
+            regs[r0] = _load_one(lw, p, mask.regs[r0] if mask is not None else None, o, ety, elem, volatile)
             continue
         if mask is None:
             v = b.load(p, typ=ir.VectorType(ety, vec))
@@ -214,16 +218,24 @@ def load_tile(lw: NvLowering, ptr_v: Value, mask_v: Value | None, other_v: Value
                 regs[r0 + i] = b.extract_element(v, ir.Constant(I32, i))
             continue
         defaults = [other.regs[r0 + i] if other is not None else ir.Constant(ety, 0) for i in range(vec)]
-        words = _pred_load(lw, p, mask.regs[r0], _pack(b, defaults, ety, total), total)
+        words = _pred_load(lw, p, mask.regs[r0], _pack(b, defaults, ety, total), total, volatile)
         for i, v in enumerate(_unpack(b, words, ety, vec, total)):
             regs[r0 + i] = v
     return GPUTile(layout, regs)  # type: ignore[arg-type]
 
 
+def _volatile(op: Op) -> bool:
+    """A load that must read memory each time it runs (volatile=True, or cache_modifier=".cv":
+    polling a flag another program sets)."""
+    return bool(op.attrs.get("volatile")) or op.attrs.get("cache") == ".cv"
+
+
 def _load_one(lw: NvLowering, p: ir.Value, m: ir.Value | None, other: ir.Value, ety: ir.Type,
-              elem: T.ElemType) -> ir.Value:
+              elem: T.ElemType, volatile: bool = False) -> ir.Value:
     """One element at `p`, `other` where the mask `m` is off."""
     b = lw.b
+    if m is None and volatile and not isinstance(elem, T.PointerType):
+        m = ir.Constant(I1, 1)
     if m is None:
         return b.load(p, typ=ety)
     if isinstance(elem, T.PointerType):
@@ -239,7 +251,7 @@ def _load_one(lw: NvLowering, p: ir.Value, m: ir.Value | None, other: ir.Value, 
         phi.add_incoming(other, pre)
         return phi
     size = _elem_bytes(elem)
-    words = _pred_load(lw, p, m, _pack(b, [other], ety, size), size)
+    words = _pred_load(lw, p, m, _pack(b, [other], ety, size), size, volatile)
     return _unpack(b, words, ety, 1, size)[0]
 
 
