@@ -11,16 +11,15 @@ through ld.global.nc with an L2 prefetch of 256 (1) or 128 bytes (2).
 
 from __future__ import annotations
 
-import statistics
 import sys
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from quant_probe import median_ms  # noqa: E402 - same directory: timing with L2 flushed
+
 import compiler.language as tl  # noqa: E402
 from compiler import jit  # noqa: E402
 
@@ -91,26 +90,12 @@ def rows_16b(w_ptr, out_ptr, K_PER, N8: tl.constexpr, ROWS: tl.constexpr, COLS: 
     tl.store(out_ptr + c, tl.xor_sum(acc, 0))
 
 
-def median_ms(fn: Callable[[], Any], flush: torch.Tensor, reps: int = 30) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
 # words_like_mma: (NW, V, U, HINT, AHEAD); rows_16b: (ROWS, COLS, warps)
 MMA_PATTERNS = [(4, 1, 4, 0, 1), (4, 1, 4, 1, 1), (4, 1, 4, 2, 1), (4, 1, 8, 0, 1), (4, 1, 8, 1, 1), (2, 1, 4, 1, 1),
                 (4, 2, 4, 1, 1), (4, 4, 2, 1, 1), (4, 4, 2, 0, 1), (8, 1, 4, 1, 1)]
 ROW_TILES = [(8, 256, 4), (16, 256, 4), (32, 128, 4), (16, 512, 8), (64, 64, 4)]
 SPLITS = [2, 4, 8, 16]
+REPS = 30
 
 
 def main() -> None:
@@ -122,7 +107,7 @@ def main() -> None:
         nbytes = qw.numel() * 4
         x = torch.randn(1, k, dtype=torch.bfloat16, device="cuda")
         w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda")
-        t_gemv = median_ms(partial(torch.nn.functional.linear, x, w), flush)
+        t_gemv = median_ms(partial(torch.nn.functional.linear, x, w), flush, REPS)
         print(f"\n{n}x{k}: int4 weights {nbytes / 1e6:.1f} MB; torch bf16 GEMV {t_gemv * 1e3:.1f} us "
               f"({n * k * 2 / t_gemv / 1e6:.0f} GB/s); 3.0x needs {t_gemv / 3 * 1e3:.1f} us")
         out = torch.empty(n8 * 4, dtype=torch.int32, device="cuda")
@@ -133,7 +118,7 @@ def main() -> None:
                     continue
                 launch = partial(words_like_mma[(tiles, split)], qw, out, k // split, N8=n8, NW=nw, V=v, U=u,
                                  HINT=hint, AHEAD=ahead, num_warps=nw)
-                t = median_ms(launch, flush)
+                t = median_ms(launch, flush, REPS)
                 print(f"  mma pattern NW={nw} V={v} U={u} hint={hint} split={split:2}: {t * 1e3:6.1f} us "
                       f"{nbytes / t / 1e6:5.0f} GB/s")
         for rows, cols, nw in ROW_TILES:
@@ -143,7 +128,7 @@ def main() -> None:
                     continue
                 launch = partial(rows_16b[(tiles, split)], qw, out, k // split, N8=n8, ROWS=rows, COLS=cols,
                                  num_warps=nw)
-                t = median_ms(launch, flush)
+                t = median_ms(launch, flush, REPS)
                 print(f"  rows 16B {rows}x{cols} w{nw} split={split:2}: {t * 1e3:6.1f} us {nbytes / t / 1e6:5.0f} GB/s")
 
 

@@ -143,13 +143,14 @@ class _Artifacts(dict):  # type: ignore[type-arg]
 
 @functools.cache
 def compiler_fingerprint() -> str:
-    """The version and a hash of the compiler's own source: kernels cached by another build of the
-    compiler (an upgrade, a change in a checkout) are compiled again, not reused."""
+    """The version and a hash of the compiler's own source files (their names, sizes and
+    modification times): kernels cached by another build of the compiler (an upgrade, a change in
+    a checkout) are compiled again, not reused."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
-        h.update(str(p.relative_to(root)).encode())
-        h.update(p.read_bytes())
+    for p in sorted(root.rglob("*.py")):  # name, size and time of each file: no reading on the first compile
+        st = p.stat()
+        h.update(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     return f"{__version__}+{h.hexdigest()[:16]}"
 
 

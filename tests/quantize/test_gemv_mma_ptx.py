@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,9 @@ from compiler.layouts import LANE, REGISTER, WARP
 from compiler.layouts.distributed import mma_v2_accumulator, mma_v2_operand
 from tools.kernels.int4 import AWQ_ORDER, awq_shift
 from tools.kernels.int4_mma import awq_gemv_mma_kernel, mma_chunk_ptx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ptx_loops import inner_loop  # noqa: E402
 
 Regs = dict[str, np.ndarray]
 
@@ -197,19 +202,9 @@ SIG = {"x_ptr": "*i32", "qweight_ptr": "*i32", "qzeros_ptr": "*i32", "scales_ptr
        "GROUPS_PER_SPLIT": "i32", "stride_ys": "i32:16"}
 
 
-def _inner_loop(ptx: str) -> str:
-    spans = []
-    for m in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
-        start = ptx.find(m.group(1) + ":")
-        if 0 <= start < m.start():
-            spans.append(ptx[start:m.end()])
-    assert spans, "no loop found"
-    return min(spans, key=len)
-
-
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
 @pytest.mark.parametrize(("subnormal", "per_weight", "mb"), [(True, 2.6, 1), (False, 2.9, 1), (True, 3.4, 16)])
-def test_mma_kernel_inner_loop(subnormal: bool, per_weight: float, mb: int) -> None:
+def test_mma_kernelinner_loop(subnormal: bool, per_weight: float, mb: int) -> None:
     """NW=4, V=1, U=4: 128 weights per thread and step, 16 mma per 8 rows of x, one address per
     step and B tile (the loads take immediate offsets), no shared memory, no spills. 16 rows of x:
     the weights dequantized once for both tiles (per weight well under twice the one-tile cost)."""
@@ -217,7 +212,7 @@ def test_mma_kernel_inner_loop(subnormal: bool, per_weight: float, mb: int) -> N
     ck = awq_gemv_mma_kernel.compile(SIG, {"N8": 3584, "G": 128, "NW": 4, "V": 1, "U": 4, "MB": mb, "NB": nb,
                                            "EVEN_N": True, "SUBNORMAL": subnormal, "EMULATE": False},
                                      target="cuda:sm_90a", num_warps=4)
-    loop = _inner_loop(ck.asm["ptx"])
+    loop = inner_loop(ck.asm["ptx"])
     assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 16 * nb
     assert len(re.findall(r"ld\.global\.b32", loop)) == 16 + 8 * nb  # 16 words + 8 x pairs per tile
     assert len(re.findall(r"add\.s64", loop)) <= 3 + nb

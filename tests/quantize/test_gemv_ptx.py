@@ -5,11 +5,16 @@ path's instructions per weight."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
 from compiler.backends.nvidia.toolchain import find_ptxas
 from tools.kernels.int4 import awq_gemv_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ptx_loops import inner_loop  # noqa: E402
 
 pytestmark = pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
 
@@ -18,23 +23,11 @@ SIG = {"x_ptr": "*bf16", "qweight_ptr": "*i32", "qzeros_ptr": "*i32", "scales_pt
        "NG": "i32", "GROUPS_PER_SPLIT": "i32", "stride_ys": "i32:16", "MAGIC": "i32:16"}
 
 
-def _inner_loop(ptx: str) -> str:
-    """The PTX between the first loop label that a later branch jumps back to and that branch,
-    innermost first (the shortest such span)."""
-    spans = []
-    for m in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx):
-        start = ptx.find(m.group(1) + ":")
-        if 0 <= start < m.start():
-            spans.append(ptx[start:m.end()])
-    assert spans, "no loop found"
-    return min(spans, key=len)
-
-
 @pytest.mark.parametrize(("block_n", "block_k", "unroll", "num_warps"), [(512, 8, 4, 4), (256, 8, 2, 2)])
 def test_inner_loop_is_loads_and_arithmetic(block_n: int, block_k: int, unroll: int, num_warps: int) -> None:
     ck = awq_gemv_kernel.compile(SIG, {"G": 128, "BLOCK_K": block_k, "BLOCK_N": block_n, "UNROLL": unroll,
                                        "EXACT": False, "EVEN_N": True}, target="cuda:sm_90a", num_warps=num_warps)
-    loop = _inner_loop(ck.asm["ptx"])
+    loop = inner_loop(ck.asm["ptx"])
     assert len(re.findall(r"ld\.global\.v4\.b32", loop)) == unroll  # 16 bytes of weights per thread per row
     for bad in ("bar.sync", "st.shared", "ld.shared", "shfl", "cvt.rn.f32"):
         assert bad not in loop, bad
@@ -53,13 +46,13 @@ def _instructions(loop: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("subnormal", "per_weight"), [(False, 3.5), (True, 2.8)])
-def test_packed_bf16_inner_loop(subnormal: bool, per_weight: float) -> None:
+def test_packed_bf16inner_loop(subnormal: bool, per_weight: float) -> None:
     """Two weights per integer op and per bf16x2 subtract and FMA: 128 weights per thread and step
     (4 rows of 4 words), 64 of each packed op."""
     ck = awq_gemv_kernel.compile(SIG, {"G": 128, "BLOCK_K": 8, "BLOCK_N": 512, "UNROLL": 4, "EXACT": False,
                                        "EVEN_N": True, "PACKED": True, "SUBNORMAL": subnormal, "ASM": True},
                                  target="cuda:sm_90a", num_warps=4)
-    loop = _inner_loop(ck.asm["ptx"])
+    loop = inner_loop(ck.asm["ptx"])
     assert len(re.findall(r"ld\.global\.v4\.b32", loop)) == 4
     assert len(re.findall(r"fma\.rn\.bf16x2", loop)) == 64
     assert len(re.findall(r"sub\.rn\.bf16x2", loop)) == 64

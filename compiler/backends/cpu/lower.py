@@ -93,7 +93,6 @@ class Lowering:
         self._count_uses(fn.body, set())
         # provenance of pointers: the initial one's for loop-carried pointers (which tensors a store
         # may overwrite); for debug bounds checks only provenance that holds in every iteration
-        self.roots = {v: fn.args[i] for v, i in pointer_roots(fn, strict=False).items()}
         self.checked_roots = {v: fn.args[i] for v, i in pointer_roots(fn).items()} if debug else {}
 
     # ------------------------------------------------------------------ analysis
@@ -301,7 +300,7 @@ class Lowering:
         # through: two pointer arguments may be the same tensor (y = shift(x) called with y is x),
         # and a program loads its whole tile before it stores, as on the GPU.
         target = op.operands[0] if op.operands and not op.regions and op.opcode == "store" else None
-        target_key = _index_key(self, target) if target is not None else None
+        target_key = _index_key(target) if target is not None else None
         for v in list(self.pending):
             if id(v) not in feeding or target is None or _reads_elsewhere(self, v, target, target_key):
                 self.materialize(v)
@@ -353,7 +352,7 @@ def _has_side_effects(op: Op) -> bool:
     return any(o.opcode in ("store", "atomic_rmw", "atomic_cas", "print", "assert") for o in op.walk())
 
 
-def _index_key(lw: Lowering, ptr: Value) -> tuple[int, ...] | None:
+def _index_key(ptr: Value) -> tuple[int, ...] | None:
     """The element offsets of a pointer tile built as `uniform base + o1 + o2 + ...`: the ids of
     the offset tiles (sorted), or None when the base is not one pointer for the whole tile. Two
     pointer tiles with the same key address element i at the same offset from their bases."""
@@ -388,7 +387,7 @@ def _reads_elsewhere(lw: Lowering, v: Value, ptr: Value, key: tuple[int, ...] | 
         op = x[0]
         if op.opcode == "load":
             p = op.operands[0]
-            if p is not ptr and (key is None or _index_key(lw, p) != key):
+            if p is not ptr and (key is None or _index_key(p) != key):
                 return True
         stack.extend(op.operands)
     return False

@@ -15,7 +15,7 @@ from ...ir import types as T
 from ...ir.core import Op, Value
 from ..cpu.scalar import loop_continues
 from .lower import GPUTile, nv_type
-from .wgmma import wait_tied
+from .wgmma import wait_tiles
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -126,9 +126,8 @@ def lower_for(lw: NvLowering, op: Op) -> None:
         drain_bb = b.append_basic_block("for.drain")
         b.cbranch(loop_continues(b, ity, sign, nxt, ub, step), body_bb, drain_bb)
         b.position_at_end(drain_bb)
-        flat = [r for k in carried for r in new[k]]
-        done = iter(wait_tied(lw, flat, 0))
-        last = [[next(done) for _ in regs] if k in carried else regs for k, regs in enumerate(new)]
+        done = dict(zip(carried, wait_tiles(lw, [new[k] for k in carried], 0), strict=True))
+        last = [done.get(k, regs) for k, regs in enumerate(new)]
         latch = drain_bb
         b.branch(exit_bb)
     else:

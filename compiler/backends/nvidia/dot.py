@@ -63,9 +63,10 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
         cur = lw.vals[a_v]
         if not (isinstance(cur, GPUTile) and cur.layout == a_layout):
             a_layout = None
-        staged_a = lw.staged_a.get(a_v)
-        a = staged_a if staged_a is not None else _operand(lw, a_v, a_layout)
-        if staged_a is not None:
+        a = lw.staged_a.get(a_v)  # staged once before the loop (control.lower_for)
+        if a is None:
+            a = _operand(lw, a_v, a_layout)
+        else:
             a_layout = None
         b = _operand(lw, b_v)
 

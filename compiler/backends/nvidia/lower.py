@@ -400,7 +400,7 @@ class NvLowering:
         from .ops import lower_op
 
         for op in block.ops:
-            if op.opcode == "yield" and self.pending is not None and self._carry_pending(op):
+            if op.opcode == "yield" and self._carry_pending(op):
                 continue
             if self.pending is not None and (op.opcode not in _WINDOW or self.pending[0] in op.operands):
                 self.flush()
@@ -429,9 +429,11 @@ class NvLowering:
     def _carry_pending(self, yield_op: Op) -> bool:
         """At the end of a loop body: leave the pending wgmma group in flight when its result is
         only yielded, as one of the values this loop lets its next iteration complete."""
-        v, issued = self.pending[0] if self.pending else None, self.pending_issued
-        if v is None or issued is None or self.carry.get(v) != issued.layout or self.inflight \
-                or list(yield_op.operands).count(v) != 1:
+        issued = self.pending_issued
+        if self.pending is None or issued is None or self.inflight:
+            return False
+        v = self.pending[0]
+        if self.carry.get(v) != issued.layout or list(yield_op.operands).count(v) != 1:
             return False
         self.pending = self.pending_issued = None
         self.vals[v] = issued
@@ -449,15 +451,14 @@ class NvLowering:
 
     def wait_inflight(self) -> None:
         """Complete the carried wgmma groups before their values are read (or a region is entered)."""
-        from .wgmma import wait_tied
+        from .wgmma import wait_tiles
 
         if self.pending is not None:
             self.flush()  # a wgmma wait: it completes the carried groups too
         held = self.take_inflight()
         if held:
-            regs = wait_tied(self, [r for _, t in held for r in t.regs], 0)
-            for v, t in held:
-                self.vals[v], regs = GPUTile(t.layout, regs[:len(t.regs)]), regs[len(t.regs):]
+            for (v, t), done in zip(held, wait_tiles(self, [t.regs for _, t in held], 0), strict=True):
+                self.vals[v] = GPUTile(t.layout, done)
 
 
 # ops that may be lowered while a deferred wgmma group is in flight: they touch no shared memory

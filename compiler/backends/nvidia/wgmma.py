@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .mma import MmaPlan
 
 __all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "register_a_layout", "wgmma_tiles", "wgmma_wait",
-           "wgmma_in_flight", "wait_tied", "stage_invariant_a"]
+           "wgmma_in_flight", "wait_tied", "wait_tiles", "stage_invariant_a"]
 
 F32 = ir.FloatType()
 
@@ -196,8 +196,6 @@ def stage_invariant_a(lw: NvLowering, plan: WgmmaPlan, tile: GPUTile, m: int, n:
     so = operand_smem(plan, 0, m, n, k)
     floor = lw.scratch_floor
     base = lw.scratch(so.nbytes)
-    assert lw.smem is not None
-    lw.smem.align = 1024
     lw.barrier()  # the scratch area may still be read by an earlier conversion
     stage(lw, tile, base, 0, so.offset, so.fast_dim, plan.elem_bits)
     lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
@@ -258,17 +256,21 @@ def wait_tied(lw: NvLowering, regs: list[ir.Value], pending: int) -> list[ir.Val
     return [lw.b.extract_value(res, i) for i in range(n)]
 
 
+def wait_tiles(lw: NvLowering, tiles: list[list[ir.Value]], pending: int) -> list[list[ir.Value]]:
+    """wait_tied for the registers of several tiles at once (one wait), split back per tile."""
+    done = iter(wait_tied(lw, [r for regs in tiles for r in regs], pending))
+    return [[next(done) for _ in regs] for regs in tiles]
+
+
 def wgmma_wait(lw: NvLowering, plan: WgmmaPlan, issued: GPUTile, oe: T.ScalarType) -> GPUTile:
     """Wait for the wgmma group that produces `issued` (wgmma_tiles(..., wait=False)); the result
     in `oe`. Groups a loop carried in flight from its previous iteration complete with it (their
     values pass through the same wait)."""
     held = lw.take_inflight()
-    n = len(issued.regs)
-    regs = wait_tied(lw, issued.regs + [r for _, t in held for r in t.regs], 0)
-    for v, t in held:
-        lw.vals[v] = GPUTile(t.layout, regs[n:n + len(t.regs)])
-        n += len(t.regs)
-    return GPUTile(issued.layout, [S.emit_cast(lw.b, plan.acc, oe, v) for v in regs[:len(issued.regs)]])
+    regs, *rest = wait_tiles(lw, [issued.regs] + [t.regs for _, t in held], 0)
+    for (v, t), done in zip(held, rest, strict=True):
+        lw.vals[v] = GPUTile(t.layout, done)
+    return GPUTile(issued.layout, [S.emit_cast(lw.b, plan.acc, oe, v) for v in regs])
 
 
 def wgmma_in_flight(lw: NvLowering, issued: GPUTile, pending: int = 1) -> GPUTile:
