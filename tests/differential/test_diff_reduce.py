@@ -124,7 +124,8 @@ def _first_arg(x: torch.Tensor, axis: int, largest: bool) -> torch.Tensor:
 def reduce_cases() -> list[Case]:
     out = []
     for t in RED_TYPES:
-        for bm, bn in ((8, 16), (2, 64)) if t in ("float32", "int32") else ((8, 16),):
+        # (1, 16) and (16, 1): reductions over an axis of one element
+        for bm, bn in ((8, 16), (2, 64), (1, 16), (16, 1)) if t in ("float32", "int32") else ((8, 16),):
             name = f"reduce_{t}_{bm}x{bn}"
             src, outs = reduce_source(name, t)
             g = gen(name)

@@ -161,6 +161,8 @@ class Lowering:
              loop_md: ir.MDValue | None = None) -> None:
         b = self.b
         count = ir.Constant(I64, n) if isinstance(n, int) else n
+        if isinstance(n, int) and n <= 0:  # the loop below runs its body at least once
+            return
         if isinstance(n, int) and n == 1:
             body(self.zero)
             return
