@@ -564,16 +564,18 @@ class CodeGenerator(ast.NodeVisitor):
             mask = s.broadcast_to(mask, p.block_shape)
         return ptr, mask
 
-    def block_ptr_load(self, p: BlockPointer, boundary_check: Any, padding: str) -> lc.Tensor:
+    def block_ptr_load(self, p: BlockPointer, boundary_check: Any, padding: str, cache: str = "",
+                       eviction: str = "", volatile: bool = False) -> lc.Tensor:
         ptr, mask = self._block_ptr_tile(p, boundary_check)
         other = None
         if mask is not None:
             other = float("nan") if padding == "nan" else 0
-        return self.sem.load(ptr, mask, other)
+        return self.sem.load(ptr, mask, other, cache, eviction, volatile)
 
-    def block_ptr_store(self, p: BlockPointer, value: Any, boundary_check: Any) -> None:
+    def block_ptr_store(self, p: BlockPointer, value: Any, boundary_check: Any, cache: str = "",
+                        eviction: str = "") -> None:
         ptr, mask = self._block_ptr_tile(p, boundary_check)
-        self.sem.store(ptr, value, mask)
+        self.sem.store(ptr, value, mask, cache, eviction)
 
     def visit_body(self, stmts: list[ast.stmt]) -> Returned | None:
         """Visit a statement list; see statements.KernelGenerator."""

@@ -26,6 +26,56 @@ def _is_num(x: Any) -> bool:
     return isinstance(x, (int, float, bool))
 
 
+# The cache hints tl.load / tl.store accept, as in Triton (lowered for NVIDIA in backends/nvidia/cache_hints.py);
+# "" is the default.
+_LOAD_CACHE = {".ca": "cache in L1 and L2 (the default)", ".cg": "cache in L2 only, not in L1",
+               ".cv": "read memory each time, as volatile=True"}
+_STORE_CACHE = {".wb": "write back (the default)", ".cg": "cache in L2 only, not in L1",
+                ".cs": "streaming: the data is likely written once", ".wt": "write through to memory"}
+_EVICTION = {"evict_first": "evicted first (read once)", "evict_last": "kept in cache longest (reused)"}
+
+
+def _hint_choice(what: str, value: Any, allowed: dict[str, str], elsewhere: str = "",
+                 elsewhere_allowed: tuple[str, ...] = ()) -> str:
+    """`value` ("" or None: the default) when it is one of `allowed`, else an ArgumentError that
+    names the value, the choices and what they do; `elsewhere`: the op that takes the values in
+    `elsewhere_allowed` (tl.store's modifiers in a tl.load, say)."""
+    if value is None or (isinstance(value, str) and value in ("", *allowed)):
+        return value or ""
+    arg = what.split()[-1]
+    choices = ", ".join(repr(k) for k in allowed)
+    text = value if isinstance(value, str) else ""  # a runtime tensor is never compared
+    fixes = [f for f in ("." + text, "evict_" + text) if text and f in allowed]
+    if fixes:
+        hint = f"did you mean {fixes[0]!r}?"
+    elif text == "evict_normal":
+        hint = f"the normal policy is the default: leave {arg} out (or pass '')"
+    else:
+        hint = "; ".join(f"{k!r}: {v}" for k, v in allowed.items())
+        if text in elsewhere_allowed:
+            hint = f"{text!r} applies to {elsewhere} only. " + hint
+        hint += f"; leave {arg} out (or pass '') for the default"
+    if not isinstance(value, str):
+        hint = f"{arg} is a compile-time string (a literal or a tl.constexpr). " + hint
+    shown = repr(value) if isinstance(value, (str, int, float)) else f"<{type(value).__name__}>"
+    raise ArgumentError(f"{what}={shown} is not supported: use one of {choices}", hint=hint)
+
+
+def load_cache_modifier(value: Any) -> str:
+    """tl.load's cache_modifier, checked: "", ".ca", ".cg" or ".cv"."""
+    return _hint_choice("tl.load cache_modifier", value, _LOAD_CACHE, "tl.store", tuple(_STORE_CACHE))
+
+
+def store_cache_modifier(value: Any) -> str:
+    """tl.store's cache_modifier, checked: "", ".wb", ".cg", ".cs" or ".wt"."""
+    return _hint_choice("tl.store cache_modifier", value, _STORE_CACHE, "tl.load", tuple(_LOAD_CACHE))
+
+
+def eviction_policy(op: str, value: Any) -> str:
+    """The eviction_policy of tl.load / tl.store (`op`), checked: "", "evict_first" or "evict_last"."""
+    return _hint_choice(f"{op} eviction_policy", value, _EVICTION)
+
+
 class Semantic:
     """Builds typed IR for each language operation through `builder`."""
 
@@ -406,6 +456,7 @@ class Semantic:
     # ----------------------------------------------------------------- memory
     def load(self, ptr: Tensor, mask: Operand | None, other: Operand | None, cache: str = "",
              eviction: str = "", volatile: bool = False) -> Tensor:
+        cache, eviction = load_cache_modifier(cache), eviction_policy("tl.load", eviction)
         pe = ptr.ir_elem
         if not isinstance(pe, T.PointerType):
             raise DtypeError(f"tl.load needs a pointer, got {pe}",
@@ -443,6 +494,7 @@ class Semantic:
 
     def store(self, ptr: Tensor, value: Operand, mask: Operand | None, cache: str = "",
               eviction: str = "") -> None:
+        cache, eviction = store_cache_modifier(cache), eviction_policy("tl.store", eviction)
         pe = ptr.ir_elem
         if not isinstance(pe, T.PointerType):
             raise DtypeError(f"tl.store needs a pointer, got {pe}")

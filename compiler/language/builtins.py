@@ -98,9 +98,12 @@ def load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any 
          padding_option: str = "", cache_modifier: str = "", eviction_policy: str = "",
          volatile: bool = False, _sem: Any = None) -> Tensor:
     """Load a tile through a tile of pointers. Masked-off lanes read nothing and yield `other`.
+    Cache hints as in Triton: cache_modifier '.ca' (default), '.cg' (L2 only) or '.cv' (read memory
+    each time, as volatile=True); eviction_policy 'evict_first' or 'evict_last'.
     `x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)`."""
     if _sem.gen.is_block_ptr(pointer):
-        return _sem.gen.block_ptr_load(pointer, boundary_check, padding_option)
+        return _sem.gen.block_ptr_load(pointer, boundary_check, padding_option, cache_modifier, eviction_policy,
+                                       bool(volatile))
     if boundary_check or padding_option:
         raise ArgumentError("boundary_check and padding_option apply only to block pointers",
                             hint="use mask= with a tile of pointers")
@@ -110,10 +113,11 @@ def load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any 
 @builtin
 def store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (), cache_modifier: str = "",
           eviction_policy: str = "", _sem: Any = None) -> None:
-    """Store a tile through a tile of pointers; masked-off lanes write nothing.
-    `tl.store(out_ptr + offs, y, mask=offs < n)`."""
+    """Store a tile through a tile of pointers; masked-off lanes write nothing. Cache hints as in
+    Triton: cache_modifier '.wb' (default), '.cg' (L2 only), '.cs' (streaming) or '.wt' (write
+    through); eviction_policy 'evict_first' or 'evict_last'. `tl.store(out_ptr + offs, y, mask=offs < n)`."""
     if _sem.gen.is_block_ptr(pointer):
-        return _sem.gen.block_ptr_store(pointer, value, boundary_check)
+        return _sem.gen.block_ptr_store(pointer, value, boundary_check, cache_modifier, eviction_policy)
     if boundary_check:
         raise ArgumentError("boundary_check applies only to block pointers", hint="use mask=")
     _sem.store(_tensor(_sem, pointer), value, mask, cache_modifier, eviction_policy)

@@ -2,7 +2,8 @@
 
 A thread's registers that hold consecutive elements along the fastest dimension are moved with
 one instruction of up to 16 bytes when axis info proves the addresses contiguous and aligned and
-the mask constant across the group; masked accesses are predicated PTX (no branches).
+the mask constant across the group; masked accesses are predicated PTX (no branches), and so are
+accesses with a cache hint or volatile loads (cache_hints.py).
 In debug mode (`lw.debug`) every access goes element by element, each predicated on its bounds
 check as well (bounds.py); without it the code is exactly the non-debug code.
 """
@@ -20,6 +21,7 @@ from ...ir import types as T
 from ...ir.core import Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..cpu.scalar import I1, I8, I16, I32, I64
+from .cache_hints import PLAIN, Hint, load_hint, store_hint
 from .lower import GPUTile, num_regs, nv_type
 from .ownership import owned_registers, owner_predicate
 
@@ -140,33 +142,40 @@ def _unpack(b: ir.IRBuilder, words: list[ir.Value], ety: ir.Type, count: int, to
 
 
 def _pred_load(lw: NvLowering, ptr: ir.Value, pred: ir.Value, defaults: list[ir.Value], total: int,
-               volatile: bool = False) -> list[ir.Value]:
+               hint: Hint = PLAIN) -> list[ir.Value]:
     b = lw.b
     wty, n, cons = _words(total)
     width = {1: "b8", 2: "b16"}.get(total, "b32")
+    if isinstance(pred, ir.Constant) and pred.constant == 1:  # unmasked (volatile or a hint): no defaults
+        defaults = []
     outs = ", ".join(f"${i}" for i in range(n))
-    movs = "".join(f"mov.b{16 if cons == 'h' else 32} ${i}, ${n + 2 + i};\n\t" for i in range(n))
+    movs = "".join(f"mov.b{16 if cons == 'h' else 32} ${i}, ${n + 2 + i};\n\t" for i in range(len(defaults)))
     vec = f".v{n}" if n > 1 else ""
     dst = f"{{ {outs} }}" if n > 1 else outs
-    asm = f"{movs}@${n + 1} ld{'.volatile' if volatile else ''}.global{vec}.{width} {dst}, [ ${n} + 0 ];"
-    constraint = ",".join([f"={cons}"] * n + ["l", "b"] + [cons] * n)
+    pol = f", ${n + 2 + len(defaults)}" if hint.policy is not None else ""
+    asm = f"{movs}@${n + 1} ld{hint.prefix}.global{hint.suffix}{vec}.{width} {dst}, [ ${n} + 0 ]{pol};"
+    extra = [hint.policy] if hint.policy is not None else []
+    constraint = ",".join([f"={cons}"] * n + ["l", "b"] + [cons] * len(defaults) + ["l"] * len(extra))
     rty = ir.LiteralStructType([wty] * n) if n > 1 else wty
-    fty = ir.FunctionType(rty, [ptr.type, I1] + [wty] * n)
-    res = b.asm(fty, asm, constraint, [ptr, pred, *defaults], side_effect=True)
+    fty = ir.FunctionType(rty, [ptr.type, I1] + [wty] * len(defaults) + [I64] * len(extra))
+    res = b.asm(fty, asm, constraint, [ptr, pred, *defaults, *extra], side_effect=True)
     return [b.extract_value(res, i) for i in range(n)] if n > 1 else [res]
 
 
-def _pred_store(lw: NvLowering, ptr: ir.Value, pred: ir.Value, words: list[ir.Value], total: int) -> None:
+def _pred_store(lw: NvLowering, ptr: ir.Value, pred: ir.Value, words: list[ir.Value], total: int,
+                hint: Hint = PLAIN) -> None:
     b = lw.b
     wty, n, cons = _words(total)
     width = {1: "b8", 2: "b16"}.get(total, "b32")
     vals = ", ".join(f"${i + 1}" for i in range(n))
     vec = f".v{n}" if n > 1 else ""
     src = f"{{ {vals} }}" if n > 1 else vals
-    asm = f"@${n + 1} st.global{vec}.{width} [ $0 + 0 ], {src};"
-    constraint = ",".join(["l"] + [cons] * n + ["b", "~{memory}"])
-    fty = ir.FunctionType(ir.VoidType(), [ptr.type] + [wty] * n + [I1])
-    b.asm(fty, asm, constraint, [ptr, *words, pred], side_effect=True)
+    pol = f", ${n + 2}" if hint.policy is not None else ""
+    asm = f"@${n + 1} st{hint.prefix}.global{hint.suffix}{vec}.{width} [ $0 + 0 ], {src}{pol};"
+    extra = [hint.policy] if hint.policy is not None else []
+    constraint = ",".join(["l"] + [cons] * n + ["b"] + ["l"] * len(extra) + ["~{memory}"])
+    fty = ir.FunctionType(ir.VoidType(), [ptr.type] + [wty] * n + [I1] + [I64] * len(extra))
+    b.asm(fty, asm, constraint, [ptr, *words, pred, *extra], side_effect=True)
 
 
 def lower_load(lw: NvLowering, op: Op) -> None:
@@ -181,7 +190,7 @@ def lower_load(lw: NvLowering, op: Op) -> None:
         o = lw.scalar(other_v) if other_v is not None else ir.Constant(ety, None)
         if lw.debug:
             m = _debug_pred(lw, op, ptr_v, p, m)
-        lw.vals[op.result] = _load_one(lw, p, m, o, ety, elem, _volatile(op))
+        lw.vals[op.result] = _load_one(lw, p, m, o, ety, elem, load_hint(lw, op))
         return
     lw.vals[op.result] = load_tile(lw, ptr_v, mask_v, other_v, elem, op)
 
@@ -199,8 +208,8 @@ def load_tile(lw: NvLowering, ptr_v: Value, mask_v: Value | None, other_v: Value
     vec = _vec(lw, layout, ptr_v, mask_v, elem)
     if lw.debug and op is not None:  # element by element: a partly outside access still reads the inside part
         mask, vec = _debug_mask(lw, op, ptr_v, ptr, mask), 1
-    volatile = op is not None and _volatile(op)
-    if volatile and mask is None:  # through the asm path, which LLVM neither hoists nor merges
+    hint = load_hint(lw, op)  # the L2 policy register, if any, is made here once for all registers
+    if hint.forced and mask is None:  # through the asm path, which LLVM neither hoists nor merges
         mask = GPUTile(layout, [ir.Constant(I1, 1)] * num_regs(layout))
     size = _elem_bytes(elem)
     regs: list[ir.Value | None] = [None] * num_regs(layout)
@@ -209,7 +218,7 @@ def load_tile(lw: NvLowering, ptr_v: Value, mask_v: Value | None, other_v: Value
         p = ptr.regs[r0]
         if vec == 1:
             o = other.regs[r0] if other is not None else ir.Constant(ety, None)
-            regs[r0] = _load_one(lw, p, mask.regs[r0] if mask is not None else None, o, ety, elem, volatile)
+            regs[r0] = _load_one(lw, p, mask.regs[r0] if mask is not None else None, o, ety, elem, hint)
             continue
         if mask is None:
             v = b.load(p, typ=ir.VectorType(ety, vec))
@@ -218,23 +227,17 @@ def load_tile(lw: NvLowering, ptr_v: Value, mask_v: Value | None, other_v: Value
                 regs[r0 + i] = b.extract_element(v, ir.Constant(I32, i))
             continue
         defaults = [other.regs[r0 + i] if other is not None else ir.Constant(ety, 0) for i in range(vec)]
-        words = _pred_load(lw, p, mask.regs[r0], _pack(b, defaults, ety, total), total, volatile)
+        words = _pred_load(lw, p, mask.regs[r0], _pack(b, defaults, ety, total), total, hint)
         for i, v in enumerate(_unpack(b, words, ety, vec, total)):
             regs[r0 + i] = v
     return GPUTile(layout, regs)  # type: ignore[arg-type]
 
 
-def _volatile(op: Op) -> bool:
-    """A load that must read memory each time it runs (volatile=True, or cache_modifier=".cv":
-    polling a flag another program sets)."""
-    return bool(op.attrs.get("volatile")) or op.attrs.get("cache") == ".cv"
-
-
 def _load_one(lw: NvLowering, p: ir.Value, m: ir.Value | None, other: ir.Value, ety: ir.Type,
-              elem: T.ElemType, volatile: bool = False) -> ir.Value:
+              elem: T.ElemType, hint: Hint = PLAIN) -> ir.Value:
     """One element at `p`, `other` where the mask `m` is off."""
     b = lw.b
-    if m is None and volatile and not isinstance(elem, T.PointerType):
+    if m is None and hint.forced and not isinstance(elem, T.PointerType):
         m = ir.Constant(I1, 1)
     if m is None:
         return b.load(p, typ=ety)
@@ -251,7 +254,7 @@ def _load_one(lw: NvLowering, p: ir.Value, m: ir.Value | None, other: ir.Value, 
         phi.add_incoming(other, pre)
         return phi
     size = _elem_bytes(elem)
-    words = _pred_load(lw, p, m, _pack(b, [other], ety, size), size, volatile)
+    words = _pred_load(lw, p, m, _pack(b, [other], ety, size), size, hint)
     return _unpack(b, words, ety, 1, size)[0]
 
 
@@ -261,13 +264,14 @@ def lower_store(lw: NvLowering, op: Op) -> None:
     mask_v = op.operands[2] if op.attrs["has_mask"] else None
     elem = T.elem_of(val_v.type)
     ety = nv_type(elem)
+    hint = store_hint(lw, op)  # the L2 policy register, if any, is made here once for all registers
     if not isinstance(ptr_v.type, T.TileType):
         first = b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0))
         m = lw.scalar(mask_v) if mask_v is not None else None
         if lw.debug:
             m = _debug_pred(lw, op, ptr_v, lw.scalar(ptr_v), m, first)
         pred = first if m is None else b.and_(first, m)
-        _store_one(lw, lw.scalar(ptr_v), lw.scalar(val_v), pred, ety, elem)
+        _store_one(lw, lw.scalar(ptr_v), lw.scalar(val_v), pred, ety, elem, hint)
         return
     ptr = lw.tile(ptr_v)
     layout = ptr.layout
@@ -285,9 +289,11 @@ def lower_store(lw: NvLowering, op: Op) -> None:
         pred = mask.regs[r0] if mask is not None else None
         if owner is not None:
             pred = owner if pred is None else b.and_(pred, owner)
+        if pred is None and hint.forced:
+            pred = ir.Constant(I1, 1)
         total = vec * size
         if vec == 1:
-            _store_one(lw, ptr.regs[r0], val.regs[r0], pred, ety, elem)
+            _store_one(lw, ptr.regs[r0], val.regs[r0], pred, ety, elem, hint)
             continue
         vals = val.regs[r0:r0 + vec]
         if pred is None:
@@ -297,11 +303,11 @@ def lower_store(lw: NvLowering, op: Op) -> None:
             st = b.store(v, ptr.regs[r0])
             st.align = total
             continue
-        _pred_store(lw, ptr.regs[r0], pred, _pack(b, vals, ety, total), total)
+        _pred_store(lw, ptr.regs[r0], pred, _pack(b, vals, ety, total), total, hint)
 
 
 def _store_one(lw: NvLowering, p: ir.Value, v: ir.Value, pred: ir.Value | None, ety: ir.Type,
-               elem: T.ElemType) -> None:
+               elem: T.ElemType, hint: Hint = PLAIN) -> None:
     b = lw.b
     if pred is None:
         b.store(v, p)
@@ -315,7 +321,7 @@ def _store_one(lw: NvLowering, p: ir.Value, v: ir.Value, pred: ir.Value | None, 
         b.position_at_end(end_bb)
         return
     size = _elem_bytes(elem)
-    _pred_store(lw, p, pred, _pack(b, [v], ety, size), size)
+    _pred_store(lw, p, pred, _pack(b, [v], ety, size), size, hint)
 
 
 def _guarded(lw: NvLowering, pred: ir.Value | None, make: Callable[[], ir.Value], ety: ir.Type) -> ir.Value:
@@ -357,6 +363,18 @@ def _scalar_atomic(lw: NvLowering, op: Op, make: Callable[[], ir.Value], ety: ir
     lw.vals[op.result] = smem_load(lw, base, zero, ety)
 
 
+_SYNCSCOPE = {"gpu": "device", "cta": "block", "sys": None}
+
+
+def _rmw_fence(lw: NvLowering, op: Op, after: bool) -> None:
+    """The ordering of an atomic read-modify-write as fences: LLVM 22 lowers every `atomicrmw` to
+    a relaxed `atom` whatever its ordering and scope, so a release (acq_rel)
+    gets a fence before the atomic and an acquire (acq_rel) one after, at the op's scope."""
+    sem = op.attrs["sem"]
+    if sem in (("acquire", "acq_rel") if after else ("release", "acq_rel")):
+        lw.b.fence("acq_rel", _SYNCSCOPE.get(op.attrs.get("scope") or "gpu", "device"))
+
+
 def lower_atomic_rmw(lw: NvLowering, op: Op) -> None:
     b = lw.b
     ptr_v, val_v = op.operands[0], op.operands[1]
@@ -370,8 +388,16 @@ def lower_atomic_rmw(lw: NvLowering, op: Op) -> None:
         m = lw.scalar(mask_v) if mask_v is not None else None
         if lw.debug:
             m = _debug_pred(lw, op, ptr_v, p, m, b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0)))
-        _scalar_atomic(lw, op, lambda: b.atomic_rmw(kind, p, v, order), ety, m)
+
+        def fenced() -> ir.Value:
+            _rmw_fence(lw, op, after=False)
+            old = b.atomic_rmw(kind, p, v, order)
+            _rmw_fence(lw, op, after=True)
+            return old
+
+        _scalar_atomic(lw, op, fenced, ety, m)
         return
+    _rmw_fence(lw, op, after=False)
     ptr = lw.tile(ptr_v)
     layout = ptr.layout
     val = lw.tile(val_v, layout)
@@ -389,6 +415,7 @@ def lower_atomic_rmw(lw: NvLowering, op: Op) -> None:
         if owner is not None:
             pred = owner if pred is None else b.and_(pred, owner)
         regs.append(_guarded(lw, pred, functools.partial(b.atomic_rmw, kind, ptr.regs[r], val.regs[r], order), ety))
+    _rmw_fence(lw, op, after=True)
     lw.vals[op.result] = GPUTile(layout, regs)
 
 
@@ -427,5 +454,3 @@ def lower_atomic_cas(lw: NvLowering, op: Op) -> None:
             for r in range(num_regs(layout))]
     lw.vals[op.result] = GPUTile(layout, regs)
 
-
-_ = (I64,)
