@@ -44,8 +44,13 @@ class Timer:
         self.flush = torch.empty(256 << 20, dtype=torch.int8, device=device) if device == "cuda" else None
 
     def median_ms(self, fn: Callable[[], Any]) -> float:
-        for _ in range(self.warmup):
+        # warm-up: `warmup` calls and at least 100 ms of them, so that compiling, module loading
+        # and the launch path's native entry (built in the background) are over before timing
+        t_end = time.perf_counter() + 0.1
+        n = 0
+        while n < self.warmup or time.perf_counter() < t_end:
             fn()
+            n += 1
         times = []
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -103,9 +108,9 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                 # (mode, block_n, num_warps, unroll, K split; None: awq_gemv's default): the best of
                 # benchmarks/quant_probe.py --gemv-variants on the H200; the tensor-core modes
                 # dequantize into mma.sync fragments and take up to 16 rows of x per program
-                cfgs = ([("mma-sub", 128, 2, 4, 4), ("mma-sub", 256, 4, 4, 4), ("mma", 256, 4, 4, 4),
-                         ("mma-sub", 256, 4, 8, 2), ("mma-sub", 128, 2, 4, 9)] if m == 1 else
-                        [("mma-sub", 128, 2, 8, 2), ("mma-sub", 128, 2, 8, 4), ("mma-sub", 256, 4, 8, 2),
+                cfgs = ([("mma-sub", 256, 4, 4, 8), ("mma-sub", 256, 4, 4, 4), ("mma-sub", 128, 2, 4, 8),
+                         ("mma-sub", 256, 4, 8, 4), ("mma-sub", 512, 2, 2, 8), ("mma", 256, 4, 4, 8)] if m == 1 else
+                        [("mma-sub", 256, 4, 8, 4), ("mma-sub", 256, 4, 8, 2), ("mma-sub", 128, 2, 8, 4),
                          ("mma-sub", 64, 1, 4, 4)])
                 if not sweep:
                     cfgs = cfgs[:1]

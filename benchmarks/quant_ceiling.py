@@ -4,13 +4,16 @@
 pattern of the tensor-core GEMV (tools/kernels/int4_mma.py: 4-byte words of 4 rows per lane,
 V words per lane) and with whole rows in 16-byte vectors, beside torch reading the same bytes and
 torch's bf16 GEMV. Medians with L2 flushed before every call. hint: plain loads (0), or the words
-through ld.global.nc with an L2 prefetch of 256 (1) or 128 bytes (2).
+through ld.global.nc with an L2 prefetch of 256 (1) or 128 bytes (2), or with an L2 evict-first
+policy (3). Each table twice: L2 flushed by writing 256 MiB (the lines a call evicts are dirty) and
+by reading them.
 
     python benchmarks/quant_ceiling.py
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 from functools import partial
 from pathlib import Path
@@ -32,6 +35,11 @@ def _word(p, HINT: tl.constexpr):
     if HINT == 2:
         return tl.inline_asm_elementwise("ld.global.nc.L1::no_allocate.L2::128B.b32 $0, [$1];", "=r,l", [p],
                                          dtype=tl.int32, is_pure=False, pack=1)
+    if HINT == 3:  # L2 evict-first: streamed words replace each other, not what L2 held before
+        return tl.inline_asm_elementwise(
+            "{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; "
+            "ld.global.L1::no_allocate.L2::cache_hint.b32 $0, [$1], pol; }", "=r,l", [p],
+            dtype=tl.int32, is_pure=False, pack=1)
     return tl.load(p)
 
 
@@ -91,23 +99,25 @@ def rows_16b(w_ptr, out_ptr, K_PER, N8: tl.constexpr, ROWS: tl.constexpr, COLS: 
 
 
 # words_like_mma: (NW, V, U, HINT, AHEAD); rows_16b: (ROWS, COLS, warps)
-MMA_PATTERNS = [(4, 1, 4, 0, 1), (4, 1, 4, 1, 1), (4, 1, 4, 2, 1), (4, 1, 8, 0, 1), (4, 1, 8, 1, 1), (2, 1, 4, 1, 1),
-                (4, 2, 4, 1, 1), (4, 4, 2, 1, 1), (4, 4, 2, 0, 1), (8, 1, 4, 1, 1)]
+MMA_PATTERNS = [(4, 1, 4, 0, 1), (4, 1, 4, 3, 1), (4, 1, 8, 0, 1), (4, 1, 8, 3, 1), (2, 1, 4, 0, 1), (2, 1, 4, 3, 1),
+                (4, 2, 4, 3, 1), (4, 4, 2, 3, 1), (4, 4, 2, 0, 1), (8, 1, 4, 3, 1)]
 ROW_TILES = [(8, 256, 4), (16, 256, 4), (32, 128, 4), (16, 512, 8), (64, 64, 4)]
 SPLITS = [2, 4, 8, 16]
 REPS = 30
 
 
 def main() -> None:
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    flush = torch.zeros(256 << 20, dtype=torch.int8, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for n, k in ((28672, 8192), (14336, 4096)):
+    for clean, (n, k) in itertools.product((False, True), ((28672, 8192), (14336, 4096))):
+        print(f"\nL2 flushed by {'reading' if clean else 'writing'} 256 MiB before each call", end="")
+        timed = partial(median_ms, flush=flush, reps=REPS, clean=clean)
         n8 = n // 8
         qw = torch.randint(-2**31, 2**31 - 1, (k, n8), dtype=torch.int32, device="cuda")
         nbytes = qw.numel() * 4
         x = torch.randn(1, k, dtype=torch.bfloat16, device="cuda")
         w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda")
-        t_gemv = median_ms(partial(torch.nn.functional.linear, x, w), flush, REPS)
+        t_gemv = timed(partial(torch.nn.functional.linear, x, w))
         print(f"\n{n}x{k}: int4 weights {nbytes / 1e6:.1f} MB; torch bf16 GEMV {t_gemv * 1e3:.1f} us "
               f"({n * k * 2 / t_gemv / 1e6:.0f} GB/s); 3.0x needs {t_gemv / 3 * 1e3:.1f} us")
         out = torch.empty(n8 * 4, dtype=torch.int32, device="cuda")
@@ -118,7 +128,7 @@ def main() -> None:
                     continue
                 launch = partial(words_like_mma[(tiles, split)], qw, out, k // split, N8=n8, NW=nw, V=v, U=u,
                                  HINT=hint, AHEAD=ahead, num_warps=nw)
-                t = median_ms(launch, flush, REPS)
+                t = timed(launch)
                 print(f"  mma pattern NW={nw} V={v} U={u} hint={hint} split={split:2}: {t * 1e3:6.1f} us "
                       f"{nbytes / t / 1e6:5.0f} GB/s")
         for rows, cols, nw in ROW_TILES:
@@ -128,7 +138,7 @@ def main() -> None:
                     continue
                 launch = partial(rows_16b[(tiles, split)], qw, out, k // split, N8=n8, ROWS=rows, COLS=cols,
                                  num_warps=nw)
-                t = median_ms(launch, flush, REPS)
+                t = timed(launch)
                 print(f"  rows 16B {rows}x{cols} w{nw} split={split:2}: {t * 1e3:6.1f} us {nbytes / t / 1e6:5.0f} GB/s")
 
 

@@ -40,19 +40,30 @@ PROGRAMS_PER_SM = [4, 2, 8]
 # words (16 bytes) of a row when block_n * block_k >= 4096 * num_warps / 8, else 2
 VARIANT_TILES = [(512, 8, 4, 4), (512, 8, 2, 4), (256, 8, 4, 2), (1024, 4, 4, 4), (256, 8, 8, 4)]
 # mma modes: (num_warps, words per thread V, chunks of 16 rows per step U); block_n = 64 * num_warps * V
-MMA_TILES = [(4, 1, 4), (4, 1, 2), (8, 1, 4), (2, 1, 4), (4, 1, 8), (2, 1, 8), (4, 2, 2), (4, 2, 4), (1, 1, 4)]
+MMA_TILES = [(4, 4, 2), (2, 4, 2), (4, 4, 1), (4, 2, 2), (4, 2, 4), (2, 2, 4), (4, 1, 4), (2, 1, 4), (4, 1, 8),
+             (8, 1, 4), (8, 2, 2), (1, 1, 4)]
 VARIANT_PPS = [1, 2, 4, 8]  # programs per SM the K split aims at (awq_gemv_split)
 MODE_ORDER = ["mma", "mma-sub", "bf16x2-sub", "bf16x2", "f32", "f32-exact"]
 GEMM_TILES = [(16, 64, 64), (16, 128, 64), (16, 64, 128), (16, 128, 128)]
 
 
-def median_ms(fn: Callable[[], Any], flush: torch.Tensor, reps: int) -> float:
-    for _ in range(3):
+def median_ms(fn: Callable[[], Any], flush: torch.Tensor, reps: int, clean: bool = False) -> float:
+    """Median of `reps` timed calls, L2 flushed before each: by writing 256 MiB (the lines the call
+    then evicts are dirty and written back during it), or with `clean`, by reading them. Warm-up:
+    calls for 100 ms first, so that compiling, module loading and the launch path's native entry
+    (built in the background after the first launches) are over before the timed calls."""
+    t_end = time.perf_counter() + 0.1
+    for i in itertools.count():
         fn()
+        if i >= 2 and time.perf_counter() > t_end:
+            break
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
-        flush.zero_()
+        if clean:
+            flush.sum(dtype=torch.int64)
+        else:
+            flush.zero_()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
@@ -93,9 +104,9 @@ def sweep_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Te
 
 
 def variant_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Tensor, modes: list[str],
-                 quick: bool) -> list[Row]:
-    """Every arithmetic mode x its tiles x the distinct K splits that VARIANT_PPS give. Batch > 1:
-    the mma modes only (the others read the weights once per row of x)."""
+                 quick: bool, splits: list[int] | None = None, aheads: tuple[int, ...] = (1,)) -> list[Row]:
+    """Every arithmetic mode x its tiles x the distinct K splits that VARIANT_PPS give (or
+    `splits`). Batch > 1: the mma modes only (the others read the weights once per row of x)."""
     m, n, k = x.shape[0], qw.shape[1] * 8, qw.shape[0]
     rows: list[Row] = []
     for mode in sorted(modes, key=MODE_ORDER.index):  # the likeliest winners first (the budget may cut the rest)
@@ -105,19 +116,21 @@ def variant_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.
             continue
         tiles: list[dict[str, Any]]
         if mode.startswith("mma"):
-            tiles = [{"block_n": 64 * nw * v, "num_warps": nw, "unroll": u} for nw, v, u in MMA_TILES]
+            tiles = [{"block_n": 64 * nw * v, "num_warps": nw, "unroll": u, "ahead": a} for nw, v, u in MMA_TILES
+                     for a in aheads]
         else:
             tiles = [{"block_n": bn, "block_k": bk, "unroll": u, "num_warps": nw} for bn, bk, u, nw in VARIANT_TILES]
         for cfg in tiles[:2] if quick else tiles:
             n_tiles = -(-(n // 8) // (cfg["block_n"] // 8))
             seen = set()
-            for pps in VARIANT_PPS[1:3] if quick else VARIANT_PPS:
-                split = awq_gemv_split(n_tiles, k // 128, x.device, programs_per_sm=pps)
-                if split in seen:
+            pps_splits = [awq_gemv_split(n_tiles, k // 128, x.device, programs_per_sm=pps)
+                          for pps in (VARIANT_PPS[1:3] if quick else VARIANT_PPS)]
+            for split in splits or pps_splits:
+                if split in seen or split > k // 128:
                     continue
                 seen.add(split)
-                desc = " ".join(f"{key.replace('block_', 'B').replace('num_warps', 'w').replace('unroll', 'U')}"
-                                f"={val}" for key, val in cfg.items())
+                short = {"block_n": "Bn", "block_k": "Bk", "num_warps": "w", "unroll": "U", "ahead": "A"}
+                desc = " ".join(f"{short[key]}={val}" for key, val in cfg.items())
                 name = f"{mode:<10} {desc} split={split} ({n_tiles * split} progs)"
                 rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, mode=mode, **cfg)))
     return rows
@@ -162,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gemv-variants", action="store_true", help="every arithmetic mode x a few tiles")
     ap.add_argument("--modes", default=",".join(GEMV_MODES), help="comma-separated modes for --gemv-variants")
     ap.add_argument("--quick", action="store_true", help="a few configs only")
+    ap.add_argument("--splits", default="", help="comma-separated K splits for --gemv-variants (default: by "
+                    "programs per SM)")
+    ap.add_argument("--shapes", default="", help="comma-separated M:NxK (default: batch 1 and 16 on both shapes)")
+    ap.add_argument("--ahead", default="1", help="comma-separated steps loaded ahead (mma modes: 1, 2)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--budget", type=float, default=210.0, help="seconds before the probe stops early")
     ap.add_argument("--trace", action="store_true", help="print the traceback of each failure")
@@ -180,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     print(f"W4A16 AWQ probe on {torch.cuda.get_device_name()} ({sms} SMs), group 128, bf16 activations")
     shapes = [(n, k, 1) for n, k in GEMV_SHAPES] + [(n, k, 16) for n, k in GEMV_SHAPES]
+    if args.shapes:
+        shapes = [(int(nk.split("x")[0]), int(nk.split("x")[1]), int(m))
+                  for m, nk in (item.split(":") for item in args.shapes.split(","))]
+    splits = [int(v) for v in args.splits.split(",") if v]
+    aheads = tuple(int(v) for v in args.ahead.split(",") if v)
     best: dict[str, tuple[float, str]] = {}
     for i, (n, k, m) in enumerate(shapes):
         w = torch.randn(n, k, device=dev) * 0.02
@@ -196,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{t_torch / (wbytes / 3.7e6):.2f}x)")
         print(f"{'kind':<5} {'variant':<66} {'ms':>8} {'GB/s':>6} {'speedup':>7}  rel err")
         if m > 1:
-            rows = gemm_rows(x, qw, qz, sc) + (variant_rows(x, qw, qz, sc, modes, args.quick)
+            rows = gemm_rows(x, qw, qz, sc) + (variant_rows(x, qw, qz, sc, modes, args.quick, splits, aheads)
                                                if args.gemv_variants else [])
         elif args.gemv_variants:
-            rows = variant_rows(x, qw, qz, sc, modes, args.quick)
+            rows = variant_rows(x, qw, qz, sc, modes, args.quick, splits, aheads)
         else:
             rows = sweep_rows(x, qw, qz, sc, args.quick)
         # each shape gets an equal share of what is left of the budget

@@ -26,7 +26,7 @@ from tools.kernels.int4 import AWQ_ORDER, awq_shift
 from tools.kernels.int4_mma import awq_gemv_mma_kernel, mma_chunk_ptx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ptx_loops import inner_loop  # noqa: E402
+from ptx_loops import loop_spans  # noqa: E402
 
 Regs = dict[str, np.ndarray]
 
@@ -199,20 +199,27 @@ def test_thread_tile_puts_lane_groups_on_gid(nw: int, v: int) -> None:
 
 SIG = {"x_ptr": "*i32", "qweight_ptr": "*i32", "qzeros_ptr": "*i32", "scales_ptr": "*i32", "y_ptr": "*fp32",
        "M": "i32", "N": "i32:16", "K": "i32:16", "stride_xm": "i32:16", "stride_ym": "i32:16", "NG": "i32",
-       "GROUPS_PER_SPLIT": "i32", "stride_ys": "i32:16"}
+       "GROUPS_PER_SPLIT": "i32", "stride_ys": "i32:16", "ws_ptr": "*fp32", "count_ptr": "*i32"}
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
-@pytest.mark.parametrize(("subnormal", "per_weight", "mb"), [(True, 2.6, 1), (False, 2.9, 1), (True, 3.4, 16)])
-def test_mma_kernelinner_loop(subnormal: bool, per_weight: float, mb: int) -> None:
+@pytest.mark.parametrize(("subnormal", "per_weight", "mb", "sb"),
+                         [(True, 2.6, 1, 0), (False, 2.9, 1, 0), (True, 3.4, 16, 0), (True, 2.6, 1, 16)])
+def test_mma_kernelinner_loop(subnormal: bool, per_weight: float, mb: int, sb: int) -> None:
     """NW=4, V=1, U=4: 128 weights per thread and step, 16 mma per 8 rows of x, one address per
     step and B tile (the loads take immediate offsets), no shared memory, no spills. 16 rows of x:
-    the weights dequantized once for both tiles (per weight well under twice the one-tile cost)."""
+    the weights dequantized once for both tiles (per weight well under twice the one-tile cost).
+    Split K (sb > 0): the same loop; after it, the program counts itself with one acq_rel atomic
+    and the last one reads the partials through L2."""
     nb = 2 if mb > 8 else 1
     ck = awq_gemv_mma_kernel.compile(SIG, {"N8": 3584, "G": 128, "NW": 4, "V": 1, "U": 4, "MB": mb, "NB": nb,
-                                           "EVEN_N": True, "SUBNORMAL": subnormal, "EMULATE": False},
+                                           "EVEN_N": True, "SUBNORMAL": subnormal, "EMULATE": False, "SB": sb},
                                      target="cuda:sm_90a", num_warps=4)
-    loop = inner_loop(ck.asm["ptx"])
+    ptx = ck.asm["ptx"]
+    if sb:
+        assert len(re.findall(r"atom\.[a-z_.]*add\.u32", ptx)) == 1
+        assert re.search(r"fence\.acq_rel|atom\.acq_rel", ptx)
+    loop = min((span for span in loop_spans(ptx) if "mma.sync" in span), key=len)  # not the partials' sum
     assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 16 * nb
     assert len(re.findall(r"ld\.global\.b32", loop)) == 16 + 8 * nb  # 16 words + 8 x pairs per tile
     assert len(re.findall(r"add\.s64", loop)) <= 3 + nb

@@ -75,6 +75,8 @@ def test_awq_gemv_bf16_pairs(mode: str, N: int, K: int, G: int, opts: dict[str, 
     (200, 256, 64, 16, {"split_k": 2, "block_n": 64, "num_warps": 1, "unroll": 1}),  # two B tiles of 8 rows
     (128, 256, 128, 13, {"block_n": 64, "num_warps": 1, "unroll": 2}),  # two tiles, the second ragged
     (64, 128, 128, 35, {"block_n": 64, "num_warps": 1, "unroll": 1}),  # three programs along M
+    (200, 512, 128, 1, {"split_k": 3, "block_n": 64, "num_warps": 1, "unroll": 2, "ahead": 2}),  # 2 steps ahead
+    (64, 256, 128, 16, {"block_n": 64, "num_warps": 1, "unroll": 8, "ahead": 2}),  # ahead across groups
 ])
 def test_awq_gemv_mma(N: int, K: int, G: int, M: int, opts: dict[str, Any]) -> None:
     """The tensor-core kernel's data flow on the CPU (its mma and bit tricks emulated with DSL

@@ -510,6 +510,21 @@ def _sm_count(device: torch.device) -> int:
     return _SM_COUNT[idx]
 
 
+_COUNTS: dict[tuple[str, int], torch.Tensor] = {}
+
+
+def _split_counts(device: torch.device, n: int) -> torch.Tensor:
+    """n int32 counters, zero, for the split-K programs of one launch (the last program of a tile
+    sets its counter back to zero). One buffer per device and CUDA stream, kept: launches on one
+    stream run in order, so each finds its counters zero; another stream gets its own."""
+    key = (str(device), torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    buf = _COUNTS.get(key)
+    if buf is None or buf.numel() < n:
+        buf = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        _COUNTS[key] = buf
+    return buf
+
+
 def awq_gemv_split(n_tiles: int, n_groups: int, device: torch.device, programs_per_sm: int = 4) -> int:
     """Default K split of awq_gemv: enough programs for `programs_per_sm` per SM on a GPU (each
     split keeps >= 2 groups, so the per-group work and the partials stay small); 1 on the CPU."""
@@ -534,7 +549,7 @@ def awq_gemv_mode(x: torch.Tensor) -> str:
 
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
-             num_warps: int = 4, exact: bool | None = None, mode: str | None = None) -> torch.Tensor:
+             num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int = 1) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
@@ -555,7 +570,9 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     thread holds 4 words (32 columns) of a row and 8 threads share K with 4 warps, 64 on the CPU).
     Rows per loop step: 16 * unroll (mma modes), else block_k * unroll (block_k rows spread over
     threads, unroll rows held by each); the step must divide the group size. split_k programs share
-    K (None: awq_gemv_split); their fp32 partials are summed by a second small kernel."""
+    K (None: awq_gemv_split); their fp32 partials are summed by the last program of each tile
+    (mma modes) or by a second small kernel. ahead (mma modes, 1 or 2): steps of weights loaded
+    before the current one is computed."""
     M, N, K, G = _check_gemm(x, qweight, qzeros)
     if mode is None:
         mode = awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
@@ -569,6 +586,8 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
         block_n = 64 * num_warps if mma else 512 if x.device.type == "cuda" else 64
     if block_n % 8 or block_n & (block_n - 1):
         raise ValueError(f"block_n must be a power of two and a multiple of 8, got {block_n}")
+    if ahead not in (1, 2):
+        raise ValueError(f"ahead must be 1 or 2, got {ahead}")
     if unroll & (unroll - 1):
         raise ValueError(f"unroll must be a power of two, got {unroll}")
     step = 16 * unroll if mma else block_k * unroll
@@ -593,17 +612,23 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
         mb = min(16, 1 << (M - 1).bit_length())
         if x.stride(0) % 2 or x.storage_offset() % 2:  # read as int32 pairs
             x = x.contiguous()
-        awq_gemv_mma_kernel[(cdiv(M, mb), n_tiles, split)](
-            x.view(torch.int32), qweight, qzeros, scales32, out, M, N, K, x.stride(0) // 2, N, NG, per, M * N,
-            N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, NB=2 if mb > 8 else 1, EVEN_N=N8 % bn8 == 0,
-            SUBNORMAL=mode == "mma-sub", EMULATE=x.device.type != "cuda", num_warps=num_warps)
-    else:
-        magic = 0x43004300 if packed else 0x41800000
-        awq_gemv_kernel[(n_tiles, split, M)](x, qweight, qzeros, scales32, out, M, N, K, x.stride(0), N, N8, NG,
-                                             per, M * N, magic, G=G, BLOCK_K=block_k, BLOCK_N=block_n, UNROLL=unroll,
-                                             EXACT=mode == "f32-exact", EVEN_N=N8 % bn8 == 0, PACKED=packed,
-                                             SUBNORMAL=mode == "bf16x2-sub", ASM=packed and x.device.type == "cuda",
-                                             num_warps=num_warps)
+        grid = (cdiv(M, mb), n_tiles, split)
+        # the partials are summed by the last program of each tile, SB splits per load (at most
+        # 32 values per thread)
+        sb = 0 if split == 1 else min(1 << (split - 1).bit_length(), max(1, 16 // (mb * (block_n // words))))
+        counts = _split_counts(x.device, grid[0] * grid[1]) if split > 1 else y
+        awq_gemv_mma_kernel[grid](
+            x.view(torch.int32), qweight, qzeros, scales32, y, M, N, K, x.stride(0) // 2, N, NG, per, M * N, out,
+            counts, N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, NB=2 if mb > 8 else 1,
+            EVEN_N=N8 % bn8 == 0, SUBNORMAL=mode == "mma-sub", EMULATE=x.device.type != "cuda", SB=sb,
+            AHEAD=ahead, num_warps=num_warps)
+        return y
+    magic = 0x43004300 if packed else 0x41800000
+    awq_gemv_kernel[(n_tiles, split, M)](x, qweight, qzeros, scales32, out, M, N, K, x.stride(0), N, N8, NG,
+                                         per, M * N, magic, G=G, BLOCK_K=block_k, BLOCK_N=block_n, UNROLL=unroll,
+                                         EXACT=mode == "f32-exact", EVEN_N=N8 % bn8 == 0, PACKED=packed,
+                                         SUBNORMAL=mode == "bf16x2-sub", ASM=packed and x.device.type == "cuda",
+                                         num_warps=num_warps)
     if split > 1:
         blk = 1024
         splitk_reduce_kernel[(cdiv(M * N, blk),)](out, y, M * N, split, BLOCK=blk, num_warps=4)

@@ -222,16 +222,21 @@ def _scale_group(t, d, f0, f1, f2, f3, F: tl.constexpr, FO: tl.constexpr, MB: tl
 
 @jit
 def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N, K, stride_xm, stride_ym, NG,
-                        GROUPS_PER_SPLIT, stride_ys, N8: tl.constexpr, G: tl.constexpr, NW: tl.constexpr,
-                        V: tl.constexpr, U: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr,
-                        SUBNORMAL: tl.constexpr, EMULATE: tl.constexpr):
-    """y[m, n] (or split s's fp32 partial at y + s * stride_ys) for rows m of x in [m0, m0 + MB);
-    program (m0 / MB, n tile of NW * 8 * V words, K split).
+                        GROUPS_PER_SPLIT, stride_ys, ws_ptr, count_ptr, N8: tl.constexpr, G: tl.constexpr,
+                        NW: tl.constexpr, V: tl.constexpr, U: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
+                        EVEN_N: tl.constexpr, SUBNORMAL: tl.constexpr, EMULATE: tl.constexpr, SB: tl.constexpr,
+                        AHEAD: tl.constexpr = 1):
+    """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW * 8 * V words, K
+    split). With more than one split (SB > 0), split s writes its fp32 partial at
+    ws + s * stride_ys and counts itself in count_ptr[tile] (zero before the launch); the last of
+    a tile's programs to arrive sums the partials in split order (SB at a time: the same total
+    whichever arrives last) into y and sets the count back to zero.
     `x_ptr` and `scales_ptr` are x and the scales viewed as int32 (bf16 / fp16 pairs; stride_xm
-    in pairs). U chunks of 16 rows per step, loaded one step ahead; a group's zeros and scales one
-    group ahead. G must be a multiple of 16 U; MB is 1, 2, 4, 8 (NB = 1 B tile) or 16 (NB = 2: the
-    weights are dequantized once for both 8-row tiles of x). Runs with NW warps. N8 (words per
-    row) is a compile-time constant, so that the rows of a step are immediate offsets."""
+    in pairs). U chunks of 16 rows per step, loaded AHEAD (1 or 2) steps ahead; a group's zeros
+    and scales one group ahead. G must be a multiple of 16 U; MB is 1, 2, 4, 8 (NB = 1 B tile) or
+    16 (NB = 2: the weights are dequantized once for both 8-row tiles of x). Runs with NW warps.
+    N8 (words per row) is a compile-time constant, so that the rows of a step are immediate
+    offsets."""
     m0 = tl.program_id(0) * MB  # the row blocks of one tile run side by side: its weights are read from L2
     pid_n = tl.program_id(1)
     pid_s = tl.program_id(2)
@@ -257,6 +262,13 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     c_even = tl.full((NW, 8, 4, V), 0x7B807B80, dtype=tl.int32)  # bf16x2 2^120
     c_odd = tl.full((NW, 8, 4, V), 0x79807980, dtype=tl.int32)  # bf16x2 2^116
     wv, xv = _load_step(pw, px0, px1, g_ok, N8, U, NB, EVEN_N)
+    wm, xm = wv, xv
+    if AHEAD == 2:  # the second step too: two steps in flight while one is computed
+        first = tl.where(g0 * G + STEP < k_end, 1, 0)
+        pw += first * (STEP * N8)
+        px0 += first * (STEP // 2)
+        px1 += first * (STEP // 2)
+        wm, xm = _load_step(pw, px0, px1, g_ok, N8, U, NB, EVEN_N)
     zw = _load_words(qzeros_ptr + g0 * N8 + gcol, g_ok, EVEN_N)
     sp = scales_ptr + gcol * 4
     sp0 = _load_words(sp + g0 * (N8 * 4), g_ok, EVEN_N)
@@ -284,7 +296,7 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
         d = (zf,) * (16 * NB)
         for kk in range(0, G, STEP):
             # the next step (the last one of the split reloads itself: no load past the split)
-            ahead = tl.where(g * G + kk + STEP < k_end, 1, 0)
+            ahead = tl.where(g * G + kk + AHEAD * STEP < k_end, 1, 0)
             pw += ahead * (STEP * N8)
             px0 += ahead * (STEP // 2)
             px1 += ahead * (STEP // 2)
@@ -292,14 +304,46 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
             for u in tl.static_range(U):
                 d = _chunk(wv[4 * u], wv[4 * u + 1], wv[4 * u + 2], wv[4 * u + 3], _b_frags(xv, u, U, NB), z0, z1,
                            z2, z3, z4, z5, z6, z7, d, c_even, c_odd, tig, NB, SUBNORMAL, EMULATE)
-            wv = wn
-            xv = xn
+            if AHEAD == 2:
+                wv = wm
+                xv = xm
+                wm = wn
+                xm = xn
+            else:
+                wv = wn
+                xv = xn
         t = _scale_group(t, d, f0, f1, f2, f3, F, FO, MB, NB)
-    ty = y_ptr.dtype.element_ty
+    dst = y_ptr if SB == 0 else ws_ptr + pid_s * stride_ys
+    ty = dst.dtype.element_ty
     for k in tl.static_range(16 * NB):
         tt = k // 16
         i = (k // 8) % 2
         if MB > 1 or i == 0:
             row = m0 + 8 * tt + 2 * tig + i
             ok = g_ok & (8 * tt + 2 * tig + i < MB) & (row < M)
-            tl.store(y_ptr + pid_s * stride_ys + row * stride_ym + gcol * 8 + k % 8, t[k].to(ty), mask=ok)
+            tl.store(dst + row * stride_ym + gcol * 8 + k % 8, t[k].to(ty), mask=ok)
+    if SB > 0:
+        tl.debug_barrier()  # every thread's partial is written before the program counts itself
+        tile = tl.program_id(0) * tl.num_programs(1) + pid_n
+        n_split = tl.num_programs(2)
+        if tl.atomic_add(count_ptr + tile, 1, sem="acq_rel") == n_split - 1:
+            _sum_partials(ws_ptr, y_ptr, m0, pid_n * (WPT * 8), M, N, stride_ys, stride_ym, n_split, MB, WPT * 8, SB)
+            tl.store(count_ptr + tile, 0)
+
+
+@jit
+def _sum_partials(ws_ptr, y_ptr, m0, n0, M, N, stride_ys, stride_ym, n_split, MB: tl.constexpr, COLS: tl.constexpr,
+                  SB: tl.constexpr):
+    """y[m0:m0+MB, n0:n0+COLS] = the sum over s < n_split of the fp32 partials at ws + s stride_ys,
+    SB splits per load (read through L2: other programs wrote them)."""
+    rows = m0 + tl.arange(0, MB)[:, None]
+    cols = n0 + tl.arange(0, COLS)[None, :]
+    ok = (rows < M) & (cols < N)
+    s = tl.arange(0, SB)[:, None, None]
+    p = ws_ptr + (rows * stride_ym + cols)[None, :, :]
+    acc = tl.zeros((MB, COLS), dtype=tl.float32)
+    for s0 in range(0, n_split, SB):
+        part = tl.load(p + (s0 + s) * stride_ys, mask=ok[None, :, :] & (s0 + s < n_split), other=0.0,
+                       cache_modifier=".cg")
+        acc += tl.sum(part, axis=0)
+    tl.store(y_ptr + rows * stride_ym + cols, acc.to(y_ptr.dtype.element_ty), mask=ok)

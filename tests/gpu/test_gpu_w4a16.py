@@ -1,0 +1,68 @@
+"""W4A16 AWQ GEMV/GEMM (tools/kernels/int4.py, the tensor-core kernel of int4_mma.py) on the GPU:
+against float64 and the CPU backend, batch 1 to 16, ragged N, every K split (the last program of
+each tile sums the partials: the counters must come back to zero and the result must not depend
+on which program arrives last), outputs poisoned."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tools.kernels import int4
+from tools.kernels.int4 import awq_dequantize, awq_gemv, awq_quantize_pack
+
+pytestmark = pytest.mark.gpu
+
+
+def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((got.double() - ref).norm() / ref.norm())
+
+
+_CPU: dict[tuple[int, int, int], torch.Tensor] = {}
+
+
+def _cpu_result(N: int, K: int, M: int, *args: torch.Tensor) -> torch.Tensor:
+    """The CPU backend's result for one case's inputs (one small tile: one compile per M)."""
+    key = (N, K, M)
+    if key not in _CPU:
+        _CPU[key] = awq_gemv(*args, mode="mma", block_n=64, num_warps=1, unroll=4)
+    return _CPU[key]
+
+
+@pytest.mark.parametrize(("N", "K", "M"), [(200, 512, 1), (1000, 1024, 3), (4096, 2048, 1), (648, 512, 16),
+                                           (2048, 4096, 9)])
+@pytest.mark.parametrize("mode", ["mma", "mma-sub"])
+@pytest.mark.parametrize("cfg", [(4, 1, 4, 1), (2, 4, 2, 1), (4, 2, 2, 2), (1, 1, 4, 2)])
+def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str, cfg: tuple[int, int, int, int],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    nw, v, u, ahead = cfg
+    g = torch.Generator().manual_seed(N * K + M)  # the same inputs for every mode and tile
+    w = torch.randn(N, K, generator=g) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, 128)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = (torch.randn(M, K, generator=g) * 2).to(torch.bfloat16)
+    ref = x.double() @ wd.t()
+    cpu = _cpu_result(N, K, M, x, qw, qz, sc) if N * K * M <= 1 << 22 else None  # the CPU's emulated mma is slow
+    real_empty = torch.empty
+
+    def poisoned(*shape: object, **kw: object) -> torch.Tensor:
+        t = real_empty(*shape, **kw)  # type: ignore[call-overload]
+        if t.is_floating_point():
+            t.fill_(float("nan"))
+        return t
+
+    monkeypatch.setattr(int4.torch, "empty", poisoned)
+    dev = [t.cuda() for t in (x, qw, qz, sc)]
+    for split in (1, 2, 3, K // 128):
+        y = awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split, ahead=ahead)
+        for _ in range(3):  # the counters are back at zero: the same sums again
+            y2 = awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split,
+                          ahead=ahead)
+            assert torch.equal(y, y2)
+        assert not torch.isnan(y).any()
+        assert _rel(y.cpu(), ref) < 1e-2
+        if cpu is not None:
+            assert _rel(y.cpu(), cpu.double()) < 1e-2
+    for buf in int4._COUNTS.values():
+        if buf.is_cuda:
+            assert int(buf.abs().sum()) == 0
