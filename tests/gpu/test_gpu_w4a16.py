@@ -53,6 +53,10 @@ def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str, cf
 
     monkeypatch.setattr(int4.torch, "empty", poisoned)
     dev = [t.cuda() for t in (x, qw, qz, sc)]
+    if v == 4 and (N // 8) % 4:
+        with pytest.raises(ValueError, match="needs N a multiple of 32"):
+            awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u)
+        return
     for split in (1, 2, 3, K // 128):
         y = awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split, ahead=ahead)
         for _ in range(3):  # the counters are back at zero: the same sums again

@@ -599,6 +599,11 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
         raise ValueError(f"mode {mode!r} needs block_n a multiple of 64 * num_warps = {words}, got {block_n}")
     N8, NG = N // 8, K // G
     bn8 = block_n // 8
+    if mma and block_n // words >= 4 and N8 % 4:
+        # 4 words per thread with rows of N/8 words not a multiple of 4 gives wrong sums on the
+        # GPU (found on the H200: every column of N=200 or 1000; N/8 a multiple of 4 is right)
+        raise ValueError(f"mode {mode!r} with block_n = {block_n} (4 words per thread) needs N a multiple of 32, "
+                         f"got N = {N}: use block_n <= {2 * words}")
     n_tiles = cdiv(N8, bn8)
     split = awq_gemv_split(n_tiles, NG, x.device) if split_k is None else max(1, min(split_k, NG))
     per = cdiv(NG, split)
