@@ -457,6 +457,8 @@ class Semantic:
     def load(self, ptr: Tensor, mask: Operand | None, other: Operand | None, cache: str = "",
              eviction: str = "", volatile: bool = False) -> Tensor:
         cache, eviction = load_cache_modifier(cache), eviction_policy("tl.load", eviction)
+        if cache == ".cv":  # one attribute for every pass and backend: read memory each time
+            cache, volatile = "", True
         pe = ptr.ir_elem
         if not isinstance(pe, T.PointerType):
             raise DtypeError(f"tl.load needs a pointer, got {pe}",

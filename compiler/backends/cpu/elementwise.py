@@ -73,7 +73,7 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
                 other = ir.Constant(rt, None)
     # volatile (or cache_modifier=".cv": polling a flag another program sets): a relaxed atomic
     # load, which LLVM must perform each time (a plain one may be hoisted out of a polling loop)
-    volatile = bool(op.attrs.get("volatile")) or op.attrs.get("cache") == ".cv"
+    volatile = bool(op.attrs.get("volatile"))
     bits = getattr(rt, "width", 0) if isinstance(rt, ir.IntType) else {"float": 32, "double": 64, "half": 16}.get(
         str(rt), 0)
     atomic = volatile and bits in (8, 16, 32, 64)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Hint", "PLAIN", "load_hint", "store_hint"]
 
-_LOAD_OPERATORS = {".cg": ".cg"}  # '.ca' is the default caching; '.cv' is volatile (load_hint)
+_LOAD_OPERATORS = {".cg": ".cg"}  # '.ca' is the default caching; '.cv' arrives as volatile=True
 _STORE_OPERATORS = {".cg": ".cg", ".cs": ".cs", ".wt": ".wt"}  # '.wb' is the default
 
 
@@ -56,16 +56,10 @@ class Hint:
 PLAIN = Hint()
 
 
-def volatile(op: Op) -> bool:
-    """A load that must read memory each time it runs (volatile=True, or cache_modifier=".cv":
-    polling a flag another program sets)."""
-    return bool(op.attrs.get("volatile")) or op.attrs.get("cache") == ".cv"
-
-
 def load_hint(lw: NvLowering, op: Op | None) -> Hint:
     if op is None:
         return PLAIN
-    if volatile(op):
+    if op.attrs.get("volatile"):  # volatile=True, or cache_modifier=".cv" (the frontend folds it in)
         return Hint(prefix=".volatile")
     return _hint(lw, _LOAD_OPERATORS.get(op.attrs.get("cache") or "", ""), op.attrs.get("eviction"))
 
