@@ -353,16 +353,32 @@ class KernelGenerator(CodeGenerator):
             if not 1 <= len(args) <= 3:
                 raise self.error(E.ArgumentError, it, "range takes 1 to 3 arguments")
             lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
-            return self._runtime_for(node, lo, hi, step)
+            return self._runtime_for(node, lo, hi, step, self._num_stages(it) if fn is lc.range else None)
         seq = self.visit(it)
         if isinstance(seq, (tuple, list)):
             return self._unrolled(node, list(seq))
         raise self.error(E.UnsupportedError, it, "for loops iterate over range(...), tl.range(...), "
                          "tl.static_range(...) or a compile-time tuple")
 
+    def _num_stages(self, it: ast.Call) -> int | None:
+        """tl.range(..., num_stages=S): S (a compile-time integer >= 0), None when not given."""
+        for k in it.keywords:
+            if k.arg != "num_stages":
+                continue
+            v = _unwrap(self.visit(k.value))
+            if v is None:
+                return None
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise self.error(E.ConstexprError, k.value,
+                                 f"tl.range num_stages must be a compile-time integer >= 0, got {v!r}",
+                                 "pass a literal such as num_stages=3, or a tl.constexpr parameter")
+            return v
+        return None
+
     def _range_args(self, it: ast.Call) -> list[Any]:
         """[start, end, step] of range(...) / tl.range(...) / tl.static_range(...), given by position
-        or by keyword (`step=`); scheduling hints such as num_stages are accepted and ignored."""
+        or by keyword (`step=`); tl.range's num_stages is read by _num_stages, its other scheduling
+        hints are accepted and ignored."""
         vals: dict[str, Any] = {"arg1": None, "arg2": None, "step": None}
         if not 1 <= len(it.args) <= 3 and not it.keywords:
             raise self.error(E.ArgumentError, it, "range takes 1 to 3 arguments")
@@ -436,7 +452,7 @@ class KernelGenerator(CodeGenerator):
             fixed.append(v)
         return fixed
 
-    def _runtime_for(self, node: ast.For, lo: Any, hi: Any, step: Any) -> None:
+    def _runtime_for(self, node: ast.For, lo: Any, hi: Any, step: Any, num_stages: int | None = None) -> None:
         if not isinstance(node.target, ast.Name):
             raise self.error(E.UnsupportedError, node.target, "a range loop variable must be a plain name")
         s = self.sem
@@ -470,7 +486,9 @@ class KernelGenerator(CodeGenerator):
             ys = self._yield_values(names, inits)
             self.b.create("yield", [y.handle for y in ys], [])
         self.scope = before
-        attrs = {"step_sign": (1 if step > 0 else -1) if isinstance(step, int) else 0}
+        attrs: dict[str, Any] = {"step_sign": (1 if step > 0 else -1) if isinstance(step, int) else 0}
+        if num_stages is not None:  # the loads of this loop are pipelined that deep (passes/pipeline.py)
+            attrs["num_stages"] = num_stages
         op = self.b.create("for", [lb.handle, ub.handle, st.handle, *[x.handle for x in inits]],
                            [x.type for x in inits], attrs, [body])
         self._bind(names, rbs, sizes, [lc.Tensor(r) for r in op.results])

@@ -85,8 +85,8 @@ SPECS: dict[str, OpSpec] = {
     "assume": _s(1, pure=False),
     "inline_asm": _s(None, "asm", "constraints", "pure", "pack"),
     # GPU only, made by passes/pipeline.py: asynchronous copies of tiles into shared-memory slots
-    "async_copy": _s(None, "buffer", "stages", "has_mask", "commit", "transposed", pure=False),
-    "async_wait": _s(1, "buffer", "stages", "sync", "pending", pure=False),
+    "async_copy": _s(None, "buffer", "stages", "has_mask", "commit", "transposed", "private", pure=False),
+    "async_wait": _s(1, "buffer", "stages", "sync", "pending", "private", pure=False),
     "async_drain": _s(None, pure=False),
 }
 for _b in BINARY:

@@ -26,6 +26,15 @@ but into operand A or B of dots the backend runs from shared memory (`eligible(d
 through a transpose (`tl.trans(k)`: the copy then writes the tile transposed, attribute
 `transposed`), with no `other` or a zero `other` (masked elements are zero-filled by the copy).
 Loads that do not qualify stay in the loop as they are.
+
+Private staging: a loop written `tl.range(..., num_stages=S)` (S >= 2) with no such dot loads
+pipelines its other tile loads instead (any rank and use; no `other` or a zero one), attribute
+`private`: each thread's copies land in its own part of the slot, in the layout its registers hold
+the tile in, and `async_wait` reads them back into registers. No thread reads another's data, so
+the wait needs no barrier: S-1 iterations of loads are in flight without holding registers (a
+streaming loop whose arithmetic would otherwise stall on each iteration's loads). The backend says
+which loads it can stage and their bytes per slot (`private`); S is lowered until the slots fit
+`budget` bytes.
 """
 
 from __future__ import annotations
@@ -46,17 +55,26 @@ _buffers = count()
 
 
 def pipeline_dot_loads(fn: Function, stages: int, eligible: Callable[[Op, int], bool],
-                       in_flight: bool = False) -> int:
+                       in_flight: bool = False, private: Callable[[Op], int] | None = None,
+                       budget: int = 0) -> int:
     """Pipeline every eligible loop of `fn` `stages` deep; returns the number of loads moved to
     asynchronous copies. `eligible(dot, operand)`: the backend reads that operand (0: A, 1: B) of
     `dot` straight from shared memory. `in_flight`: a dot whose accumulator feeds only itself keeps
-    its newest group in flight into the next iteration (attribute `in_flight`)."""
-    if stages < 2:
-        return 0
+    its newest group in flight into the next iteration (attribute `in_flight`). `private(load)`:
+    the bytes of one slot of `load` staged per thread (0: not stageable), for the loops that ask
+    for `num_stages`; their slots take at most `budget` bytes of shared memory."""
     total = 0
     for op in list(fn.walk()):
-        if op.opcode == "for" and op.parent is not None:
-            total += _loop(fn, op, stages, eligible, in_flight)
+        if op.opcode != "for" or op.parent is None:
+            continue
+        asked = op.attrs.get("num_stages")
+        if stages >= 2:
+            n = _loop(fn, op, stages if asked is None else min(asked, stages), eligible, in_flight, None)
+            if n:
+                total += n
+                continue
+        if asked is not None and asked >= 2 and private is not None:
+            total += _loop(fn, op, asked, eligible, False, (private, budget))
     if total:
         dce(fn)
     return total
@@ -69,6 +87,13 @@ def _zero(v: Value) -> bool:
         op = op.operands[0].op
     return op is not None and op.opcode == "constant" and op.attrs.get("value") in (0, 0.0) \
         and not str(op.attrs.get("value")).startswith("-")
+
+
+def _private_candidates(body: Block, private: Callable[[Op], int]) -> list[tuple[Op, Op | None, int]]:
+    """(load, None, -1) for each tile load of the body the backend can stage per thread."""
+    return [(op, None, -1) for op in body.ops
+            if op.opcode == "load" and not op.attrs.get("volatile") and isinstance(op.result.type, T.TileType)
+            and (not op.attrs.get("has_other") or _zero(op.operands[-1])) and private(op) > 0]
 
 
 def _candidates(body: Block, eligible: Callable[[Op, int], bool]) -> list[tuple[Op, Op | None, int]]:
@@ -118,24 +143,37 @@ def _binary(opcode: str, a: Value, b: Value, loc: Location, out: list[Op], **att
 def _copies(loads: list[tuple[Op, Op | None, int]], ids: list[int], mapping: dict[Value, Value], pred: Value,
             slot: Value, stages: int, out: list[Op]) -> None:
     """One async_copy per load, addresses through `mapping`; the last one commits the group."""
-    for n, ((ld, trans, _), buf) in enumerate(zip(loads, ids, strict=True)):
+    for n, ((ld, trans, k), buf) in enumerate(zip(loads, ids, strict=True)):
         ops = [mapping.get(ld.operands[0], ld.operands[0])]
         if ld.attrs.get("has_mask"):
             ops.append(mapping.get(ld.operands[1], ld.operands[1]))
         attrs = {"buffer": buf, "stages": stages, "has_mask": bool(ld.attrs.get("has_mask")),
-                 "commit": n == len(loads) - 1, "transposed": trans is not None}
+                 "commit": n == len(loads) - 1, "transposed": trans is not None, "private": k < 0}
         out.append(Op("async_copy", [*ops, pred, slot], [], attrs, loc=ld.loc))
 
 
-def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], bool], in_flight: bool) -> int:
+def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], bool], in_flight: bool,
+          private: tuple[Callable[[Op], int], int] | None) -> int:
+    """Pipelines the dot loads of `loop` (private None) or, with (private, budget), its loads staged
+    per thread; returns how many loads became copies."""
     body = loop.regions[0]
     sign = loop.attrs.get("step_sign", 0)
     y = body.terminator
-    if sign not in (1, -1) or y is None:
+    if sign not in (1, -1) or y is None or stages < 2:
         return 0
-    if any(not SPECS[o.opcode].pure and o.opcode != "yield" for o in body.walk()):
+    if any((not SPECS[o.opcode].pure and o.opcode != "yield") or (o.opcode == "inline_asm" and not o.attrs["pure"])
+           for o in body.walk()):
         return 0
-    loads = _candidates(body, eligible)
+    if private is None:
+        loads = _candidates(body, eligible)
+    else:
+        sizer, budget = private
+        loads = _private_candidates(body, sizer)
+        per_stage = sum(sizer(ld) for ld, _, _ in loads)
+        while stages >= 2 and stages * per_stage > budget:
+            stages -= 1
+        if stages < 2:
+            return 0
     if not loads:
         return 0
     iv, carried = body.args[0], body.args[1:]
@@ -187,7 +225,8 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
     for n, ((ld, trans, _), buf) in enumerate(zip(loads, ids, strict=True)):
         seen = trans if trans is not None else ld  # what the dot reads
         w = Op("async_wait", [slot], [seen.result.type],
-               {"buffer": buf, "stages": stages, "sync": n == 0, "pending": dist - 1}, loc=ld.loc)
+               {"buffer": buf, "stages": stages, "sync": n == 0, "pending": dist - 1,
+                "private": private is not None}, loc=ld.loc)
         top.append(w)
         waited[seen.result] = w.result
     tail: list[Op] = []

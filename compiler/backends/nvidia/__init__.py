@@ -21,7 +21,7 @@ from ...ir import types as T
 from ...ir.core import Function
 from ...passes.pipeline import pipeline_dot_loads
 from ...passes.prefetch import prefetch_dot_operands
-from .async_copy import mark_kmajor_b, pipeline_stages, reads_shared
+from .async_copy import PRIVATE_BUDGET, mark_kmajor_b, pipeline_stages, private_sizer, reads_shared
 from .jitlink import warm_up as _warm_up_assembler
 from .lower import NvLowering
 from .toolchain import PtxasReport, assemble
@@ -186,7 +186,7 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
     mark_kmajor_b(fn)
     if not debug:
         pipeline_dot_loads(fn, pipeline_stages(lw, fn, num_stages), functools.partial(reads_shared, lw),
-                           knobs.pipeline_in_flight())
+                           knobs.pipeline_in_flight(), private_sizer(lw, fn), PRIVATE_BUDGET)
     prefetch_dot_operands(fn, num_warps)
     in_flight = any(op.attrs.get("in_flight") for op in fn.walk())
     while True:

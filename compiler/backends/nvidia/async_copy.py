@@ -17,12 +17,20 @@ operands from there with no trip through registers.
 - `async_wait`: `cp.async.wait_group` (the S-2 younger groups may stay in flight), a proxy fence so
   the tensor core (async proxy) sees the data, and a barrier: every thread's copies have landed
   and every warp has finished the dot that read the slot about to be overwritten.
+- Private buffers (a `tl.range(..., num_stages=S)` loop's loads, `private`): the tile in the
+  canonical layout of its shape; a thread's run q of `vec` registers sits at
+  (q * threads + thread) * vec * size bytes in the slot, so a warp's copies and reads touch
+  consecutive words (no bank conflicts). The mask and the iteration's predicate become the
+  source size (0: zeros, nothing read), so no branch splits the copies. The wait reads the runs
+  back with `ld.shared` and no barrier: each thread reads only what its own copies wrote, after
+  its own `cp.async.wait_group`, and the slot a copy refills was read two iterations before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
@@ -31,25 +39,68 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
-from ..cpu.scalar import I32, I64
-from .lower import GPUTile, SharedOperand, blocked_for
+from ..cpu.scalar import I8, I32, I64
+from .lower import GPUTile, SharedOperand, blocked_for, num_regs, nv_type
 
 if TYPE_CHECKING:
     from .lower import NvLowering
     from .wgmma import SmemOperand
 
-__all__ = ["PipeBuffer", "plan_buffers", "mark_kmajor_b", "reads_shared", "pipeline_stages", "lower_async_copy",
-           "lower_async_wait", "lower_async_drain"]
+__all__ = ["PRIVATE_BUDGET", "PipeBuffer", "plan_buffers", "private_sizer", "mark_kmajor_b",
+           "reads_shared", "pipeline_stages", "lower_async_copy", "lower_async_wait", "lower_async_drain"]
 
 _SMEM_LIMIT = 232448  # dynamic shared memory per block on sm_90 (227 KB)
+# shared memory the private slots of a loop may take: the rest stays free for the scratch of the
+# kernel's reductions and layout conversions
+PRIVATE_BUDGET = 160 * 1024
 
 
 @dataclass(frozen=True)
 class PipeBuffer:
     base: int  # byte offset in the dynamic shared memory
-    slot_bytes: int  # 1024-aligned
-    smem: SmemOperand
+    slot_bytes: int  # 1024-aligned (private: 128-aligned)
+    smem: SmemOperand | None  # None: a private buffer
     elem: T.ScalarType
+    layout: LinearLayout | None = None  # a private buffer's register layout
+    vec: int = 1  # a private buffer's elements per run
+    end: int = 0  # a private buffer's loop: the bytes its buffers take (base: offset in a stage,
+    # slot_bytes: the bytes of one stage of all of them)
+
+
+def private_sizer(lw: NvLowering, fn: Function) -> Callable[[Op], int]:
+    """For passes/pipeline.py: the bytes of one slot of a load staged per thread, 0 when it should
+    not be (booleans, pointers, sub-byte types; runs under 4 bytes, which cp.async cannot copy).
+    Runs before lowering, so the layout is estimated from the shape (the canonical layout's
+    elements per thread) and the runs from axis info of the function as it is."""
+    from ...passes.axis_info import analyze_axis_info
+
+    axis: dict[Value, Any] | None = None
+    threads = 32 * lw.num_warps
+
+    def size(load: Op) -> int:
+        nonlocal axis
+        elem = T.elem_of(load.result.type)
+        if not knobs.pipeline() or not isinstance(elem, T.ScalarType) or elem.bits < 8 or elem == T.i1:
+            return 0
+        shape = T.shape_of(load.result.type)
+        numel = 1
+        for d in shape:
+            numel *= d
+        esize = elem.bits // 8
+        axis = axis if axis is not None else analyze_axis_info(fn)
+        info = axis.get(load.operands[0])
+        if info is None or len(info.contiguity) != len(shape):
+            return 0
+        vec = min(16 // esize, shape[-1], max(1, numel // threads), info.contiguity[-1],
+                  max(1, info.divisibility[-1] // esize))
+        if load.attrs.get("has_mask"):
+            minfo = axis.get(load.operands[1])
+            vec = min(vec, minfo.constancy[-1] if minfo is not None and len(minfo.constancy) == len(shape) else 1)
+        if (vec & -vec) * esize < 4:
+            return 0
+        return -(-max(numel, threads) * esize // 128) * 128
+
+    return size
 
 
 def mark_kmajor_b(fn: Function) -> None:
@@ -132,8 +183,14 @@ def plan_buffers(lw: NvLowering) -> dict[int, PipeBuffer]:
     out: dict[int, PipeBuffer] = {}
     uses: dict[Value, list[tuple[Op, int]]] | None = None
     tops: dict[int, int] = {}  # per loop (the for op holding the waits): bytes placed so far
+    privates: dict[int, list[Op]] = {}  # per loop, its private waits
     for op in lw.fn.walk():
         if op.opcode != "async_wait":
+            continue
+        loop = id(op.parent.parent) if op.parent is not None else 0
+        top = tops.get(loop, 0)
+        if op.attrs.get("private"):
+            privates.setdefault(loop, []).append(op)
             continue
         uses = uses if uses is not None else _uses(lw)
         (dot, role), = uses[op.result]
@@ -145,10 +202,48 @@ def plan_buffers(lw: NvLowering) -> dict[int, PipeBuffer]:
         slot = -(-so.nbytes // 1024) * 1024
         elem = T.elem_of(op.result.type)
         assert isinstance(elem, T.ScalarType)
-        loop = id(op.parent.parent) if op.parent is not None else 0
-        top = tops.get(loop, 0)
         out[op.attrs["buffer"]] = PipeBuffer(top, slot, so, elem)
         tops[loop] = top + slot * op.attrs["stages"]
+    if privates:
+        out.update(_plan_private(lw, privates))
+    return out
+
+
+def _plan_private(lw: NvLowering, privates: dict[int, list[Op]]) -> dict[int, PipeBuffer]:
+    """A loop's private buffers stage by stage: stage s holds every buffer's slot at the same
+    offset from s * (bytes of a stage), so one address per iteration serves all the copies and
+    reads, each buffer an immediate offset from it."""
+    vecs = _private_vecs(lw)
+    out: dict[int, PipeBuffer] = {}
+    for waits in privates.values():
+        placed = []
+        stage = 0
+        for op in waits:
+            elem = T.elem_of(op.result.type)
+            assert isinstance(elem, T.ScalarType)
+            layout = lw.canonical(T.shape_of(op.result.type))
+            placed.append((op, elem, layout, stage))
+            stage += -(-num_regs(layout) * 32 * lw.num_warps * elem.bits // 8 // 128) * 128
+        for op, elem, layout, at in placed:
+            buf = op.attrs["buffer"]
+            out[buf] = PipeBuffer(at, stage, None, elem, layout, vecs.get(buf, 1), stage * op.attrs["stages"])
+    return out
+
+
+def _private_vecs(lw: NvLowering) -> dict[int, int]:
+    """Per private buffer, the elements per run every copy into it can move at once (the widest
+    vector all its copies' addresses and masks allow: the prologue's and the loop's alike)."""
+    from .memory import _vec
+
+    out: dict[int, int] = {}
+    for op in lw.fn.walk():
+        if op.opcode != "async_copy" or not op.attrs.get("private"):
+            continue
+        elem = T.elem_of(T.elem_of(op.operands[0].type).elem)  # type: ignore[union-attr]
+        layout = lw.canonical(T.shape_of(op.operands[0].type))
+        mask_v = op.operands[1] if op.attrs["has_mask"] else None
+        v = _vec(lw, layout, op.operands[0], mask_v, elem)
+        out[op.attrs["buffer"]] = min(out.get(op.attrs["buffer"], v), v)
     return out
 
 
@@ -157,7 +252,7 @@ def _buffer(lw: NvLowering, op: Op, reserve: bool = True) -> PipeBuffer:
         lw.pipes = plan_buffers(lw)
     buf = lw.pipes[op.attrs["buffer"]]
     if reserve:
-        lw.reserve(buf.base + buf.slot_bytes * op.attrs["stages"])
+        lw.reserve(buf.end or buf.base + buf.slot_bytes * op.attrs["stages"])
     return buf
 
 
@@ -198,6 +293,8 @@ def copy_layout(lw: NvLowering, op: Op) -> LinearLayout | None:
     global memory along the slot's fast dim but that is not the last dim (which every default
     layout already runs along): runs of up to 16 bytes along it. None: any layout will do."""
     buf = _buffer(lw, op, reserve=False)
+    if buf.smem is None:
+        return None
     fast = 1 - buf.smem.fast_dim if op.attrs["transposed"] else buf.smem.fast_dim
     ptr_v = op.operands[0]
     info = lw.axis.get(ptr_v)
@@ -226,8 +323,99 @@ def carried_copy_layouts(lw: NvLowering) -> dict[Value, LinearLayout]:
     return out
 
 
+def _private_base(lw: NvLowering, buf: PipeBuffer, slot: ir.Value) -> tuple[ir.Value, int, int]:
+    """(shared address A, offset O, step): this thread's run q of the private buffer's slot `slot`
+    is at A + O + q * step. A is the same for every buffer of the loop with runs of the same size
+    (the same instructions, merged by LLVM); the constants become immediate offsets."""
+    b = lw.b
+    run = buf.vec * buf.elem.bits // 8
+    s = b.zext(slot, I32) if slot.type != I32 else slot
+    stage = b.add(lw.scratch_base(), b.mul(s, ir.Constant(I32, buf.slot_bytes)))
+    return b.add(stage, b.mul(lw.tid, ir.Constant(I32, run))), buf.base, run * 32 * lw.num_warps
+
+
+def _const_offset(ptr: ir.Value) -> tuple[ir.Value, int]:
+    """`ptr` as (base, constant byte offset): getelementptrs by constants (or extensions of
+    constants) are peeled off, so that the offset can be an immediate of the instruction."""
+    off = 0
+    while isinstance(ptr, ir.GEPInstr) and len(ptr.indices) == 1 and ptr.opname == "getelementptr":
+        idx = ptr.indices[0]
+        if isinstance(idx, ir.CastInstr) and idx.opname in ("sext", "zext") and isinstance(idx.operands[0],
+                                                                                          ir.Constant):
+            idx = idx.operands[0]
+        ety = ptr.source_etype
+        if not isinstance(idx, ir.Constant) or not isinstance(idx.constant, int) \
+                or not isinstance(ety, (ir.IntType, ir.FloatType, ir.HalfType, ir.DoubleType)):
+            break
+        size = ety.width // 8 if isinstance(ety, ir.IntType) else {ir.HalfType: 2, ir.FloatType: 4,
+                                                                    ir.DoubleType: 8}[type(ety)]
+        off += idx.constant * size
+        ptr = ptr.pointer
+    if not -(1 << 31) <= off < (1 << 31):
+        return ptr, 0
+    return ptr, off
+
+
+def _lower_private_copy(lw: NvLowering, op: Op, buf: PipeBuffer) -> None:
+    from .memory import load_tile
+
+    layout = buf.layout
+    assert layout is not None
+    b = lw.b
+    ptr_v = op.operands[0]
+    mask_v = op.operands[1] if op.attrs["has_mask"] else None
+    pred = lw.scalar(op.operands[-2])
+    nbytes = buf.vec * buf.elem.bits // 8
+    n = num_regs(layout)
+    base, off, step = _private_base(lw, buf, lw.scalar(op.operands[-1]))
+    if nbytes >= 4:
+        ptr = lw.tile(ptr_v, layout)
+        mask = lw.tile(mask_v, layout) if mask_v is not None else None
+        for q, r0 in enumerate(range(0, n, buf.vec)):
+            on = b.and_(pred, mask.regs[r0]) if mask is not None else pred
+            _cp_async(lw, base, ptr.regs[r0], on, nbytes, off + q * step)
+    else:  # runs under 4 bytes: loaded into registers and stored (correct, not asynchronous)
+        def through_registers() -> None:
+            tile = load_tile(lw, ptr_v, mask_v, None, buf.elem)
+            if tile.layout != layout:
+                from .convert import convert
+
+                tile = convert(lw, tile, layout, buf.elem)
+            regs = tile.regs
+            ety = nv_type(buf.elem)
+            for q, r0 in enumerate(range(0, n, buf.vec)):
+                vty = ir.VectorType(ety, buf.vec)
+                v: ir.Value = ir.Constant(vty, None)
+                for i in range(buf.vec):
+                    v = b.insert_element(v, regs[r0 + i], ir.Constant(I32, i))
+                b.store(v, _shared_ptr(lw, base, off + q * step, vty)).align = nbytes
+
+        lw.when(pred, through_registers)
+    if op.attrs["commit"]:
+        lw.intrinsic("llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
+
+
+def _lower_private_wait(lw: NvLowering, op: Op, buf: PipeBuffer) -> None:
+    assert buf.layout is not None
+    b = lw.b
+    if op.attrs["sync"]:
+        lw.intrinsic("llvm.nvvm.cp.async.wait.group", ir.VoidType(), [ir.Constant(I32, max(0, op.attrs["pending"]))])
+    base, off, step = _private_base(lw, buf, lw.scalar(op.operands[0]))
+    ety = nv_type(buf.elem)
+    vty = ir.VectorType(ety, buf.vec)
+    regs: list[ir.Value] = []
+    for q in range(num_regs(buf.layout) // buf.vec):
+        v = b.load(_shared_ptr(lw, base, off + q * step, vty))
+        v.align = buf.vec * buf.elem.bits // 8
+        regs.extend(b.extract_element(v, ir.Constant(I32, i)) for i in range(buf.vec))
+    lw.vals[op.result] = GPUTile(buf.layout, regs)
+
+
 def lower_async_copy(lw: NvLowering, op: Op) -> None:
     buf = _buffer(lw, op)
+    if buf.smem is None:
+        _lower_private_copy(lw, op, buf)
+        return
     ptr_v = op.operands[0]
     mask_v = op.operands[1] if op.attrs["has_mask"] else None
     pred_v, slot_v = op.operands[-2:]
@@ -278,22 +466,41 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
         lw.intrinsic("llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
 
 
-def _cp_async(lw: NvLowering, dst: ir.Value, src: ir.Value, mask: ir.Value | None, nbytes: int) -> None:
+def _shared_ptr(lw: NvLowering, base: ir.Value, off: int, ty: ir.Type) -> ir.Value:
+    """A shared-memory pointer to `ty` at the i32 address `base` plus `off` bytes (a constant
+    getelementptr, which becomes the instruction's immediate offset)."""
+    b = lw.b
+    p = b.inttoptr(b.zext(base, I64), ir.PointerType(I8, addrspace=3))
+    if off:
+        p = b.gep(p, [ir.Constant(I64, off)], source_etype=I8)
+    return b.bitcast(p, ir.PointerType(ty, addrspace=3))
+
+
+def _cp_async(lw: NvLowering, dst: ir.Value, src: ir.Value, mask: ir.Value | None, nbytes: int,
+              dst_off: int = 0) -> None:
+    """One cp.async of `nbytes` from `src` to the shared address `dst` + `dst_off`; a constant
+    offset of `src` (getelementptrs by constants) goes into the instruction's address too."""
     b = lw.b
     kind = "cg" if nbytes == 16 else "ca"
+    src, src_off = _const_offset(src)
+    d = f"[$0+{dst_off}]" if dst_off else "[$0]"
+    s_ = f"[$1+{src_off}]" if src_off else "[$1]"  # "+-8" for a negative offset, as LLVM writes it
     if mask is None:
         fty = ir.FunctionType(ir.VoidType(), [I32, src.type])
-        b.asm(fty, f"cp.async.{kind}.shared.global [$0], [$1], {nbytes};", "r,l,~{memory}", [dst, src],
+        b.asm(fty, f"cp.async.{kind}.shared.global {d}, {s_}, {nbytes};", "r,l,~{memory}", [dst, src],
               side_effect=True)
         return
     size = b.select(mask, ir.Constant(I32, nbytes), ir.Constant(I32, 0))
     fty = ir.FunctionType(ir.VoidType(), [I32, src.type, I32])
-    b.asm(fty, f"cp.async.{kind}.shared.global [$0], [$1], {nbytes}, $2;", "r,l,r,~{memory}", [dst, src, size],
+    b.asm(fty, f"cp.async.{kind}.shared.global {d}, {s_}, {nbytes}, $2;", "r,l,r,~{memory}", [dst, src, size],
           side_effect=True)
 
 
 def lower_async_wait(lw: NvLowering, op: Op) -> None:
     buf = _buffer(lw, op)
+    if buf.smem is None:
+        _lower_private_wait(lw, op, buf)
+        return
     if op.attrs["sync"]:
         pending = max(0, op.attrs["pending"])
         # cp.async writes need no proxy fence before wgmma reads them (the register-staged
