@@ -105,18 +105,23 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                     variants = {"BM=16 BN=64 BK=64": partial(awq_gemm, x, qw, qz, sc, block_m=16, block_n=64,
                                                              block_k=64)}
             else:
-                # (mode, block_n, num_warps, unroll, K split; None: awq_gemv's default): the best of
-                # benchmarks/quant_probe.py --gemv-variants on the H200; the tensor-core modes
-                # dequantize into mma.sync fragments and take up to 16 rows of x per program
-                cfgs = ([("mma-sub", 256, 4, 4, 8), ("mma-sub", 256, 4, 4, 4), ("mma-sub", 128, 2, 4, 8),
-                         ("mma-sub", 256, 4, 8, 4), ("mma-sub", 512, 2, 2, 8), ("mma", 256, 4, 4, 8)] if m == 1 else
-                        [("mma-sub", 256, 4, 8, 4), ("mma-sub", 256, 4, 8, 2), ("mma-sub", 128, 2, 8, 4),
-                         ("mma-sub", 64, 1, 4, 4)])
+                # awq_gemv keywords: the best of benchmarks/quant_probe.py --gemv-variants on the H200;
+                # the tensor-core modes dequantize into mma.sync fragments and take up to 16 rows of x
+                # per program (block_m); S: one group per loop step, its loads at the top of the step
+                # (stages=1), or U chunks per step loaded one step ahead (unroll)
+                cfgs: list[tuple[int, int, dict[str, Any], int]]
+                cfgs = ([(512, 8, {"stages": 1}, 4), (256, 4, {"stages": 1}, 8), (256, 4, {"stages": 1}, 4),
+                         (512, 4, {"stages": 1}, 16), (1024, 4, {"stages": 1}, 8), (256, 4, {"unroll": 4}, 8)]
+                        if m == 1 else
+                        [(128, 2, {"stages": 1}, 2), (128, 2, {"stages": 1, "block_m": 8}, 4),
+                         (256, 4, {"stages": 1}, 4), (128, 2, {"stages": 1}, 4), (256, 4, {"unroll": 8}, 4)])
                 if not sweep:
                     cfgs = cfgs[:1]
-                variants = {f"{md} BN={bn} warps={nw} U={u} split={sk}": partial(
-                    awq_gemv, x, qw, qz, sc, block_n=bn, num_warps=nw, unroll=u, split_k=sk, mode=md)
-                    for md, bn, nw, u, sk in cfgs}
+                short = {"stages": "S", "unroll": "U", "block_m": "BM"}
+                variants = {f"mma-sub BN={bn} warps={nw} {' '.join(f'{short[k]}={v}' for k, v in kw.items())} "
+                            f"split={sk}": partial(awq_gemv, x, qw, qz, sc, block_n=bn, num_warps=nw, split_k=sk,
+                                                   mode="mma-sub", **kw)
+                            for bn, nw, kw, sk in cfgs}
                 if m > 1 and sweep:
                     variants["awq_gemm (default)"] = partial(awq_gemm, x, qw, qz, sc)
             err = _check(f"w4a16 {m}x{n}x{k}", next(iter(variants.values()))(), ref, 2e-2)

@@ -104,9 +104,13 @@ def sweep_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Te
 
 
 def variant_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Tensor, modes: list[str],
-                 quick: bool, splits: list[int] | None = None, aheads: tuple[int, ...] = (1,)) -> list[Row]:
+                 quick: bool, splits: list[int] | None = None, aheads: tuple[int, ...] = (1,),
+                 stages: tuple[int, ...] = (0,), pair_list: list[tuple[int, int]] | None = None) -> list[Row]:
     """Every arithmetic mode x its tiles x the distinct K splits that VARIANT_PPS give (or
-    `splits`). Batch > 1: the mma modes only (the others read the weights once per row of x)."""
+    `splits`). Batch > 1: the mma modes only (the others read the weights once per row of x).
+    mma modes: `stages` 0 is the kernel that loads steps ahead in registers; 1 or more streams one
+    group per step, pipelined that deep (unroll, ahead unused), for the (num_warps, words per
+    thread) of `pair_list` (default: those of MMA_TILES)."""
     m, n, k = x.shape[0], qw.shape[1] * 8, qw.shape[0]
     rows: list[Row] = []
     for mode in sorted(modes, key=MODE_ORDER.index):  # the likeliest winners first (the budget may cut the rest)
@@ -117,7 +121,10 @@ def variant_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.
         tiles: list[dict[str, Any]]
         if mode.startswith("mma"):
             tiles = [{"block_n": 64 * nw * v, "num_warps": nw, "unroll": u, "ahead": a} for nw, v, u in MMA_TILES
-                     for a in aheads]
+                     for a in aheads] if 0 in stages else []
+            pairs = list(dict.fromkeys(pair_list or [(nw, v) for nw, v, _ in MMA_TILES]))
+            tiles += [{"block_n": 64 * nw * v, "num_warps": nw, "stages": st, **({"block_m": bm} if m > 8 else {})}
+                      for nw, v in pairs for st in stages if st > 0 for bm in ((16, 8) if m > 8 else (16,))]
         else:
             tiles = [{"block_n": bn, "block_k": bk, "unroll": u, "num_warps": nw} for bn, bk, u, nw in VARIANT_TILES]
         for cfg in tiles[:2] if quick else tiles:
@@ -129,7 +136,8 @@ def variant_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.
                 if split in seen or split > k // 128:
                     continue
                 seen.add(split)
-                short = {"block_n": "Bn", "block_k": "Bk", "num_warps": "w", "unroll": "U", "ahead": "A"}
+                short = {"block_n": "Bn", "block_k": "Bk", "num_warps": "w", "unroll": "U", "ahead": "A", "stages": "S",
+                         "block_m": "Bm"}
                 desc = " ".join(f"{short[key]}={val}" for key, val in cfg.items())
                 name = f"{mode:<10} {desc} split={split} ({n_tiles * split} progs)"
                 rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, mode=mode, **cfg)))
@@ -179,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                     "programs per SM)")
     ap.add_argument("--shapes", default="", help="comma-separated M:NxK (default: batch 1 and 16 on both shapes)")
     ap.add_argument("--ahead", default="1", help="comma-separated steps loaded ahead (mma modes: 1, 2)")
+    ap.add_argument("--stages", default="0", help="comma-separated pipeline depths (mma modes; 0: not streamed, "
+                    "1: streamed, not pipelined)")
+    ap.add_argument("--tiles", default="", help="comma-separated warps:words-per-thread of the streamed mma kernels")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--budget", type=float, default=210.0, help="seconds before the probe stops early")
     ap.add_argument("--trace", action="store_true", help="print the traceback of each failure")
@@ -202,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                   for m, nk in (item.split(":") for item in args.shapes.split(","))]
     splits = [int(v) for v in args.splits.split(",") if v]
     aheads = tuple(int(v) for v in args.ahead.split(",") if v)
+    depths = tuple(int(v) for v in args.stages.split(",") if v)
+    pairs = [(int(t.split(":")[0]), int(t.split(":")[1])) for t in args.tiles.split(",") if t] or None
     best: dict[str, tuple[float, str]] = {}
     for i, (n, k, m) in enumerate(shapes):
         w = torch.randn(n, k, device=dev) * 0.02
@@ -218,10 +231,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{t_torch / (wbytes / 3.7e6):.2f}x)")
         print(f"{'kind':<5} {'variant':<66} {'ms':>8} {'GB/s':>6} {'speedup':>7}  rel err")
         if m > 1:
-            rows = gemm_rows(x, qw, qz, sc) + (variant_rows(x, qw, qz, sc, modes, args.quick, splits, aheads)
-                                               if args.gemv_variants else [])
+            rows = gemm_rows(x, qw, qz, sc)
+            if args.gemv_variants:
+                rows += variant_rows(x, qw, qz, sc, modes, args.quick, splits, aheads, depths, pairs)
         elif args.gemv_variants:
-            rows = variant_rows(x, qw, qz, sc, modes, args.quick, splits, aheads)
+            rows = variant_rows(x, qw, qz, sc, modes, args.quick, splits, aheads, depths, pairs)
         else:
             rows = sweep_rows(x, qw, qz, sc, args.quick)
         # each shape gets an equal share of what is left of the budget

@@ -32,10 +32,13 @@ def _cpu_result(N: int, K: int, M: int, *args: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize(("N", "K", "M"), [(200, 512, 1), (1000, 1024, 3), (4096, 2048, 1), (648, 512, 16),
                                            (2048, 4096, 9)])
 @pytest.mark.parametrize("mode", ["mma", "mma-sub"])
-@pytest.mark.parametrize("cfg", [(4, 1, 4, 1), (2, 4, 2, 1), (4, 2, 2, 2), (1, 1, 4, 2)])
-def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str, cfg: tuple[int, int, int, int],
+@pytest.mark.parametrize("cfg", [(4, 1, 4, 1, None), (2, 4, 2, 1, None), (4, 2, 2, 2, None), (1, 1, 4, 2, None),
+                                 (4, 1, 8, 1, 3), (2, 2, 8, 1, 4), (1, 1, 8, 1, 2), (2, 4, 8, 1, 3), (4, 4, 8, 1, 1)])
+def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str,
+                                           cfg: tuple[int, int, int, int, int | None],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    nw, v, u, ahead = cfg
+    """cfg: (warps, words per thread, unroll, ahead, stages); stages not None: streamed groups."""
+    nw, v, u, ahead, stages = cfg
     g = torch.Generator().manual_seed(N * K + M)  # the same inputs for every mode and tile
     w = torch.randn(N, K, generator=g) * 0.05
     qw, qz, sc = awq_quantize_pack(w, 128)
@@ -58,10 +61,11 @@ def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str, cf
             awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u)
         return
     for split in (1, 2, 3, K // 128):
-        y = awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split, ahead=ahead)
+        y = awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split, ahead=ahead,
+                     stages=stages)
         for _ in range(3):  # the counters are back at zero: the same sums again
             y2 = awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split,
-                          ahead=ahead)
+                          ahead=ahead, stages=stages)
             assert torch.equal(y, y2)
         assert not torch.isnan(y).any()
         assert _rel(y.cpu(), ref) < 1e-2

@@ -77,6 +77,8 @@ def test_awq_gemv_bf16_pairs(mode: str, N: int, K: int, G: int, opts: dict[str, 
     (64, 128, 128, 35, {"block_n": 64, "num_warps": 1, "unroll": 1}),  # three programs along M
     (200, 512, 128, 1, {"split_k": 3, "block_n": 64, "num_warps": 1, "unroll": 2, "ahead": 2}),  # 2 steps ahead
     (64, 256, 128, 2, {"block_n": 64, "num_warps": 1, "unroll": 4, "ahead": 2}),  # ahead across groups
+    (200, 256, 64, 3, {"split_k": 3, "block_n": 64, "num_warps": 1, "stages": 3}),  # one group per step, streamed
+    (64, 64, 64, 1, {"block_n": 128, "num_warps": 1, "stages": 2}),  # streamed, 2 words per thread
 ])
 def test_awq_gemv_mma(N: int, K: int, G: int, M: int, opts: dict[str, Any]) -> None:
     """The tensor-core kernel's data flow on the CPU (its mma and bit tricks emulated with DSL
@@ -101,6 +103,8 @@ def test_awq_gemv_rejects_a_step_that_does_not_divide_the_group() -> None:
     qw, qz, sc = awq_quantize_pack(torch.randn(16, 128), 64)
     with pytest.raises(ValueError, match="must divide the group size"):
         awq_gemv(torch.randn(1, 128), qw, qz, sc, block_k=32, unroll=4)
+    with pytest.raises(ValueError, match="stages must be None or 1 to 8"):
+        awq_gemv(torch.randn(1, 128).bfloat16(), qw, qz, sc, mode="mma", stages=0)
 
 
 @pytest.mark.parametrize(("M", "N", "K"), [(16, 64, 128), (19, 72, 256), (33, 136, 384)])

@@ -549,7 +549,8 @@ def awq_gemv_mode(x: torch.Tensor) -> str:
 
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
-             num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int = 1) -> torch.Tensor:
+             num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int = 1,
+             stages: int | None = None, block_m: int = 16) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
@@ -572,7 +573,12 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     threads, unroll rows held by each); the step must divide the group size. split_k programs share
     K (None: awq_gemv_split); their fp32 partials are summed by the last program of each tile
     (mma modes) or by a second small kernel. ahead (mma modes, 1 or 2): steps of weights loaded
-    before the current one is computed."""
+    before the current one is computed. stages (mma modes): streams one group per loop step, all
+    of its loads at the top of the step, through a pipeline that deep (2 or more: on NVIDIA,
+    cp.async copies into shared memory, stages - 1 groups in flight; 1: none); unroll and ahead
+    then do not apply. block_m (mma modes, 1 to 16, a power of two): rows of x per program at most
+    (16: two 8-row mma tiles share the dequantized weights; 8: the programs of the two row blocks
+    each dequantize them, with half the registers)."""
     M, N, K, G = _check_gemm(x, qweight, qzeros)
     if mode is None:
         mode = awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
@@ -588,6 +594,10 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
         raise ValueError(f"block_n must be a power of two and a multiple of 8, got {block_n}")
     if ahead not in (1, 2):
         raise ValueError(f"ahead must be 1 or 2, got {ahead}")
+    if stages is not None and not 1 <= stages <= 8:
+        raise ValueError(f"stages must be None or 1 to 8, got {stages}")
+    if mma and stages is not None:
+        unroll = G // 16  # one group per step
     if unroll & (unroll - 1):
         raise ValueError(f"unroll must be a power of two, got {unroll}")
     step = 16 * unroll if mma else block_k * unroll
@@ -614,7 +624,9 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     if mma:
         # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
         # weights for 9-16 rows
-        mb = min(16, 1 << (M - 1).bit_length())
+        if block_m not in (1, 2, 4, 8, 16):
+            raise ValueError(f"block_m must be 1, 2, 4, 8 or 16, got {block_m}")
+        mb = min(block_m, 1 << (M - 1).bit_length())
         if x.stride(0) % 2 or x.storage_offset() % 2:  # read as int32 pairs
             x = x.contiguous()
         grid = (cdiv(M, mb), n_tiles, split)
@@ -626,7 +638,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
             x.view(torch.int32), qweight, qzeros, scales32, y, M, N, K, x.stride(0) // 2, N, NG, per, M * N, out,
             counts, N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, NB=2 if mb > 8 else 1,
             EVEN_N=N8 % bn8 == 0, SUBNORMAL=mode == "mma-sub", EMULATE=x.device.type != "cuda", SB=sb,
-            AHEAD=ahead, num_warps=num_warps)
+            AHEAD=ahead, STAGES=stages or 0, num_warps=num_warps)
         return y
     magic = 0x43004300 if packed else 0x41800000
     awq_gemv_kernel[(n_tiles, split, M)](x, qweight, qzeros, scales32, out, M, N, K, x.stride(0), N, N8, NG,

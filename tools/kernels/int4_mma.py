@@ -225,7 +225,7 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
                         GROUPS_PER_SPLIT, stride_ys, ws_ptr, count_ptr, N8: tl.constexpr, G: tl.constexpr,
                         NW: tl.constexpr, V: tl.constexpr, U: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
                         EVEN_N: tl.constexpr, SUBNORMAL: tl.constexpr, EMULATE: tl.constexpr, SB: tl.constexpr,
-                        AHEAD: tl.constexpr = 1):
+                        AHEAD: tl.constexpr = 1, STAGES: tl.constexpr = 0):
     """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW * 8 * V words, K
     split). With more than one split (SB > 0), split s writes its fp32 partial at
     ws + s * stride_ys and counts itself in count_ptr[tile] (zero before the launch); the last of
@@ -236,11 +236,15 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     and scales one group ahead. G must be a multiple of 16 U; MB is 1, 2, 4, 8 (NB = 1 B tile) or
     16 (NB = 2: the weights are dequantized once for both 8-row tiles of x). Runs with NW warps.
     N8 (words per row) is a compile-time constant, so that the rows of a step are immediate
-    offsets."""
+    offsets.
+
+    STAGES > 0 streams instead: one loop iteration per group (U = G / 16 chunks), every load of
+    the iteration in the loop itself, and the loop pipelined STAGES deep (`tl.range(...,
+    num_stages=STAGES)`: on NVIDIA each thread's loads go to its own part of shared memory through
+    cp.async, STAGES - 1 groups ahead, holding no registers while in flight; 1: not pipelined)."""
     m0 = tl.program_id(0) * MB  # the row blocks of one tile run side by side: its weights are read from L2
     pid_n = tl.program_id(1)
     pid_s = tl.program_id(2)
-    STEP: tl.constexpr = 16 * U
     WPT: tl.constexpr = NW * 8 * V
     TB: tl.constexpr = MB if NB == 1 else 8  # rows of x per B tile
     F: tl.constexpr = 8192.0 if SUBNORMAL and not EMULATE else 1.0  # the chunk's sums carry 2^-13
@@ -261,6 +265,58 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     px1 = x_ptr + g0 * (G // 2) + (tl.minimum(m0 + 8 + gid % TB, M - 1) * stride_xm + tig)
     c_even = tl.full((NW, 8, 4, V), 0x7B807B80, dtype=tl.int32)  # bf16x2 2^120
     c_odd = tl.full((NW, 8, 4, V), 0x79807980, dtype=tl.int32)  # bf16x2 2^116
+    zf = tl.zeros((NW, 8, 4, V), dtype=tl.float32)
+    t = (zf,) * (16 * NB)
+    if STAGES > 0:
+        GU: tl.constexpr = G // 16
+        # x once per thread (not per word of it): [NW, 8, 4, 1], broadcast over V after the loads
+        one = tl.zeros((NW, 8, 4, 1), dtype=tl.int32)
+        gid1 = tl.arange(0, 8)[None, :, None, None] + one
+        tig1 = tl.arange(0, 4)[None, None, :, None] + one
+        qx0 = x_ptr + (tl.minimum(m0 + gid1 % TB, M - 1) * stride_xm + tig1)
+        qx1 = x_ptr + (tl.minimum(m0 + 8 + gid1 % TB, M - 1) * stride_xm + tig1)
+        for g in tl.range(g0, g1, num_stages=STAGES):
+            wg, xs = _load_step(pw + (g - g0) * (G * N8), qx0 + g * (G // 2), qx1 + g * (G // 2), g_ok, N8, GU, NB,
+                                EVEN_N)
+            xg = ()
+            for i in tl.static_range(len(xs)):
+                xg = xg + (xs[i] + full,)
+            zg = _load_words(qzeros_ptr + g * N8 + gcol, g_ok, EVEN_N)
+            sg = scales_ptr + (g * (N8 * 4) + gcol * 4)
+            s0 = _load_words(sg, g_ok, EVEN_N)
+            s1 = _load_words(sg + 1, g_ok, EVEN_N)
+            s2 = _load_words(sg + 2, g_ok, EVEN_N)
+            s3 = _load_words(sg + 3, g_ok, EVEN_N)
+            z0, z1, z2, z3, z4, z5, z6, z7 = _zero_pairs(zg, SUBNORMAL, EMULATE)
+            d = (zf,) * (16 * NB)
+            for u in tl.static_range(GU):
+                d = _chunk(wg[4 * u], wg[4 * u + 1], wg[4 * u + 2], wg[4 * u + 3], _b_frags(xg, u, GU, NB), z0, z1,
+                           z2, z3, z4, z5, z6, z7, d, c_even, c_odd, tig, NB, SUBNORMAL, EMULATE)
+            t = _scale_group(t, d, s0, s1, s2, s3, F, FO, MB, NB)
+    else:
+        t = _groups(pw, px0, px1, qzeros_ptr, scales_ptr, gcol, g_ok, g0, g1, k_end, c_even, c_odd, tig, t, N8, G,
+                    NW, V, U, NB, MB, F, FO, EVEN_N, SUBNORMAL, EMULATE, AHEAD)
+    _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig, MB, NB, WPT,
+            SB)
+
+
+@jit
+def _zero_pairs(zw, SUBNORMAL: tl.constexpr, EMULATE: tl.constexpr):
+    return (_zero_pair(zw, 0, SUBNORMAL, EMULATE), _zero_pair(zw, 1, SUBNORMAL, EMULATE),
+            _zero_pair(zw, 2, SUBNORMAL, EMULATE), _zero_pair(zw, 3, SUBNORMAL, EMULATE),
+            _zero_pair(zw, 4, SUBNORMAL, EMULATE), _zero_pair(zw, 5, SUBNORMAL, EMULATE),
+            _zero_pair(zw, 6, SUBNORMAL, EMULATE), _zero_pair(zw, 7, SUBNORMAL, EMULATE))
+
+
+@jit
+def _groups(pw, px0, px1, qzeros_ptr, scales_ptr, gcol, g_ok, g0, g1, k_end, c_even, c_odd, tig, t, N8: tl.constexpr,
+            G: tl.constexpr, NW: tl.constexpr, V: tl.constexpr, U: tl.constexpr, NB: tl.constexpr, MB: tl.constexpr,
+            F: tl.constexpr, FO: tl.constexpr, EVEN_N: tl.constexpr, SUBNORMAL: tl.constexpr, EMULATE: tl.constexpr,
+            AHEAD: tl.constexpr):
+    """The totals t plus groups g0 .. g1-1, each step's weights loaded AHEAD steps before its use
+    (registers), a group's zeros and scales one group ahead."""
+    STEP: tl.constexpr = 16 * U
+    zf = tl.zeros((NW, 8, 4, V), dtype=tl.float32)
     wv, xv = _load_step(pw, px0, px1, g_ok, N8, U, NB, EVEN_N)
     wm, xm = wv, xv
     if AHEAD == 2:  # the second step too: two steps in flight while one is computed
@@ -275,17 +331,8 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     sp1 = _load_words(sp + g0 * (N8 * 4) + 1, g_ok, EVEN_N)
     sp2 = _load_words(sp + g0 * (N8 * 4) + 2, g_ok, EVEN_N)
     sp3 = _load_words(sp + g0 * (N8 * 4) + 3, g_ok, EVEN_N)
-    zf = tl.zeros((NW, 8, 4, V), dtype=tl.float32)
-    t = (zf,) * (16 * NB)
     for g in range(g0, g1):
-        z0 = _zero_pair(zw, 0, SUBNORMAL, EMULATE)
-        z1 = _zero_pair(zw, 1, SUBNORMAL, EMULATE)
-        z2 = _zero_pair(zw, 2, SUBNORMAL, EMULATE)
-        z3 = _zero_pair(zw, 3, SUBNORMAL, EMULATE)
-        z4 = _zero_pair(zw, 4, SUBNORMAL, EMULATE)
-        z5 = _zero_pair(zw, 5, SUBNORMAL, EMULATE)
-        z6 = _zero_pair(zw, 6, SUBNORMAL, EMULATE)
-        z7 = _zero_pair(zw, 7, SUBNORMAL, EMULATE)
+        z0, z1, z2, z3, z4, z5, z6, z7 = _zero_pairs(zw, SUBNORMAL, EMULATE)
         f0, f1, f2, f3 = sp0, sp1, sp2, sp3
         gn = tl.minimum(g + 1, g1 - 1)  # the next group's zeros and scales go out now
         zw = _load_words(qzeros_ptr + gn * N8 + gcol, g_ok, EVEN_N)
@@ -313,6 +360,14 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
                 wv = wn
                 xv = xn
         t = _scale_group(t, d, f0, f1, f2, f3, F, FO, MB, NB)
+    return t
+
+
+@jit
+def _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig,
+            MB: tl.constexpr, NB: tl.constexpr, WPT: tl.constexpr, SB: tl.constexpr):
+    """Stores the totals t into y, or with split K (SB > 0) as this split's partial, the last
+    program of the tile summing them."""
     dst = y_ptr if SB == 0 else ws_ptr + pid_s * stride_ys
     ty = dst.dtype.element_ty
     for k in tl.static_range(16 * NB):
