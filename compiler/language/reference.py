@@ -41,6 +41,11 @@ the server) or `import compiler.language as tl` (Python).
   `x[:, None]` / `x[None, :]`.
 - Control flow: `if`, `for i in range(...)` / `tl.range(...)`, `while`, `break`, `continue`,
   early `return`; `tl.static_range` unrolls at compile time. Loop-carried values keep their type.
+  `tl.range(lo, hi, step, num_stages=S)` (S a compile-time integer): on NVIDIA, the loop's loads are
+  issued S-1 iterations ahead through shared memory (the operands of tensor-core dots in the
+  layout the dot reads; any other tile load of 4 bytes or more per run, each thread's own elements,
+  with no barrier; a load with a nonzero `other` stays a load). The CPU backend runs the loop as
+  written.
 - Calls to other `@jit` functions are inlined. Python's `len`, `min`, `max`, `int`, `float`
   work on compile-time values.
 - Dtypes: `tl.int1/int8/int16/int32/int64`, `tl.uint8..uint64`, `tl.float16`, `tl.bfloat16`,

@@ -77,8 +77,6 @@ def test_awq_gemv_bf16_pairs(mode: str, N: int, K: int, G: int, opts: dict[str, 
     (64, 128, 128, 35, {"block_n": 64, "num_warps": 1, "unroll": 1}),  # three programs along M
     (200, 512, 128, 1, {"split_k": 3, "block_n": 64, "num_warps": 1, "unroll": 2, "ahead": 2}),  # 2 steps ahead
     (64, 256, 128, 2, {"block_n": 64, "num_warps": 1, "unroll": 4, "ahead": 2}),  # ahead across groups
-    (200, 256, 64, 3, {"split_k": 3, "block_n": 64, "num_warps": 1, "stages": 3}),  # one group per step, streamed
-    (64, 64, 64, 1, {"block_n": 128, "num_warps": 1, "stages": 2}),  # streamed, 2 words per thread
 ])
 def test_awq_gemv_mma(N: int, K: int, G: int, M: int, opts: dict[str, Any]) -> None:
     """The tensor-core kernel's data flow on the CPU (its mma and bit tricks emulated with DSL
@@ -97,6 +95,21 @@ def test_awq_gemv_mma(N: int, K: int, G: int, M: int, opts: dict[str, Any]) -> N
     if (N // 8) % 4:
         with pytest.raises(ValueError, match="needs N a multiple of 32"):
             awq_gemv(x, qw, qz, sc, mode="mma", block_n=256, num_warps=1)
+
+
+@pytest.mark.parametrize(("N", "K", "M", "opts"), [
+    (200, 96, 3, {"split_k": 2, "block_n": 64, "num_warps": 1, "stages": 3}),  # ragged N, split K, 4 rows
+    (64, 64, 1, {"block_n": 128, "num_warps": 1, "stages": 1}),  # 2 words per thread
+])
+def test_awq_gemv_mma_streamed(N: int, K: int, M: int, opts: dict[str, Any]) -> None:
+    """The streamed kernel (one group of 32 rows per loop step, its loads at the top: the same on
+    the CPU whatever the depth) against float64."""
+    w = torch.randn(N, K) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, 32)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = torch.randn(M, K, dtype=torch.bfloat16) * 3
+    y = awq_gemv(x, qw, qz, sc, mode="mma", **opts)
+    assert y.shape == (M, N) and _rel(y, x.double() @ wd.t()) < 1e-2
 
 
 def test_awq_gemv_rejects_a_step_that_does_not_divide_the_group() -> None:
