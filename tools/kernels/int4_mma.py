@@ -281,12 +281,7 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
             xg = ()
             for i in tl.static_range(len(xs)):
                 xg = xg + (xs[i] + full,)
-            zg = _load_words(qzeros_ptr + g * N8 + gcol, g_ok, EVEN_N)
-            sg = scales_ptr + (g * (N8 * 4) + gcol * 4)
-            s0 = _load_words(sg, g_ok, EVEN_N)
-            s1 = _load_words(sg + 1, g_ok, EVEN_N)
-            s2 = _load_words(sg + 2, g_ok, EVEN_N)
-            s3 = _load_words(sg + 3, g_ok, EVEN_N)
+            zg, s0, s1, s2, s3 = _group_words(qzeros_ptr, scales_ptr, g, gcol, g_ok, N8, EVEN_N)
             z0, z1, z2, z3, z4, z5, z6, z7 = _zero_pairs(zg, SUBNORMAL, EMULATE)
             d = (zf,) * (16 * NB)
             for u in tl.static_range(GU):
@@ -298,6 +293,14 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
                     NW, V, U, NB, MB, F, FO, EVEN_N, SUBNORMAL, EMULATE, AHEAD)
     _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig, MB, NB, WPT,
             SB)
+
+
+@jit
+def _group_words(qzeros_ptr, scales_ptr, g, gcol, g_ok, N8: tl.constexpr, EVEN_N: tl.constexpr):
+    """Group g's zeros word and its 4 scale words (fp16 pairs) of the thread's word column."""
+    sg = scales_ptr + (g * (N8 * 4) + gcol * 4)
+    return (_load_words(qzeros_ptr + g * N8 + gcol, g_ok, EVEN_N), _load_words(sg, g_ok, EVEN_N),
+            _load_words(sg + 1, g_ok, EVEN_N), _load_words(sg + 2, g_ok, EVEN_N), _load_words(sg + 3, g_ok, EVEN_N))
 
 
 @jit
@@ -325,21 +328,12 @@ def _groups(pw, px0, px1, qzeros_ptr, scales_ptr, gcol, g_ok, g0, g1, k_end, c_e
         px0 += first * (STEP // 2)
         px1 += first * (STEP // 2)
         wm, xm = _load_step(pw, px0, px1, g_ok, N8, U, NB, EVEN_N)
-    zw = _load_words(qzeros_ptr + g0 * N8 + gcol, g_ok, EVEN_N)
-    sp = scales_ptr + gcol * 4
-    sp0 = _load_words(sp + g0 * (N8 * 4), g_ok, EVEN_N)
-    sp1 = _load_words(sp + g0 * (N8 * 4) + 1, g_ok, EVEN_N)
-    sp2 = _load_words(sp + g0 * (N8 * 4) + 2, g_ok, EVEN_N)
-    sp3 = _load_words(sp + g0 * (N8 * 4) + 3, g_ok, EVEN_N)
+    zw, sp0, sp1, sp2, sp3 = _group_words(qzeros_ptr, scales_ptr, g0, gcol, g_ok, N8, EVEN_N)
     for g in range(g0, g1):
         z0, z1, z2, z3, z4, z5, z6, z7 = _zero_pairs(zw, SUBNORMAL, EMULATE)
         f0, f1, f2, f3 = sp0, sp1, sp2, sp3
         gn = tl.minimum(g + 1, g1 - 1)  # the next group's zeros and scales go out now
-        zw = _load_words(qzeros_ptr + gn * N8 + gcol, g_ok, EVEN_N)
-        sp0 = _load_words(sp + gn * (N8 * 4), g_ok, EVEN_N)
-        sp1 = _load_words(sp + gn * (N8 * 4) + 1, g_ok, EVEN_N)
-        sp2 = _load_words(sp + gn * (N8 * 4) + 2, g_ok, EVEN_N)
-        sp3 = _load_words(sp + gn * (N8 * 4) + 3, g_ok, EVEN_N)
+        zw, sp0, sp1, sp2, sp3 = _group_words(qzeros_ptr, scales_ptr, gn, gcol, g_ok, N8, EVEN_N)
         d = (zf,) * (16 * NB)
         for kk in range(0, G, STEP):
             # the next step (the last one of the split reloads itself: no load past the split)

@@ -73,6 +73,7 @@ def private_sizer(lw: NvLowering, fn: Function) -> Callable[[Op], int]:
     Runs before lowering, so the layout is estimated from the shape (the canonical layout's
     elements per thread) and the runs from axis info of the function as it is."""
     from ...passes.axis_info import analyze_axis_info
+    from .memory import access_width
 
     axis: dict[Value, Any] | None = None
     threads = 32 * lw.num_warps
@@ -88,15 +89,8 @@ def private_sizer(lw: NvLowering, fn: Function) -> Callable[[Op], int]:
             numel *= d
         esize = elem.bits // 8
         axis = axis if axis is not None else analyze_axis_info(fn)
-        info = axis.get(load.operands[0])
-        if info is None or len(info.contiguity) != len(shape):
-            return 0
-        vec = min(16 // esize, shape[-1], max(1, numel // threads), info.contiguity[-1],
-                  max(1, info.divisibility[-1] // esize))
-        if load.attrs.get("has_mask"):
-            minfo = axis.get(load.operands[1])
-            vec = min(vec, minfo.constancy[-1] if minfo is not None and len(minfo.constancy) == len(shape) else 1)
-        if (vec & -vec) * esize < 4:
+        mask = load.operands[1] if load.attrs.get("has_mask") else None
+        if access_width(axis, load.operands[0], mask, esize, min(shape[-1], max(1, numel // threads))) * esize < 4:
             return 0
         return -(-max(numel, threads) * esize // 128) * 128
 

@@ -26,6 +26,7 @@ from .lower import GPUTile, num_regs, nv_type
 from .ownership import owned_registers, owner_predicate
 
 if TYPE_CHECKING:
+    from ...passes.axis_info import AxisInfo
     from .lower import NvLowering
 
 __all__ = ["lower_load", "lower_store", "lower_atomic_rmw", "lower_atomic_cas", "load_tile"]
@@ -45,14 +46,21 @@ def _vec(lw: NvLowering, layout: LinearLayout, ptr: Value, mask: Value | None, e
     regb = layout.bases(REGISTER)
     while k < len(regb) and regb[k] == tuple((1 << k) if d == rank - 1 else 0 for d in range(rank)):
         k += 1
-    size = _elem_bytes(elem)
-    vec = min(1 << k, max(1, 16 // size))
-    info = lw.axis.get(ptr)
+    return access_width(lw.axis, ptr, mask, _elem_bytes(elem), 1 << k)
+
+
+def access_width(axis: dict[Value, AxisInfo], ptr: Value, mask: Value | None, size: int, run: int) -> int:
+    """Elements of `size` bytes one access can move along the last dim (a power of two): at most
+    `run` (consecutive elements in a thread's registers) and 16 bytes, and what the pointers'
+    contiguity and alignment and the mask's constancy allow (axis info)."""
+    rank = len(T.shape_of(ptr.type))
+    vec = min(run, max(1, 16 // size))
+    info = axis.get(ptr)
     if info is None or len(info.contiguity) != rank:
         return 1
     vec = min(vec, info.contiguity[-1], max(1, info.divisibility[-1] // size))
     if mask is not None:
-        minfo = lw.axis.get(mask)
+        minfo = axis.get(mask)
         vec = min(vec, minfo.constancy[-1] if minfo is not None and len(minfo.constancy) == rank else 1)
     return max(1, vec & -vec)
 
