@@ -29,7 +29,8 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.kernels.int4 import GEMV_MODES, awq_dequantize, awq_gemm, awq_gemv, awq_gemv_split, awq_quantize_pack  # noqa: E402,E501
+from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
+from tools.kernels.w4a16 import GEMV_MODES, awq_gemm, awq_gemv, awq_gemv_split  # noqa: E402
 
 GEMV_SHAPES = [(28672, 8192), (14336, 4096)]
 # the older sweep (fp32 mode): (block_n, num_warps); block_k puts one row per thread (32 columns)

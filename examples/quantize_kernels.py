@@ -15,7 +15,8 @@ import torch
 
 from tools.kernels.fp4 import fp4_dequantize, fp4_gemv, mxfp4_quantize, nvfp4_quantize
 from tools.kernels.fp8 import fp8_dequantize, fp8_gemm, fp8_quantize
-from tools.kernels.int4 import awq_dequantize, awq_gemm, awq_gemv, awq_quantize_pack
+from tools.kernels.int4 import awq_dequantize, awq_quantize_pack
+from tools.kernels.w4a16 import awq_gemm, awq_gemv
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tools.kernels import int4
-from tools.kernels.int4 import awq_dequantize, awq_gemv, awq_quantize_pack
+from tools.kernels import w4a16
+from tools.kernels.int4 import awq_dequantize, awq_quantize_pack
+from tools.kernels.w4a16 import awq_gemv
 
 pytestmark = pytest.mark.gpu
 
@@ -33,11 +34,13 @@ def _cpu_result(N: int, K: int, M: int, *args: torch.Tensor) -> torch.Tensor:
                                            (2048, 4096, 9)])
 @pytest.mark.parametrize("mode", ["mma", "mma-sub"])
 @pytest.mark.parametrize("cfg", [(4, 1, 4, 1, None), (2, 4, 2, 1, None), (4, 2, 2, 2, None), (1, 1, 4, 2, None),
-                                 (4, 1, 8, 1, 3), (2, 2, 8, 1, 4), (1, 1, 8, 1, 2), (2, 4, 8, 1, 3), (4, 4, 8, 1, 1)])
+                                 (4, 1, 8, 1, 3), (2, 2, 8, 1, 4), (1, 1, 8, 1, 2), (2, 4, 8, 1, 3), (4, 4, 8, 1, 1),
+                                 (4, 1, 8, 1, 0), (8, 1, 8, 1, 0), (1, 1, 8, 1, 0), (2, 1, 8, 1, 0)])
 def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str,
                                            cfg: tuple[int, int, int, int, int | None],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """cfg: (warps, words per thread, unroll, ahead, stages); stages not None: streamed groups."""
+    """cfg: (warps, words per thread, unroll, ahead, stages); stages not None: streamed groups; 0:
+    streamed from awq_gemv_pack's layout."""
     nw, v, u, ahead, stages = cfg
     g = torch.Generator().manual_seed(N * K + M)  # the same inputs for every mode and tile
     w = torch.randn(N, K, generator=g) * 0.05
@@ -54,8 +57,12 @@ def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str,
             t.fill_(float("nan"))
         return t
 
-    monkeypatch.setattr(int4.torch, "empty", poisoned)
+    monkeypatch.setattr(w4a16.torch, "empty", poisoned)
+    monkeypatch.setattr(w4a16, "_SCRATCH", {})  # split-K partials poisoned too (the scratch is kept per stream)
     dev = [t.cuda() for t in (x, qw, qz, sc)]
+    if stages == 0:
+        dev[1] = w4a16.awq_gemv_pack(dev[1])
+        stages = None
     if v == 4 and (N // 8) % 4:
         with pytest.raises(ValueError, match="needs N a multiple of 32"):
             awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u)
@@ -71,6 +78,6 @@ def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str,
         assert _rel(y.cpu(), ref) < 1e-2
         if cpu is not None:
             assert _rel(y.cpu(), cpu.double()) < 1e-2
-    for buf in int4._COUNTS.values():
-        if buf.is_cuda:
-            assert int(buf.abs().sum()) == 0
+    for _, counts in w4a16._SCRATCH.values():
+        if counts.is_cuda:
+            assert int(counts.abs().sum()) == 0

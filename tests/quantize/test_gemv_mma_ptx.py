@@ -229,3 +229,21 @@ def test_mma_kernelinner_loop(subnormal: bool, per_weight: float, mb: int, sb: i
             if part.strip() and not part.strip().startswith(("$", "//", ".")) and not part.strip().startswith("%"))
     assert n / 128 <= per_weight
     assert ck.metadata["n_spills"] == 0
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+@pytest.mark.parametrize("nw", [4, 8])
+def test_mma_kernel_packed_weights_load_16_bytes(nw: int) -> None:
+    """awq_gemv_pack's layout (PACKED, streamed one group per step): the 32 words of a thread's
+    group come in 8 vector loads of 16 bytes, x as before, no spills, no shared memory."""
+    ck = awq_gemv_mma_kernel.compile(SIG, {"N8": 3584, "G": 128, "NW": nw, "V": 1, "U": 8, "MB": 1, "NB": 1,
+                                           "EVEN_N": True, "SUBNORMAL": True, "EMULATE": False, "SB": 16,
+                                           "STAGES": 1, "PACKED": 1}, target="cuda:sm_90a", num_warps=nw)
+    ptx = ck.asm["ptx"]
+    loop = min((span for span in loop_spans(ptx) if "mma.sync" in span), key=len)
+    assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 32
+    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", loop)) == 8
+    assert len(re.findall(r"ld\.global\.b32", loop)) == 16 + 5  # x pairs, the group's zeros and 4 scale words
+    for bad in ("bar.sync", "st.shared", "ld.shared", "ld.local", "st.local"):
+        assert bad not in loop, bad
+    assert ck.metadata["n_spills"] == 0

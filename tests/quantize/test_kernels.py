@@ -3,6 +3,7 @@ and ragged shapes."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -10,7 +11,8 @@ import torch
 
 from tools.kernels.fp4 import fp4_dequantize, fp4_gemv, mxfp4_quantize, nvfp4_quantize
 from tools.kernels.fp8 import fp8_dequantize, fp8_gemm, fp8_quantize
-from tools.kernels.int4 import awq_dequantize, awq_gemm, awq_gemv, awq_quantize_pack
+from tools.kernels.int4 import awq_dequantize, awq_quantize_pack
+from tools.kernels.w4a16 import awq_gemm, awq_gemv, awq_gemv_pack
 
 
 def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
@@ -110,6 +112,42 @@ def test_awq_gemv_mma_streamed(N: int, K: int, M: int, opts: dict[str, Any]) -> 
     x = torch.randn(M, K, dtype=torch.bfloat16) * 3
     y = awq_gemv(x, qw, qz, sc, mode="mma", **opts)
     assert y.shape == (M, N) and _rel(y, x.double() @ wd.t()) < 1e-2
+
+
+@pytest.mark.parametrize(("N", "K"), [(200, 64), (64, 32)])
+def test_awq_gemv_pack_layout(N: int, K: int) -> None:
+    """Every word of the GEMV layout is the word its definition names; zero past N."""
+    qw = torch.randint(-2**31, 2**31 - 1, (K, N // 8), dtype=torch.int32)
+    p = awq_gemv_pack(qw)
+    assert p.shape == (K // 16, -(-N // 64), 32, 4) and p.is_contiguous()
+    for c, o, lane, s in itertools.product(range(K // 16), range(p.shape[1]), range(32), range(4)):
+        col, row = 8 * o + lane // 4, 16 * c + 2 * (lane % 4) + s % 2 + 8 * (s // 2)
+        assert int(p[c, o, lane, s]) == (int(qw[row, col]) if col < N // 8 else 0)
+
+
+@pytest.mark.parametrize(("N", "K", "M", "opts"), [
+    (72, 64, 3, {"split_k": 2, "num_warps": 4}),  # 2 octets for 4 warps: two read the last one
+])
+def test_awq_gemv_packed_weights(N: int, K: int, M: int, opts: dict[str, Any]) -> None:
+    """awq_gemv on awq_gemv_pack's layout (each lane's 4 words of a chunk read together) against
+    float64."""
+    w = torch.randn(N, K) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, 32)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = torch.randn(M, K, dtype=torch.bfloat16) * 3
+    y = awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma", **opts)
+    assert y.shape == (M, N) and _rel(y, x.double() @ wd.t()) < 1e-2
+
+
+def test_awq_gemv_packed_weights_errors() -> None:
+    qw, qz, sc = awq_quantize_pack(torch.randn(64, 64), 32)
+    x = torch.randn(1, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="needs mode 'mma' or 'mma-sub'"):
+        awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="f32")
+    with pytest.raises(ValueError, match="block_n must be 64 \\* num_warps"):
+        awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma", block_n=512)
+    with pytest.raises(ValueError, match="does not fit x"):
+        awq_gemv(torch.randn(1, 32, dtype=torch.bfloat16), awq_gemv_pack(qw), qz[:1], sc[:1], mode="mma")
 
 
 def test_awq_gemv_rejects_a_step_that_does_not_divide_the_group() -> None:

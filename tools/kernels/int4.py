@@ -18,8 +18,8 @@ the codes are computed, so that q, zero and every dequantization use exactly the
     w~    = (q - zero) * scale
 
 The GEMV/GEMM kernels dequantize in registers: each K tile lies inside one group, so a tile
-needs one row of zeros and scales. awq_gemv has several arithmetic modes (GEMV_MODES); the
-tensor-core one lives in tools/kernels/int4_mma.py.
+needs one row of zeros and scales. Their launchers (awq_gemv, awq_gemm) are in
+tools/kernels/w4a16.py; the tensor-core GEMV kernel in tools/kernels/int4_mma.py.
 """
 
 from __future__ import annotations
@@ -30,12 +30,9 @@ import compiler.language as tl
 from compiler import cdiv, jit
 from compiler.language.extra import libdevice
 
-from .int4_mma import awq_gemv_mma_kernel
-
 __all__ = [
-    "AWQ_ORDER", "awq_shift", "awq_quantize_pack", "awq_dequantize", "awq_unpack", "awq_gemv", "awq_gemm",
-    "awq_quantize_pack_kernel", "awq_dequantize_kernel", "awq_unpack_kernel", "awq_gemv_kernel",
-    "awq_gemm_kernel", "awq_gemv_split", "splitk_reduce_kernel", "GEMV_MODES", "awq_gemv_mode",
+    "AWQ_ORDER", "awq_shift", "awq_quantize_pack", "awq_dequantize", "awq_unpack", "awq_quantize_pack_kernel",
+    "awq_dequantize_kernel", "awq_unpack_kernel", "awq_gemv_kernel", "awq_gemm_kernel", "splitk_reduce_kernel",
 ]
 
 # Nibble i of an int32 holds column AWQ_ORDER[i] of its group of 8.
@@ -486,185 +483,3 @@ def awq_dequantize(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Te
     awq_dequantize_kernel[(cdiv(K, bk), cdiv(N, 64))](qweight, qzeros, scales, out, N, K, out.stride(0),
                                                       out.stride(1), G=group_size, BLOCK_K=bk, BLOCK_N=64)
     return out
-
-
-def _check_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor) -> tuple[int, int, int, int]:
-    M, K = x.shape
-    if qweight.shape[0] != K:
-        raise ValueError(f"x has K={K} but qweight has {qweight.shape[0]} rows")
-    N = qweight.shape[1] * 8
-    group_size = K // qzeros.shape[0]
-    _check_awq(N, K, group_size)
-    if x.stride(1) != 1:
-        raise ValueError("x must be contiguous along K")
-    return M, N, K, group_size
-
-
-_SM_COUNT: dict[int, int] = {}
-
-
-def _sm_count(device: torch.device) -> int:
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _SM_COUNT:
-        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SM_COUNT[idx]
-
-
-_COUNTS: dict[tuple[str, int], torch.Tensor] = {}
-
-
-def _split_counts(device: torch.device, n: int) -> torch.Tensor:
-    """n int32 counters, zero, for the split-K programs of one launch (the last program of a tile
-    sets its counter back to zero). One buffer per device and CUDA stream, kept: launches on one
-    stream run in order, so each finds its counters zero; another stream gets its own."""
-    key = (str(device), torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
-    buf = _COUNTS.get(key)
-    if buf is None or buf.numel() < n:
-        buf = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-        _COUNTS[key] = buf
-    return buf
-
-
-def awq_gemv_split(n_tiles: int, n_groups: int, device: torch.device, programs_per_sm: int = 4) -> int:
-    """Default K split of awq_gemv: enough programs for `programs_per_sm` per SM on a GPU (each
-    split keeps >= 2 groups, so the per-group work and the partials stay small); 1 on the CPU."""
-    if device.type != "cuda":
-        return 1
-    want = max(1, (programs_per_sm * _sm_count(device)) // max(1, n_tiles))
-    return max(1, min(want, n_groups // 2))
-
-
-GEMV_MODES = ("f32", "f32-exact", "bf16x2", "bf16x2-sub", "mma", "mma-sub")
-
-
-def awq_gemv_mode(x: torch.Tensor) -> str:
-    """awq_gemv's default arithmetic for x: tensor cores on an NVIDIA GPU for bf16 x; fp32 with
-    every nibble exact for fp32 x; else fp32 with two nibbles per shift."""
-    if x.dtype == torch.float32:
-        return "f32-exact"
-    if x.dtype == torch.bfloat16 and x.device.type == "cuda":
-        return "mma"
-    return "f32"
-
-
-def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-             block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
-             num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int = 1,
-             stages: int | None = None, block_m: int = 16) -> torch.Tensor:
-    """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
-
-    mode (None: awq_gemv_mode(x)) picks the arithmetic:
-    - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
-      16-bit x), "f32-exact": one shift per nibble, every nibble exact (for fp32 x);
-    - "bf16x2" (bf16 x): two weights per integer op and per bf16x2 subtract and FMA, the products
-      summed in bf16 over the `unroll` rows of a step, then in fp32; "bf16x2-sub": the codes as
-      bf16 subnormals, one shift per four weights;
-    - "mma" (bf16 x): the products on tensor cores (tools/kernels/int4_mma.py), summed in fp32,
-      the weights dequantized exactly into the mma's registers (q - z via the bf16 magic 128);
-      up to 16 rows of x per program; "mma-sub": the codes as bf16 subnormals, scaled back by one
-      bf16x2 FMA, one shift per four weights.
-    The bf16x2 and mma modes use inline PTX on NVIDIA GPUs and a DSL emulation on the CPU. exact
-    is the older spelling of mode "f32-exact" / "f32".
-
-    Tiles: block_n columns per program, a power of two (None: 64 * num_warps for the mma modes,
-    where a thread holds one word (8 columns) of 4 rows per 16-row chunk; else 512 on a GPU, where a
-    thread holds 4 words (32 columns) of a row and 8 threads share K with 4 warps, 64 on the CPU).
-    Rows per loop step: 16 * unroll (mma modes), else block_k * unroll (block_k rows spread over
-    threads, unroll rows held by each); the step must divide the group size. split_k programs share
-    K (None: awq_gemv_split); their fp32 partials are summed by the last program of each tile
-    (mma modes) or by a second small kernel. ahead (mma modes, 1 or 2): steps of weights loaded
-    before the current one is computed. stages (mma modes): streams one group per loop step, all
-    of its loads at the top of the step, through a pipeline that deep (2 or more: on NVIDIA,
-    cp.async copies into shared memory, stages - 1 groups in flight; 1: none); unroll and ahead
-    then do not apply. block_m (mma modes, 1 to 16, a power of two): rows of x per program at most
-    (16: two 8-row mma tiles share the dequantized weights; 8: the programs of the two row blocks
-    each dequantize them, with half the registers)."""
-    M, N, K, G = _check_gemm(x, qweight, qzeros)
-    if mode is None:
-        mode = awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
-    if mode not in GEMV_MODES:
-        raise ValueError(f"mode must be one of {GEMV_MODES}, got {mode!r}")
-    packed = mode.startswith("bf16x2")
-    mma = mode.startswith("mma")
-    if (packed or mma) and x.dtype != torch.bfloat16:
-        raise ValueError(f"mode {mode!r} needs bf16 x, got {x.dtype}")
-    if block_n is None:
-        block_n = 64 * num_warps if mma else 512 if x.device.type == "cuda" else 64
-    if block_n % 8 or block_n & (block_n - 1):
-        raise ValueError(f"block_n must be a power of two and a multiple of 8, got {block_n}")
-    if ahead not in (1, 2):
-        raise ValueError(f"ahead must be 1 or 2, got {ahead}")
-    if stages is not None and not 1 <= stages <= 8:
-        raise ValueError(f"stages must be None or 1 to 8, got {stages}")
-    if mma and stages is not None:
-        unroll = G // 16  # one group per step
-    if unroll & (unroll - 1):
-        raise ValueError(f"unroll must be a power of two, got {unroll}")
-    step = 16 * unroll if mma else block_k * unroll
-    if G % step:
-        what = "16 * unroll" if mma else "block_k * unroll"
-        raise ValueError(f"{what} = {step} must divide the group size {G}")
-    words = 64 * num_warps  # mma: words of a program per word of a thread
-    if mma and block_n % words:
-        raise ValueError(f"mode {mode!r} needs block_n a multiple of 64 * num_warps = {words}, got {block_n}")
-    N8, NG = N // 8, K // G
-    bn8 = block_n // 8
-    if mma and block_n // words >= 4 and N8 % 4:
-        # 4 words per thread with rows of N/8 words not a multiple of 4 gives wrong sums on the
-        # GPU (found on the H200: every column of N=200 or 1000; N/8 a multiple of 4 is right)
-        raise ValueError(f"mode {mode!r} with block_n = {block_n} (4 words per thread) needs N a multiple of 32, "
-                         f"got N = {N}: use block_n <= {2 * words}")
-    n_tiles = cdiv(N8, bn8)
-    split = awq_gemv_split(n_tiles, NG, x.device) if split_k is None else max(1, min(split_k, NG))
-    per = cdiv(NG, split)
-    split = cdiv(NG, per)
-    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    out = y if split == 1 else torch.empty((split, M, N), dtype=torch.float32, device=x.device)
-    scales32 = scales.contiguous().view(torch.int32)  # fp16 pairs: columns 2i, 2i+1
-    if mma:
-        # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
-        # weights for 9-16 rows
-        if block_m not in (1, 2, 4, 8, 16):
-            raise ValueError(f"block_m must be 1, 2, 4, 8 or 16, got {block_m}")
-        mb = min(block_m, 1 << (M - 1).bit_length())
-        if x.stride(0) % 2 or x.storage_offset() % 2:  # read as int32 pairs
-            x = x.contiguous()
-        grid = (cdiv(M, mb), n_tiles, split)
-        # the partials are summed by the last program of each tile, SB splits per load (at most
-        # 32 values per thread)
-        sb = 0 if split == 1 else min(1 << (split - 1).bit_length(), max(1, 16 // (mb * (block_n // words))))
-        counts = _split_counts(x.device, grid[0] * grid[1]) if split > 1 else y
-        awq_gemv_mma_kernel[grid](
-            x.view(torch.int32), qweight, qzeros, scales32, y, M, N, K, x.stride(0) // 2, N, NG, per, M * N, out,
-            counts, N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, NB=2 if mb > 8 else 1,
-            EVEN_N=N8 % bn8 == 0, SUBNORMAL=mode == "mma-sub", EMULATE=x.device.type != "cuda", SB=sb,
-            AHEAD=ahead, STAGES=stages or 0, num_warps=num_warps)
-        return y
-    magic = 0x43004300 if packed else 0x41800000
-    awq_gemv_kernel[(n_tiles, split, M)](x, qweight, qzeros, scales32, out, M, N, K, x.stride(0), N, N8, NG,
-                                         per, M * N, magic, G=G, BLOCK_K=block_k, BLOCK_N=block_n, UNROLL=unroll,
-                                         EXACT=mode == "f32-exact", EVEN_N=N8 % bn8 == 0, PACKED=packed,
-                                         SUBNORMAL=mode == "bf16x2-sub", ASM=packed and x.device.type == "cuda",
-                                         num_warps=num_warps)
-    if split > 1:
-        blk = 1024
-        splitk_reduce_kernel[(cdiv(M * N, blk),)](out, y, M * N, split, BLOCK=blk, num_warps=4)
-    return y
-
-
-def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-             block_m: int = 16, block_n: int = 64, block_k: int = 64, *, mma_rows: int = 32) -> torch.Tensor:
-    """Y = X @ W~^T for X [M, K] fp16/bf16 (batch 16-256); Y has X's dtype.
-
-    bf16 X of at most `mma_rows` rows on an NVIDIA GPU goes to awq_gemv's tensor-core kernel
-    (mode "mma": the weights are dequantized once per 8 rows of X, straight into the mma's
-    registers); otherwise each [block_k, block_n] weight tile is dequantized, then tl.dot."""
-    M, N, K, G = _check_gemm(x, qweight, qzeros)
-    if mma_rows >= M and x.dtype == torch.bfloat16 and x.device.type == "cuda":
-        return awq_gemv(x, qweight, qzeros, scales, mode="mma")
-    bk = min(block_k, G)
-    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    grid = (cdiv(M, block_m), cdiv(N, block_n))
-    awq_gemm_kernel[grid](x, qweight, qzeros, scales, y, M, N, K, x.stride(0), y.stride(0), G=G,
-                          BLOCK_M=block_m, BLOCK_K=bk, BLOCK_N=block_n)
-    return y

@@ -1,0 +1,295 @@
+"""W4A16 launchers: y = x @ W~^T for AutoAWQ int4 weights (tools/kernels/int4.py) and bf16/fp16/fp32 x.
+
+awq_gemv (small batches, decoding) picks between the DSL kernels of int4.py (CUDA cores) and the
+tensor-core kernel of int4_mma.py; awq_gemm takes larger batches. awq_gemv_pack reorders qweight
+once for the tensor-core kernel's 16-byte loads.
+
+A call's work that depends only on shapes and options (checks, tile and split choice, grid, the
+kernel's constexprs, the bound launcher) is done once per distinct call and kept (_PLANS): a warm
+call allocates y, reads the stream's scratch buffers and launches. The split-K scratch (fp32
+partials and the tile counters, which the last program of each tile sets back to zero) is kept
+per device and stream: launches on one stream run in order, so each finds it free and the
+counters at zero; another stream (or a CUDA graph being captured) gets its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from compiler import cdiv
+from compiler.runtime.cuda import current_stream
+
+from .int4 import _check_awq, awq_gemm_kernel, awq_gemv_kernel, splitk_reduce_kernel
+from .int4_mma import awq_gemv_mma_kernel
+
+__all__ = ["awq_gemv", "awq_gemv_pack", "awq_gemm", "awq_gemv_split", "awq_gemv_mode", "GEMV_MODES"]
+
+GEMV_MODES = ("f32", "f32-exact", "bf16x2", "bf16x2-sub", "mma", "mma-sub")
+
+
+def awq_gemv_pack(qweight: torch.Tensor) -> torch.Tensor:
+    """AutoAWQ's qweight [K, N/8] in the layout of awq_gemv's tensor-core kernel: int32
+    [K/16, ceil(N/64), 32, 4], where element (c, o, l, s) is the word of column 8o + l // 4 at row
+    16c + 2 (l % 4) + (s % 2) + 8 (s // 2) (zero past N): the 4 words a lane l of the mma needs
+    for a 16-row chunk lie together, one 16-byte load, and a warp's 32 lanes read 512 contiguous
+    bytes. The words are not changed (same nibble order); qzeros and scales stay as they are.
+    Pack once when the weights are loaded, as inference engines repack AWQ for their kernels."""
+    if qweight.dim() != 2 or qweight.dtype != torch.int32:
+        raise ValueError(f"qweight must be AutoAWQ's int32 [K, N/8], got {qweight.dtype} {list(qweight.shape)}")
+    K, N8 = qweight.shape
+    if K % 16:
+        raise ValueError(f"K={K} must be a multiple of 16")
+    octets = cdiv(N8, 8)
+    w = torch.nn.functional.pad(qweight, (0, octets * 8 - N8))
+    # row 16c + r with r = 8 s1 + 2 tig + s0, column 8o + gid -> (c, o, gid, tig, s1, s0)
+    w = w.view(K // 16, 2, 4, 2, octets, 8).permute(0, 4, 5, 2, 1, 3)
+    return w.reshape(K // 16, octets, 32, 4).contiguous()
+
+
+def _check_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor,
+                scales: torch.Tensor | None = None) -> tuple[int, int, int, int]:
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)}")
+    M, K = x.shape
+    if qweight.dim() == 4 and scales is not None:  # awq_gemv_pack's layout; N from the scales
+        N = scales.shape[1]
+        if qweight.shape[0] * 16 != K or qweight.shape[1] != cdiv(N, 64) or qweight.shape[2:] != (32, 4):
+            raise ValueError(f"packed qweight of shape {list(qweight.shape)} does not fit x with K={K} and "
+                             f"{N} output columns: expected {[K // 16, cdiv(N, 64), 32, 4]} (awq_gemv_pack)")
+        if qzeros.shape[1] * 8 != N:
+            raise ValueError(f"qzeros has {qzeros.shape[1] * 8} columns, the scales {N}")
+    elif qweight.dim() != 2:
+        raise ValueError(f"qweight must be AutoAWQ's [K, N/8] or awq_gemv_pack's 4-D layout, got shape "
+                         f"{list(qweight.shape)}")
+    else:
+        if qweight.shape[0] != K:
+            raise ValueError(f"x has K={K} but qweight has {qweight.shape[0]} rows")
+        N = qweight.shape[1] * 8
+    group_size = K // qzeros.shape[0]
+    _check_awq(N, K, group_size)
+    if x.stride(1) != 1:
+        raise ValueError("x must be contiguous along K")
+    return M, N, K, group_size
+
+
+_SM_COUNT: dict[int, int] = {}
+
+
+def _sm_count(device: torch.device) -> int:
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SM_COUNT[idx]
+
+
+_SCRATCH: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _scratch(x: torch.Tensor, partials: int, counters: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fp32 partials, int32 counters at zero) of x's device and current stream, grown as needed
+    (see the module docstring)."""
+    cuda = x.is_cuda
+    key = (x.get_device(), current_stream() if cuda else 0)
+    got = _SCRATCH.get(key)
+    if got is None or got[0].numel() < partials or got[1].numel() < counters:
+        ws = torch.empty(max(partials, 1 << 16, got[0].numel() if got else 0), dtype=torch.float32, device=x.device)
+        counts = torch.zeros(max(counters, 4096, got[1].numel() if got else 0), dtype=torch.int32, device=x.device)
+        got = _SCRATCH[key] = (ws, counts)
+    return got
+
+
+def awq_gemv_split(n_tiles: int, n_groups: int, device: torch.device, programs_per_sm: int = 4) -> int:
+    """Default K split of awq_gemv: enough programs for `programs_per_sm` per SM on a GPU (each
+    split keeps >= 2 groups, so the per-group work and the partials stay small); 1 on the CPU."""
+    if device.type != "cuda":
+        return 1
+    want = max(1, (programs_per_sm * _sm_count(device)) // max(1, n_tiles))
+    return max(1, min(want, n_groups // 2))
+
+
+def awq_gemv_mode(x: torch.Tensor) -> str:
+    """awq_gemv's default arithmetic for x: tensor cores on an NVIDIA GPU for bf16 x; fp32 with
+    every nibble exact for fp32 x; else fp32 with two nibbles per shift."""
+    if x.dtype == torch.float32:
+        return "f32-exact"
+    if x.dtype == torch.bfloat16 and x.device.type == "cuda":
+        return "mma"
+    return "f32"
+
+
+Run = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+_PLANS: dict[tuple[Any, ...], Run] = {}
+
+
+def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
+             block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
+             num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int = 1,
+             stages: int | None = None, block_m: int = 16) -> torch.Tensor:
+    """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
+
+    qweight is AutoAWQ's [K, N/8] or, for the tensor-core modes, awq_gemv_pack's layout of it
+    (16-byte loads; streamed one group per step, one word column per thread).
+
+    mode (None: awq_gemv_mode(x)) picks the arithmetic:
+    - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
+      16-bit x), "f32-exact": one shift per nibble, every nibble exact (for fp32 x);
+    - "bf16x2" (bf16 x): two weights per integer op and per bf16x2 subtract and FMA, the products
+      summed in bf16 over the `unroll` rows of a step, then in fp32; "bf16x2-sub": the codes as
+      bf16 subnormals, one shift per four weights;
+    - "mma" (bf16 x): the products on tensor cores (tools/kernels/int4_mma.py), summed in fp32,
+      the weights dequantized exactly into the mma's registers (q - z via the bf16 magic 128);
+      up to 16 rows of x per program; "mma-sub": the codes as bf16 subnormals, scaled back by one
+      bf16x2 FMA, one shift per four weights.
+    The bf16x2 and mma modes use inline PTX on NVIDIA GPUs and a DSL emulation on the CPU. exact
+    is the older spelling of mode "f32-exact" / "f32".
+
+    Tiles: block_n columns per program, a power of two (None: 64 * num_warps for the mma modes,
+    where a thread holds one word (8 columns) of 4 rows per 16-row chunk; else 512 on a GPU, where a
+    thread holds 4 words (32 columns) of a row and 8 threads share K with 4 warps, 64 on the CPU).
+    Rows per loop step: 16 * unroll (mma modes), else block_k * unroll (block_k rows spread over
+    threads, unroll rows held by each); the step must divide the group size. split_k programs share
+    K (None: awq_gemv_split); their fp32 partials are summed by the last program of each tile
+    (mma modes) or by a second small kernel. ahead (mma modes, 1 or 2): steps of weights loaded
+    before the current one is computed. stages (mma modes): streams one group per loop step, all
+    of its loads at the top of the step, through a pipeline that deep (2 or more: on NVIDIA,
+    cp.async copies into shared memory, stages - 1 groups in flight; 1: none); unroll and ahead
+    then do not apply. block_m (mma modes, 1 to 16, a power of two): rows of x per program at most
+    (16: two 8-row mma tiles share the dequantized weights; 8: the programs of the two row blocks
+    each dequantize them, with half the registers)."""
+    key = (x.shape, x.stride(), x.storage_offset() & 1, x.dtype, x.device, qweight.shape, qzeros.shape,
+           scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m)
+    run = _PLANS.get(key)
+    if run is None:
+        run = _plan_gemv(x, qweight, qzeros, scales, block_n, block_k, split_k, unroll, num_warps, exact, mode,
+                         ahead, stages, block_m)
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        _PLANS[key] = run
+    return run(x, qweight, qzeros, scales)
+
+
+def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
+               block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int,
+               exact: bool | None, mode: str | None, ahead: int, stages: int | None, block_m: int) -> Run:
+    """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
+    M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
+    packed_w = qweight.dim() == 4
+    if mode is None:
+        mode = awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
+    if mode not in GEMV_MODES:
+        raise ValueError(f"mode must be one of {GEMV_MODES}, got {mode!r}")
+    packed = mode.startswith("bf16x2")
+    mma = mode.startswith("mma")
+    if (packed or mma) and x.dtype != torch.bfloat16:
+        raise ValueError(f"mode {mode!r} needs bf16 x, got {x.dtype}")
+    if packed_w:
+        if not mma:
+            raise ValueError(f"qweight in awq_gemv_pack's layout needs mode 'mma' or 'mma-sub', got {mode!r}")
+        if block_n not in (None, 64 * num_warps):
+            raise ValueError(f"qweight in awq_gemv_pack's layout takes one word column per thread: block_n must be "
+                             f"64 * num_warps = {64 * num_warps}, got {block_n}")
+        stages = stages or 1
+    if block_n is None:
+        block_n = 64 * num_warps if mma else 512 if x.device.type == "cuda" else 64
+    if block_n % 8 or block_n & (block_n - 1):
+        raise ValueError(f"block_n must be a power of two and a multiple of 8, got {block_n}")
+    if ahead not in (1, 2):
+        raise ValueError(f"ahead must be 1 or 2, got {ahead}")
+    if stages is not None and not 1 <= stages <= 8:
+        raise ValueError(f"stages must be None or 1 to 8, got {stages}")
+    if mma and stages is not None:
+        unroll = G // 16  # one group per step
+    if unroll & (unroll - 1):
+        raise ValueError(f"unroll must be a power of two, got {unroll}")
+    step = 16 * unroll if mma else block_k * unroll
+    if G % step:
+        what = "16 * unroll" if mma else "block_k * unroll"
+        raise ValueError(f"{what} = {step} must divide the group size {G}")
+    words = 64 * num_warps  # mma: words of a program per word of a thread
+    if mma and block_n % words:
+        raise ValueError(f"mode {mode!r} needs block_n a multiple of 64 * num_warps = {words}, got {block_n}")
+    N8, NG = N // 8, K // G
+    bn8 = block_n // 8
+    if mma and block_n // words >= 4 and N8 % 4:
+        # 4 words per thread with rows of N/8 words not a multiple of 4 gives wrong sums on the
+        # GPU (found on the H200: every column of N=200 or 1000; N/8 a multiple of 4 is right)
+        raise ValueError(f"mode {mode!r} with block_n = {block_n} (4 words per thread) needs N a multiple of 32, "
+                         f"got N = {N}: use block_n <= {2 * words}")
+    n_tiles = cdiv(N8, bn8)
+    split = awq_gemv_split(n_tiles, NG, x.device) if split_k is None else max(1, min(split_k, NG))
+    per = cdiv(NG, split)
+    split = cdiv(NG, per)
+    y_shape, dtype, device, cuda = (M, N), x.dtype, x.device, x.device.type == "cuda"
+    if mma:
+        return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
+                         ahead, stages, block_m, 1 if packed_w else 0)
+    magic = 0x43004300 if packed else 0x41800000
+    launch = awq_gemv_kernel[(n_tiles, split, M)]
+    consts = dict(G=G, BLOCK_K=block_k, BLOCK_N=block_n, UNROLL=unroll, EXACT=mode == "f32-exact",
+                  EVEN_N=N8 % bn8 == 0, PACKED=packed, SUBNORMAL=mode == "bf16x2-sub", ASM=packed and cuda,
+                  num_warps=num_warps)
+    reduce = splitk_reduce_kernel[(cdiv(M * N, 1024),)]
+
+    def run(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        y = torch.empty(y_shape, dtype=dtype, device=device)
+        out = y if split == 1 else _scratch(x, split * M * N, 0)[0]
+        launch(x, qweight, qzeros, scales.view(torch.int32), out, M, N, K, x.stride(0), N, N8, NG, per, M * N, magic,
+               **consts)
+        if split > 1:
+            reduce(out, y, M * N, split, BLOCK=1024, num_warps=4)
+        return y
+
+    return run
+
+
+def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int, bn8: int, n_tiles: int, split: int,
+              per: int, mode: str, block_n: int, words: int, num_warps: int, unroll: int, ahead: int,
+              stages: int | None, block_m: int, packed_w: int) -> Run:
+    # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
+    # weights for 9-16 rows
+    if block_m not in (1, 2, 4, 8, 16):
+        raise ValueError(f"block_m must be 1, 2, 4, 8 or 16, got {block_m}")
+    mb = min(block_m, 1 << (M - 1).bit_length())
+    copy_x = x.stride(0) % 2 or x.storage_offset() % 2  # read as int32 pairs
+    sxm = (K if copy_x else x.stride(0)) // 2
+    grid = (cdiv(M, mb), n_tiles, split)
+    # the partials are summed by the last program of each tile, SB splits per load (at most
+    # 32 values per thread)
+    sb = 0 if split == 1 else min(1 << (split - 1).bit_length(), max(1, 16 // (mb * (block_n // words))))
+    launch = awq_gemv_mma_kernel[grid]
+    consts = dict(N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, NB=2 if mb > 8 else 1,
+                  EVEN_N=N8 % bn8 == 0, SUBNORMAL=mode == "mma-sub", EMULATE=x.device.type != "cuda", SB=sb,
+                  AHEAD=ahead, STAGES=stages or 0, PACKED=packed_w, num_warps=num_warps)
+    y_shape, dtype, device = (M, N), x.dtype, x.device
+
+    def run(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        if copy_x:
+            x = x.contiguous()
+        y = torch.empty(y_shape, dtype=dtype, device=device)
+        ws, counts = (y, y) if split == 1 else _scratch(x, split * M * N, grid[0] * grid[1])
+        launch(x.view(torch.int32), qweight, qzeros, scales.view(torch.int32), y, M, N, K, sxm, N, NG, per, M * N,
+               ws, counts, **consts)
+        return y
+
+    return run
+
+
+def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
+             block_m: int = 16, block_n: int = 64, block_k: int = 64, *, mma_rows: int = 32) -> torch.Tensor:
+    """Y = X @ W~^T for X [M, K] fp16/bf16 (batch 16-256); Y has X's dtype.
+
+    bf16 X of at most `mma_rows` rows on an NVIDIA GPU goes to awq_gemv's tensor-core kernel
+    (mode "mma": the weights are dequantized once per 8 rows of X, straight into the mma's
+    registers); otherwise each [block_k, block_n] weight tile is dequantized, then tl.dot."""
+    M, N, K, G = _check_gemm(x, qweight, qzeros)
+    if mma_rows >= M and x.dtype == torch.bfloat16 and x.device.type == "cuda":
+        return awq_gemv(x, qweight, qzeros, scales, mode="mma")
+    bk = min(block_k, G)
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    grid = (cdiv(M, block_m), cdiv(N, block_n))
+    awq_gemm_kernel[grid](x, qweight, qzeros, scales, y, M, N, K, x.stride(0), y.stride(0), G=G,
+                          BLOCK_M=block_m, BLOCK_K=bk, BLOCK_N=block_n)
+    return y
