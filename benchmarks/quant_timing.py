@@ -3,9 +3,9 @@
     python benchmarks/quant_timing.py            # H200: both shapes, batch 1 and 16
     python benchmarks/quant_timing.py --quick    # the first config of each
 
-- write: one call per timing, L2 flushed before it by writing 256 MiB (benchmarks/quant.py's
-  method, triton.testing.do_bench's): the lines the call evicts are dirty and are written back
-  to memory while it runs;
+- write: one call per timing, L2 flushed before it by writing 256 MiB (triton.testing.do_bench's
+  method; benchmarks/quant.py's adds a GPU spin after the flush, so that host time is never
+  timed): the lines the call evicts are dirty and are written back to memory while it runs;
 - read: the same with the flush reading 256 MiB (L2 left holding clean lines);
 - rotate: R calls back to back, each on its own copy of the weights (R copies are far larger than
   L2, so every call reads its weights from memory), the time of the R calls over R;

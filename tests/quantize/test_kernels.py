@@ -146,6 +146,8 @@ def test_awq_gemv_packed_weights_errors() -> None:
         awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="f32")
     with pytest.raises(ValueError, match="block_n must be 64 \\* num_warps"):
         awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma", block_n=512)
+    with pytest.raises(ValueError, match="awq_gemm reads qweight in awq_gemv_pack's layout only"):
+        awq_gemm(x, awq_gemv_pack(qw), qz, sc)
     with pytest.raises(ValueError, match="does not fit x"):
         awq_gemv(torch.randn(1, 32, dtype=torch.bfloat16), awq_gemv_pack(qw), qz[:1], sc[:1], mode="mma")
 

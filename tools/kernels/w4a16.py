@@ -222,10 +222,10 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     split = awq_gemv_split(n_tiles, NG, x.device) if split_k is None else max(1, min(split_k, NG))
     per = cdiv(NG, split)
     split = cdiv(NG, per)
-    y_shape, dtype, device, cuda = (M, N), x.dtype, x.device, x.device.type == "cuda"
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
                          ahead, stages, block_m, 1 if packed_w else 0)
+    y_shape, dtype, device, cuda = (M, N), x.dtype, x.device, x.device.type == "cuda"
     magic = 0x43004300 if packed else 0x41800000
     launch = awq_gemv_kernel[(n_tiles, split, M)]
     consts = dict(G=G, BLOCK_K=block_k, BLOCK_N=block_n, UNROLL=unroll, EXACT=mode == "f32-exact",
@@ -283,10 +283,15 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 
     bf16 X of at most `mma_rows` rows on an NVIDIA GPU goes to awq_gemv's tensor-core kernel
     (mode "mma": the weights are dequantized once per 8 rows of X, straight into the mma's
-    registers); otherwise each [block_k, block_n] weight tile is dequantized, then tl.dot."""
-    M, N, K, G = _check_gemm(x, qweight, qzeros)
+    registers); otherwise each [block_k, block_n] weight tile is dequantized, then tl.dot (which
+    reads AutoAWQ's layout, not awq_gemv_pack's)."""
+    M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     if mma_rows >= M and x.dtype == torch.bfloat16 and x.device.type == "cuda":
         return awq_gemv(x, qweight, qzeros, scales, mode="mma")
+    if qweight.dim() == 4:
+        raise ValueError(f"awq_gemm reads qweight in awq_gemv_pack's layout only for bf16 x of at most mma_rows = "
+                         f"{mma_rows} rows on an NVIDIA GPU (x: {x.dtype}, {M} rows, {x.device.type}): pass "
+                         "AutoAWQ's qweight")
     bk = min(block_k, G)
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     grid = (cdiv(M, block_m), cdiv(N, block_n))
