@@ -116,23 +116,26 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                 # per program (block_m); S: one group per loop step, its loads at the top of the step
                 # (stages=1), or U chunks per step loaded one step ahead (unroll)
                 cfgs: list[tuple[int, int, dict[str, Any], int]]
-                # (packed: qweight in awq_gemv_pack's layout, 16-byte loads)
+                # (packed: qweight in awq_gemv_pack's layout, its own kernel (int4_packed.py): 16-byte
+                # loads, zero points folded out of the loop, the next group loaded ahead for <= 8 rows)
                 pk: dict[str, Any] = {"packed": True}
-                cfgs = ([(512, 8, pk, 4), (512, 8, pk, 8), (256, 4, pk, 8), (256, 4, pk, 7), (512, 8, {"stages": 1}, 4)]
+                b8 = {**pk, "block_m": 8}
+                cfgs = ([(512, 8, pk, 4), (64, 1, pk, 4), (512, 8, pk, 8), (128, 2, pk, 8), (64, 1, pk, 8),
+                         (512, 8, {"stages": 1}, 4)]
                         if m == 1 else
-                        [(128, 2, {**pk, "block_m": 8}, 4), (256, 4, {**pk, "block_m": 8}, 4),
-                         (64, 1, {**pk, "block_m": 8}, 4), (128, 2, {**pk, "block_m": 8}, 2),
+                        [(128, 2, b8, 4), (64, 1, b8, 4), (128, 2, {**b8, "ahead": 1}, 4), (256, 4, pk, 2),
                          (128, 2, {"stages": 1, "block_m": 8}, 4)])
                 if not sweep:
                     cfgs = cfgs[:1]
-                short = {"stages": "S", "unroll": "U", "block_m": "BM", "packed": "packed"}
+                short = {"stages": "S", "unroll": "U", "block_m": "BM", "packed": "packed", "ahead": "A"}
                 variants = {}
                 for bn, nw, kw, sk in cfgs:
                     opts = {k: v for k, v in kw.items() if k != "packed"}
                     name = " ".join(short[k] if k == "packed" else f"{short[k]}={v}" for k, v in kw.items())
-                    variants[f"mma-sub BN={bn} warps={nw} {name} split={sk}"] = partial(
+                    mode = "mma" if kw.get("packed") else "mma-sub"
+                    variants[f"{mode} BN={bn} warps={nw} {name} split={sk}"] = partial(
                         awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc, block_n=bn, num_warps=nw,
-                        split_k=sk, mode="mma-sub", **opts)
+                        split_k=sk, mode=mode, **opts)
                 if m > 1 and sweep:
                     variants["awq_gemm (default)"] = partial(awq_gemm, x, qw, qz, sc)
             err = _check(f"w4a16 {m}x{n}x{k}", next(iter(variants.values()))(), ref, 2e-2)

@@ -98,6 +98,25 @@ def rows_16b(w_ptr, out_ptr, K_PER, N8: tl.constexpr, ROWS: tl.constexpr, COLS: 
     tl.store(out_ptr + c, tl.xor_sum(acc, 0))
 
 
+@jit
+def packed_read(w_ptr, out_ptr, GPS, NW: tl.constexpr, O: tl.constexpr):
+    """XOR of awq_gemv_pack's words as its kernel reads them (groups of 128 rows): warp w of program
+    (n, s) reads octet n NW + w, 8 chunks of 512 contiguous bytes per group (one 16-byte vector per
+    lane each), GPS groups from group s GPS."""
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    wv = tl.arange(0, NW)[:, None, None]
+    lane = tl.arange(0, 32)[None, :, None]
+    s = tl.arange(0, 4)[None, None, :]
+    p = w_ptr + ((pid_n * NW + wv) * 128 + lane * 4 + s) + pid_s * GPS * (8 * O * 128)
+    acc = tl.zeros((NW, 32, 4), dtype=tl.int32)
+    for _ in range(0, GPS):
+        for u in tl.static_range(8):
+            acc = acc ^ tl.load(p + u * (O * 128))
+        p += 8 * O * 128
+    tl.store(out_ptr + ((pid_n * NW + wv) * 128 + lane * 4 + s), acc)
+
+
 # words_like_mma: (NW, V, U, HINT, AHEAD); rows_16b: (ROWS, COLS, warps)
 MMA_PATTERNS = [(4, 1, 4, 0, 1), (4, 1, 4, 3, 1), (4, 1, 8, 0, 1), (4, 1, 8, 3, 1), (2, 1, 4, 0, 1), (2, 1, 4, 3, 1),
                 (4, 2, 4, 3, 1), (4, 4, 2, 3, 1), (4, 4, 2, 0, 1), (8, 1, 4, 3, 1)]

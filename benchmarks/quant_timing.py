@@ -15,8 +15,8 @@
 Every Anvil config is checked against torch first. Prints one table per shape and batch: the
 host time of one call (its Python side, launches queued without waiting), then median
 microseconds per call under each method and the speedup over torch's bf16 matmul under the same
-method; the last rows are read floors: the int4 words alone, in 16-byte row reads
-(benchmarks/quant_ceiling.py's rows_16b).
+method; the last rows are read floors: the packed int4 words alone, read as the packed kernel
+reads them (benchmarks/quant_ceiling.py's packed_read).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quant_ceiling import rows_16b  # noqa: E402
+from quant_ceiling import packed_read  # noqa: E402
 
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
 from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack  # noqa: E402
@@ -44,11 +44,10 @@ METHODS = ("write", "read", "rotate", "graph")
 # awq_gemv keywords as in benchmarks/quant.py: (block_n, num_warps, extra, split_k)
 # packed: qweight in awq_gemv_pack's layout (streamed one group per step)
 P1 = {"packed": 1}
-CFG_1 = [(512, 8, {"stages": 1}, 4), (512, 8, P1, 4), (512, 8, P1, 8), (256, 4, P1, 7), (256, 4, P1, 8)]
+CFG_1 = [(512, 8, P1, 4), (64, 1, P1, 4), (512, 8, P1, 8), (64, 1, P1, 8), (512, 8, {"stages": 1}, 4)]
 B8 = {"packed": 1, "block_m": 8}
-CFG_16 = [(128, 2, {"stages": 1, "block_m": 8}, 4), (128, 2, B8, 4), (256, 4, B8, 4), (128, 2, B8, 2),
-          (64, 1, B8, 4)]
-FLOOR = {28672: [(8, 256, 4, 16)], 14336: [(64, 64, 4, 16), (16, 256, 4, 16)]}  # rows, cols, warps, split
+CFG_16 = [(128, 2, B8, 4), (64, 1, B8, 4), (256, 4, P1, 2), (128, 2, {"stages": 1, "block_m": 8}, 4)]
+FLOOR = {28672: [(8, 4), (8, 8)], 14336: [(8, 8), (4, 16)]}  # warps, split of packed_read
 
 
 class Clock:
@@ -141,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                 sets = packs
                 if opts.pop("packed", 0):
                     sets = packed_sets
-                fns = [partial(awq_gemv, x, *p, block_n=bn, num_warps=nw, split_k=sk, mode="mma-sub", **opts)
-                       for p in sets]
+                mode = "mma" if sets is packed_sets else "mma-sub"
+                fns = [partial(awq_gemv, x, *p, block_n=bn, num_warps=nw, split_k=sk, mode=mode, **opts) for p in sets]
                 y = fns[0]().double()
                 err = float((y - ref).norm() / ref.norm())
                 if not err < 2e-2:
@@ -150,11 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 rows.append((name, clock.all(fns)))
             if m == 1:
-                out = torch.empty(n // 8 * 4, dtype=torch.int32, device="cuda")
-                for r, c, nw, split in FLOOR[n]:
-                    fns = [partial(rows_16b[(n // 8 // c, split)], p[0], out, k // split, N8=n // 8, ROWS=r, COLS=c,
-                                   num_warps=nw) for p in packs]
-                    rows.append((f"floor: rows {r}x{c} w{nw} split {split}", clock.all(fns)))
+                octets = n // 64
+                out = torch.empty(octets * 128, dtype=torch.int32, device="cuda")
+                for nw, split in FLOOR[n]:
+                    fns = [partial(packed_read[(octets // nw, split)], p[0], out, k // 128 // split, NW=nw,
+                                   O=octets, num_warps=nw) for p in packed_sets]
+                    rows.append((f"floor: packed words w{nw} split {split}", clock.all(fns)))
             table(f"{n}x{k}, batch {m}: us per call and speedup over torch", t_torch, rows)
     return 0
 

@@ -35,11 +35,13 @@ class Config:
         self.pre_hook = pre_hook
 
     def all_kwargs(self) -> dict[str, Any]:
-        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+        regs = {} if self.maxnreg is None else {"maxnreg": self.maxnreg}
+        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages, **regs}
 
     def __repr__(self) -> str:
         kw = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())
-        return f"{kw}, num_warps: {self.num_warps}, num_stages: {self.num_stages}"
+        regs = "" if self.maxnreg is None else f", maxnreg: {self.maxnreg}"
+        return f"{kw}, num_warps: {self.num_warps}, num_stages: {self.num_stages}{regs}"
 
 
 class Autotuner(KernelInterface):

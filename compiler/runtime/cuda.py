@@ -120,4 +120,5 @@ def compile_cuda(ir_fn: Any, symbol: str, opts: LaunchOptions, target: str) -> A
     from ..backends.nvidia import compile_function
 
     arch = target.split(":", 1)[1] if ":" in target else "sm_90a"
-    return compile_function(ir_fn, symbol, opts.num_warps, arch, debug=opts.debug, num_stages=opts.num_stages)
+    return compile_function(ir_fn, symbol, opts.num_warps, arch, debug=opts.debug, num_stages=opts.num_stages,
+                            maxnreg=opts.maxnreg)

@@ -118,7 +118,7 @@ class Launcher:
             raise clean_error(e) from None
 
     def slow(self, g: Any, vals: tuple[Any, ...], extra: tuple[Any, ...], kw: dict[str, Any], nw: Any,
-             ns: Any) -> Any:
+             ns: Any, mr: Any = None) -> Any:
         """The front got an unusual call (a missing argument, too many, a keyword it does not know or
         another launch option): rebuild the call as given and take the general path, which launches
         or raises the located error."""
@@ -136,18 +136,22 @@ class Launcher:
             kwargs["num_warps"] = nw
         if ns is not None:
             kwargs["num_stages"] = ns
+        if mr is not None:
+            kwargs["maxnreg"] = mr
         kwargs.update(kw)
         return self.run_clean((*args, *extra), kwargs, grid_of(g))
 
-    def miss(self, g: Any, vals: tuple[Any, ...], fkey: tuple[Any, ...], nw: Any, ns: Any) -> Any:
+    def miss(self, g: Any, vals: tuple[Any, ...], fkey: tuple[Any, ...], nw: Any, ns: Any, mr: Any = None) -> Any:
         """The front found no entry for `fkey`: launch through the general path, then remember the entry."""
         if any(v is MISSING for v in vals):  # an argument not given: the general path says which
-            return self.slow(g, vals, (), {}, nw, ns)
+            return self.slow(g, vals, (), {}, nw, ns, mr)
         kwargs = {}
         if nw is not None:
             kwargs["num_warps"] = nw
         if ns is not None:
             kwargs["num_stages"] = ns
+        if mr is not None:
+            kwargs["maxnreg"] = mr
         try:
             # a first launch (compile, module load, launch) starts no automatic garbage collection:
             # with torch loaded a full one takes tens of ms (compiled.collector_paused)
@@ -246,7 +250,7 @@ class Launcher:
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
              warmup: bool) -> tuple[CompiledKernel, bool]:
         """The general path; also says whether the warm path may launch this specialization (no
-        host tensor descriptors, only num_warps/num_stages among the launch options)."""
+        host tensor descriptors, no debug option other than the default)."""
         vals, opts = self.bind(args, kwargs)
         key = self._key(vals)
         if opts is not self._default_opts:
@@ -338,7 +342,8 @@ def _target_for(vals: list[Any], name: str) -> str:
 
 
 def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[str, Any], target: str,
-                          num_warps: int, num_stages: int, debug: bool) -> CompiledKernel:
+                          num_warps: int, num_stages: int, debug: bool,
+                          maxnreg: int | None = None) -> CompiledKernel:
     """Compile for an explicit signature (no tensors needed): what the tools use."""
     from ..frontend import ParamSpec
 
@@ -371,4 +376,5 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
         tgt = "cuda:sm_90a"
     if tgt != "cpu" and not (tgt.startswith("cuda:sm_") and tgt[8:].rstrip("a").isdigit()):
         raise E.ArgumentError(f"unknown target {target!r}; use 'cpu', 'cuda' or 'cuda:sm_80' / 'cuda:sm_90a'")
-    return compile_kernel(fn, specs, LaunchOptions(num_warps, num_stages, debug), tgt)
+    opts = LaunchOptions.from_kwargs({"num_warps": num_warps, "num_stages": num_stages, "maxnreg": maxnreg}, debug)
+    return compile_kernel(fn, specs, opts, tgt)

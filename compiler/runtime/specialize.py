@@ -30,6 +30,7 @@ class LaunchOptions:
     num_warps: int = 4
     num_stages: int = 3
     debug: bool = False
+    maxnreg: int | None = None  # registers per thread at most (NVIDIA: `.maxnreg`); None: ptxas chooses
 
     @staticmethod
     def from_kwargs(kw: dict[str, Any], fn_debug: bool | None) -> LaunchOptions:
@@ -41,7 +42,12 @@ class LaunchOptions:
         nw = int(kw.get("num_warps", 4))
         if nw <= 0 or nw & (nw - 1):
             raise E.LaunchError(f"num_warps must be a power of two, got {nw}")
-        return LaunchOptions(nw, int(kw.get("num_stages", 3)), bool(debug))
+        maxnreg = kw.get("maxnreg")
+        if maxnreg is not None and (isinstance(maxnreg, bool) or not isinstance(maxnreg, int)
+                                    or not 24 <= maxnreg <= 255):
+            raise E.LaunchError(f"maxnreg must be None or an int from 24 to 255 (registers per thread), "
+                                f"got {maxnreg!r}")
+        return LaunchOptions(nw, int(kw.get("num_stages", 3)), bool(debug), maxnreg)
 
 
 _TORCH_NAMES = {

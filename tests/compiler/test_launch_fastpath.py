@@ -91,6 +91,10 @@ def test_num_warps_and_positional_or_keyword_calls() -> None:
     assert k is k4
     torch.testing.assert_close(out, x * 2)
     torch.testing.assert_close(o2, x * 2)
+    kr, o3 = _run(x, 200, maxnreg=64)  # another key (on the CPU the option changes nothing else)
+    assert kr is not k4 and kr.options.maxnreg == 64 and _run(x, 200, maxnreg=64)[0] is kr
+    torch.testing.assert_close(o3, x * 2)
+    assert "pop('maxnreg'" in axpy.launcher.front.__anvil_source__
 
 
 def test_grids_callable_2d_and_empty() -> None:

@@ -40,6 +40,19 @@ def test_kernel_assembles(name: str, arch: str) -> None:
     assert ck.metadata["n_regs"] and ck.metadata["n_spills"] == 0
 
 
+def test_maxnreg_caps_the_registers() -> None:
+    """The launch option maxnreg (as Triton's) becomes `.maxnreg`; ptxas keeps to it (spilling if it
+    must), and it is part of the cache key. Out of range: a LaunchError."""
+    k = compiler.compile_source(SRC, kernel="layer_norm_fwd")
+    free = k.compile(*CASES["layer_norm_fwd"], target="cuda:sm_90a", num_warps=4)
+    capped = k.compile(*CASES["layer_norm_fwd"], target="cuda:sm_90a", num_warps=4, maxnreg=24)
+    assert ".maxnreg" not in free.asm["ptx"] and ".maxnreg 24" in capped.asm["ptx"]
+    assert free.metadata["n_regs"] > 24 >= capped.metadata["n_regs"]
+    for bad in (8, 300, 64.0, True):
+        with pytest.raises(compiler.errors.LaunchError, match="maxnreg must be None or an int from 24 to 255"):
+            k.compile(*CASES["layer_norm_fwd"], target="cuda:sm_90a", maxnreg=bad)
+
+
 def test_contiguous_aligned_accesses_are_128_bit() -> None:
     k = compiler.compile_source(SRC, kernel="add_kernel")
     ptx = k.compile(*CASES["add_kernel"], target="cuda:sm_90a").asm["ptx"]

@@ -1,9 +1,12 @@
-"""W4A16 AWQ GEMV/GEMM (tools/kernels/int4.py, the tensor-core kernel of int4_mma.py) on the GPU:
-against float64 and the CPU backend, batch 1 to 16, ragged N, every K split (the last program of
-each tile sums the partials: the counters must come back to zero and the result must not depend
-on which program arrives last), outputs poisoned."""
+"""W4A16 AWQ GEMV/GEMM (tools/kernels/int4.py, the tensor-core kernels of int4_mma.py and
+int4_packed.py) on the GPU: against float64 and the CPU backend, batch 1 to 16, ragged N, every K
+split (the last program of each tile sums the partials: the counters must come back to zero and
+the result must not depend on which program arrives last), outputs poisoned."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 import pytest
 import torch
@@ -34,13 +37,11 @@ def _cpu_result(N: int, K: int, M: int, *args: torch.Tensor) -> torch.Tensor:
                                            (2048, 4096, 9)])
 @pytest.mark.parametrize("mode", ["mma", "mma-sub"])
 @pytest.mark.parametrize("cfg", [(4, 1, 4, 1, None), (2, 4, 2, 1, None), (4, 2, 2, 2, None), (1, 1, 4, 2, None),
-                                 (4, 1, 8, 1, 3), (2, 2, 8, 1, 4), (1, 1, 8, 1, 2), (2, 4, 8, 1, 3), (4, 4, 8, 1, 1),
-                                 (4, 1, 8, 1, 0), (8, 1, 8, 1, 0), (1, 1, 8, 1, 0), (2, 1, 8, 1, 0)])
+                                 (4, 1, 8, 1, 3), (2, 2, 8, 1, 4), (1, 1, 8, 1, 2), (2, 4, 8, 1, 3), (4, 4, 8, 1, 1)])
 def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str,
                                            cfg: tuple[int, int, int, int, int | None],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """cfg: (warps, words per thread, unroll, ahead, stages); stages not None: streamed groups; 0:
-    streamed from awq_gemv_pack's layout."""
+    """cfg: (warps, words per thread, unroll, ahead, stages); stages not None: streamed groups."""
     nw, v, u, ahead, stages = cfg
     g = torch.Generator().manual_seed(N * K + M)  # the same inputs for every mode and tile
     w = torch.randn(N, K, generator=g) * 0.05
@@ -49,6 +50,43 @@ def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str,
     x = (torch.randn(M, K, generator=g) * 2).to(torch.bfloat16)
     ref = x.double() @ wd.t()
     cpu = _cpu_result(N, K, M, x, qw, qz, sc) if N * K * M <= 1 << 22 else None  # the CPU's emulated mma is slow
+    _poison(monkeypatch)
+    dev = [t.cuda() for t in (x, qw, qz, sc)]
+    if v == 4 and (N // 8) % 4:
+        with pytest.raises(ValueError, match="needs N a multiple of 32"):
+            awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u)
+        return
+    for split in (1, 2, 3, K // 128):
+        _check_splits(partial(awq_gemv, *dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split,
+                              ahead=ahead, stages=stages), ref, cpu)
+    _check_counters()
+
+
+@pytest.mark.parametrize(("N", "K", "M"), [(200, 512, 1), (1000, 1024, 3), (4096, 2048, 1), (648, 512, 16),
+                                           (2048, 4096, 9), (520, 1024, 8)])
+@pytest.mark.parametrize(("nw", "ahead", "block_m"), [(4, None, 16), (8, None, 16), (1, None, 8), (2, 1, 16),
+                                                      (4, 2, 8)])
+def test_w4a16_packed_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: int, ahead: int | None, block_m: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """awq_gemv_pack's layout (int4_packed.py: zero points folded, groups balanced over the splits,
+    the next group's loads ahead), x with an offset (the folded zero subtracts z times the sum of x)."""
+    g = torch.Generator().manual_seed(N * K + M)
+    w = torch.randn(N, K, generator=g) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, 128)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = (torch.randn(M, K, generator=g) * 2 + 3).to(torch.bfloat16)
+    ref = x.double() @ wd.t()
+    cpu = _cpu_result(N, K, M, x, qw, qz, sc) if N * K * M <= 1 << 22 else None
+    _poison(monkeypatch)
+    dev = [t.cuda() for t in (x, qw, qz, sc)]
+    dev[1] = w4a16.awq_gemv_pack(dev[1])
+    for split in (1, 2, 3, 5, K // 128):
+        _check_splits(partial(awq_gemv, *dev, num_warps=nw, split_k=split, ahead=ahead, block_m=block_m), ref, cpu)
+    _check_counters()
+
+
+def _poison(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs (torch.empty in w4a16) and the split-K partials (the scratch is kept per stream) NaN."""
     real_empty = torch.empty
 
     def poisoned(*shape: object, **kw: object) -> torch.Tensor:
@@ -58,26 +96,20 @@ def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str,
         return t
 
     monkeypatch.setattr(w4a16.torch, "empty", poisoned)
-    monkeypatch.setattr(w4a16, "_SCRATCH", {})  # split-K partials poisoned too (the scratch is kept per stream)
-    dev = [t.cuda() for t in (x, qw, qz, sc)]
-    if stages == 0:
-        dev[1] = w4a16.awq_gemv_pack(dev[1])
-        stages = None
-    if v == 4 and (N // 8) % 4:
-        with pytest.raises(ValueError, match="needs N a multiple of 32"):
-            awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u)
-        return
-    for split in (1, 2, 3, K // 128):
-        y = awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split, ahead=ahead,
-                     stages=stages)
-        for _ in range(3):  # the counters are back at zero: the same sums again
-            y2 = awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split,
-                          ahead=ahead, stages=stages)
-            assert torch.equal(y, y2)
-        assert not torch.isnan(y).any()
-        assert _rel(y.cpu(), ref) < 1e-2
-        if cpu is not None:
-            assert _rel(y.cpu(), cpu.double()) < 1e-2
+    monkeypatch.setattr(w4a16, "_SCRATCH", {})
+
+
+def _check_splits(run: Callable[[], torch.Tensor], ref: torch.Tensor, cpu: torch.Tensor | None) -> None:
+    y = run()
+    for _ in range(3):  # the counters are back at zero: the same sums again
+        assert torch.equal(y, run())
+    assert not torch.isnan(y).any()
+    assert _rel(y.cpu(), ref) < 1e-2
+    if cpu is not None:
+        assert _rel(y.cpu(), cpu.double()) < 1e-2
+
+
+def _check_counters() -> None:
     for _, counts in w4a16._SCRATCH.values():
         if counts.is_cuda:
             assert int(counts.abs().sum()) == 0

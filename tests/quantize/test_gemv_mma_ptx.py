@@ -1,4 +1,4 @@
-"""The tensor-core W4A16 GEMV (tools/kernels/int4_mma.py), device-free.
+"""The tensor-core W4A16 GEMVs (tools/kernels/int4_mma.py, int4_packed.py), device-free.
 
 1. The chunk's inline PTX is run for the 32 lanes of a warp by a small interpreter of the
    instructions it uses; the mma fragments come from the backend's tested mma.sync layouts
@@ -6,10 +6,12 @@
 2. The tile the kernel builds has lane = 4 gid + tig, as the chunk assumes.
 3. The kernel compiles for sm_90a (ptxas) with few instructions per weight, no spills and no
    shared memory in its inner loop.
+4. The same for the packed layout's kernel (int4_packed.py) and its chunk.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -24,6 +26,7 @@ from compiler.layouts import LANE, REGISTER, WARP
 from compiler.layouts.distributed import mma_v2_accumulator, mma_v2_operand
 from tools.kernels.int4 import AWQ_ORDER, awq_shift
 from tools.kernels.int4_mma import awq_gemv_mma_kernel, mma_chunk_ptx
+from tools.kernels.int4_packed import awq_gemv_packed_kernel, fold_chunk_ptx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ptx_loops import loop_spans  # noqa: E402
@@ -126,6 +129,9 @@ def run_ptx(ptx: str, regs: Regs) -> Regs:
         elif op == "sub.rn.bf16x2":
             (al, ah), (bl, bh) = _halves(x[0]), _halves(x[1])
             out = _pack(al - bl, ah - bh)
+        elif op == "mul.rn.bf16x2":
+            (al, ah), (bl, bh) = _halves(x[0]), _halves(x[1])
+            out = _pack(al * bl, ah * bh)
         elif op == "fma.rn.bf16x2":
             (al, ah), (bl, bh), (cl, ch) = _halves(x[0]), _halves(x[1]), _halves(x[2])
             out = _pack(al * bl + cl, ah * bh + ch)
@@ -232,18 +238,70 @@ def test_mma_kernelinner_loop(subnormal: bool, per_weight: float, mb: int, sb: i
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
-@pytest.mark.parametrize("nw", [4, 8])
-def test_mma_kernel_packed_weights_load_16_bytes(nw: int) -> None:
-    """awq_gemv_pack's layout (PACKED, streamed one group per step): the 32 words of a thread's
-    group come in 8 vector loads of 16 bytes, x as before, no spills, no shared memory."""
-    ck = awq_gemv_mma_kernel.compile(SIG, {"N8": 3584, "G": 128, "NW": nw, "V": 1, "U": 8, "MB": 1, "NB": 1,
-                                           "EVEN_N": True, "SUBNORMAL": True, "EMULATE": False, "SB": 16,
-                                           "STAGES": 1, "PACKED": 1}, target="cuda:sm_90a", num_warps=nw)
+@pytest.mark.parametrize(("nw", "ahead"), [(4, 1), (8, 1), (1, 2), (8, 2)])
+def test_packed_kernel_loads_16_bytes_per_chunk(nw: int, ahead: int) -> None:
+    """awq_gemv_pack's layout (int4_packed.py): per group a thread's 32 words come in 8 loads of 16
+    bytes, its x pairs in 8 of 8 bytes, the scales in one of 16 and the zeros in one word; 5 mma
+    per chunk; no shared or local memory, no spills (ahead=2 within the 128 registers awq_gemv
+    gives it)."""
+    sig = {k: v for k, v in SIG.items() if k != "GROUPS_PER_SPLIT"}
+    ck = awq_gemv_packed_kernel.compile(sig, {"N8": 3584, "G": 128, "NW": nw, "MB": 1, "NB": 1, "EVEN_N": True,
+                                              "EMULATE": False, "SB": 16, "AHEAD": ahead}, target="cuda:sm_90a",
+                                        num_warps=nw, maxnreg=128 if ahead == 2 else None)
     ptx = ck.asm["ptx"]
     loop = min((span for span in loop_spans(ptx) if "mma.sync" in span), key=len)
-    assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 32
-    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", loop)) == 8
-    assert len(re.findall(r"ld\.global\.b32", loop)) == 16 + 5  # x pairs, the group's zeros and 4 scale words
+    assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 40
+    assert len(re.findall(r"ld\.global(\.nc)?\.v4\.b32", loop)) == 9
+    assert len(re.findall(r"ld\.global(\.nc)?\.v2\.b32", loop)) == 8
+    assert len(re.findall(r"ld\.global(\.nc)?\.b32", loop)) == 1
+    assert len(re.findall(r"shr\.u32\s+fs", loop)) == 32  # one per word, for nibbles 2 and 3
     for bad in ("bar.sync", "st.shared", "ld.shared", "ld.local", "st.local"):
         assert bad not in loop, bad
     assert ck.metadata["n_spills"] == 0
+    if ahead == 2:
+        assert ".maxnreg 128" in ptx and ck.metadata["n_regs"] <= 128
+
+
+def _pack_words(w: list[np.ndarray]) -> list[np.ndarray]:
+    """A lane's words of rows 0..3 -> R0..R3 (awq_gemv_pack)."""
+    lo = [v & 0xFFFF for v in w]
+    hi = [v >> 16 for v in w]
+    return [(lo[0] | lo[1] << 16).astype(np.uint32), (hi[0] | hi[1] << 16).astype(np.uint32),
+            (lo[2] | lo[3] << 16).astype(np.uint32), (hi[2] | hi[3] << 16).astype(np.uint32)]
+
+
+@pytest.mark.parametrize(("mb", "nb"), [(1, 1), (2, 1), (8, 1), (16, 2)])
+def test_fold_chunk_ptx_sums_codes_times_x(mb: int, nb: int) -> None:
+    """The packed kernel's chunk for 32 lanes: each column's sum of q x 2^-13 over the chunk's 16
+    rows (the K order permuted the same for the words and x) and the sum of x 2^-13."""
+    rng = np.random.default_rng(1)
+    q = rng.integers(0, 16, (16, 8, 8))  # [row of the chunk, word column = gid, column]
+    xs = _bf16(_to_bf16(rng.standard_normal((mb, 16)) * 4))
+    lane = np.arange(32)
+    gid, tig = lane >> 2, lane & 3
+    w = 20 * nb
+    bx, one = w + 4, w + 4 + 2 * nb
+    regs: Regs = {f"${w + i}": r for i, r in enumerate(_pack_words([_awq_word(q[4 * tig + s, gid]) for s in range(4)]))}
+    tb = min(mb, 8)
+    for t in range(nb):
+        xrow = xs[8 * t + gid % tb]
+        regs[f"${bx + 2 * t}"] = _pack(xrow[lane, 4 * tig], xrow[lane, 4 * tig + 1])
+        regs[f"${bx + 2 * t + 1}"] = _pack(xrow[lane, 4 * tig + 2], xrow[lane, 4 * tig + 3])
+    for k, c in enumerate((0x39003900, 0x7B807B80, 0x79807980)):
+        regs[f"${one + k}"] = np.full(32, c, dtype=np.uint32)
+    unit = 2.0 ** -13
+    acc = (rng.standard_normal((w, 32)) * unit).astype(np.float32).astype(np.float64)
+    for i in range(w):
+        regs[f"${one + 3 + i}"] = acc[i]
+    out = run_ptx(fold_chunk_ptx(nb), regs)
+    for t in range(nb):
+        for i in range(2):
+            batch = 8 * t + (2 * tig + i) % tb
+            for j, h in itertools.product(range(4), range(2)):
+                k = 16 * t + 4 * j + 2 * h + i
+                want = (q[:, gid, 2 * j + h] * xs[batch].T).sum(axis=0) * unit
+                np.testing.assert_allclose(out[f"${k}"] - acc[k], want, rtol=1e-5, atol=1e-6 * unit)
+            for r in (i, i + 2):  # D rows gid and gid + 8: the same sums of x
+                k = 16 * nb + 4 * t + r
+                np.testing.assert_allclose(out[f"${k}"] - acc[k], xs[batch].sum(axis=1) * unit, rtol=1e-5,
+                                           atol=1e-6 * unit)

@@ -116,34 +116,43 @@ def test_awq_gemv_mma_streamed(N: int, K: int, M: int, opts: dict[str, Any]) -> 
 
 @pytest.mark.parametrize(("N", "K"), [(200, 64), (64, 32)])
 def test_awq_gemv_pack_layout(N: int, K: int) -> None:
-    """Every word of the GEMV layout is the word its definition names; zero past N."""
+    """Every word of the packed layout is the one its definition names: R_s of lane 4 gid + tig
+    from the words w0..w3 of word column 8o + gid at rows 16c + 4tig + 0..3 (zero past N)."""
     qw = torch.randint(-2**31, 2**31 - 1, (K, N // 8), dtype=torch.int32)
     p = awq_gemv_pack(qw)
-    assert p.shape == (K // 16, -(-N // 64), 32, 4) and p.is_contiguous()
-    for c, o, lane, s in itertools.product(range(K // 16), range(p.shape[1]), range(32), range(4)):
-        col, row = 8 * o + lane // 4, 16 * c + 2 * (lane % 4) + s % 2 + 8 * (s // 2)
-        assert int(p[c, o, lane, s]) == (int(qw[row, col]) if col < N // 8 else 0)
+    assert p.shape == (K // 16, -(-N // 64), 32, 4) and p.is_contiguous() and p.dtype == torch.int32
+    for c, o, lane in itertools.product(range(K // 16), range(p.shape[1]), range(32)):
+        col = 8 * o + lane // 4
+        w = [int(qw[16 * c + 4 * (lane % 4) + k, col]) & 0xFFFFFFFF if col < N // 8 else 0 for k in range(4)]
+        want = [(w[0] & 0xFFFF) | (w[1] & 0xFFFF) << 16, w[0] >> 16 | (w[1] >> 16) << 16,
+                (w[2] & 0xFFFF) | (w[3] & 0xFFFF) << 16, w[2] >> 16 | (w[3] >> 16) << 16]
+        assert [int(v) & 0xFFFFFFFF for v in p[c, o, lane]] == want
 
 
-@pytest.mark.parametrize(("N", "K", "M", "opts"), [
-    (72, 64, 3, {"split_k": 2, "num_warps": 4}),  # 2 octets for 4 warps: two read the last one
+@pytest.mark.parametrize(("N", "K", "M", "G", "opts"), [
+    (72, 96, 3, 32, {"split_k": 2, "num_warps": 4}),  # 2 octets for 4 warps: two read the last one; 3 groups
+    (64, 32, 1, 16, {"split_k": 2, "num_warps": 1, "ahead": 2}),  # groups of one chunk
 ])
-def test_awq_gemv_packed_weights(N: int, K: int, M: int, opts: dict[str, Any]) -> None:
-    """awq_gemv on awq_gemv_pack's layout (each lane's 4 words of a chunk read together) against
-    float64."""
+def test_awq_gemv_packed_weights(N: int, K: int, M: int, G: int, opts: dict[str, Any]) -> None:
+    """awq_gemv on awq_gemv_pack's layout (the packed kernel: zero points folded out of the loop,
+    groups balanced over the splits) against float64, with a large offset in x (the folded zero
+    subtracts z times the sum of x)."""
     w = torch.randn(N, K) * 0.05
-    qw, qz, sc = awq_quantize_pack(w, 32)
+    qw, qz, sc = awq_quantize_pack(w, G)
     wd = awq_dequantize(qw, qz, sc).double()
-    x = torch.randn(M, K, dtype=torch.bfloat16) * 3
-    y = awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma", **opts)
-    assert y.shape == (M, N) and _rel(y, x.double() @ wd.t()) < 1e-2
+    x = (torch.randn(M, K) * 3 + 20).to(torch.bfloat16)
+    y = awq_gemv(x, awq_gemv_pack(qw), qz, sc, **opts)
+    assert y.shape == (M, N) and y.dtype == torch.bfloat16 and _rel(y, x.double() @ wd.t()) < 1e-2
 
 
 def test_awq_gemv_packed_weights_errors() -> None:
     qw, qz, sc = awq_quantize_pack(torch.randn(64, 64), 32)
     x = torch.randn(1, 64, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="needs mode 'mma' or 'mma-sub'"):
-        awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="f32")
+    for mode in ("f32", "mma-sub"):
+        with pytest.raises(ValueError, match="mode must be None or 'mma'"):
+            awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode=mode)
+    with pytest.raises(ValueError, match="stages must be None or 1"):
+        awq_gemv(x, awq_gemv_pack(qw), qz, sc, stages=2)
     with pytest.raises(ValueError, match="block_n must be 64 \\* num_warps"):
         awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma", block_n=512)
     with pytest.raises(ValueError, match="awq_gemm reads qweight in awq_gemv_pack's layout only"):

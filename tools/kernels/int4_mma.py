@@ -198,21 +198,6 @@ def _load_x(px0, px1, U: tl.constexpr, NB: tl.constexpr):
 
 
 @jit
-def _load_packed(pq, CHUNK: tl.constexpr, U: tl.constexpr, EMULATE: tl.constexpr):
-    """A group's slot words from the GEMV layout (awq_gemv_pack): chunk u's 4 words of the thread
-    are the 16 bytes at pq + u CHUNK, one vector load (4 word loads when emulating)."""
-    w = ()
-    for u in tl.static_range(U):
-        p = pq + u * CHUNK
-        if EMULATE:
-            w = w + (tl.load(p), tl.load(p + 1), tl.load(p + 2), tl.load(p + 3))
-        else:
-            w = w + tl.inline_asm_elementwise("ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l", [p],
-                                              dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-    return w
-
-
-@jit
 def _b_frags(x, u: tl.constexpr, U: tl.constexpr, NB: tl.constexpr):
     """Chunk u's B fragments of each tile (2 x pairs per tile) out of a step's x pairs."""
     if NB == 2:
@@ -246,7 +231,7 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
                         GROUPS_PER_SPLIT, stride_ys, ws_ptr, count_ptr, N8: tl.constexpr, G: tl.constexpr,
                         NW: tl.constexpr, V: tl.constexpr, U: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
                         EVEN_N: tl.constexpr, SUBNORMAL: tl.constexpr, EMULATE: tl.constexpr, SB: tl.constexpr,
-                        AHEAD: tl.constexpr = 1, STAGES: tl.constexpr = 0, PACKED: tl.constexpr = 0):
+                        AHEAD: tl.constexpr = 1, STAGES: tl.constexpr = 0):
     """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW * 8 * V words, K
     split). With more than one split (SB > 0), split s writes its fp32 partial at
     ws + s * stride_ys and counts itself in count_ptr[tile] (zero before the launch); the last of
@@ -262,9 +247,7 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     STAGES > 0 streams instead: one loop iteration per group (U = G / 16 chunks), every load of
     the iteration in the loop itself, and the loop pipelined STAGES deep (`tl.range(...,
     num_stages=STAGES)`: on NVIDIA each thread's loads go to its own part of shared memory through
-    cp.async, STAGES - 1 groups ahead, holding no registers while in flight; 1: not pipelined).
-    PACKED (with STAGES and V = 1): qweight is in the GEMV layout of awq_gemv_pack, where a
-    thread's 4 words of a chunk are one 16-byte vector."""
+    cp.async, STAGES - 1 groups ahead, holding no registers while in flight; 1: not pipelined)."""
     m0 = tl.program_id(0) * MB  # the row blocks of one tile run side by side: its weights are read from L2
     pid_n = tl.program_id(1)
     pid_s = tl.program_id(2)
@@ -298,20 +281,9 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
         tig1 = tl.arange(0, 4)[None, None, :, None] + one
         qx0 = x_ptr + (tl.minimum(m0 + gid1 % TB, M - 1) * stride_xm + tig1)
         qx1 = x_ptr + (tl.minimum(m0 + 8 + gid1 % TB, M - 1) * stride_xm + tig1)
-        if PACKED:
-            # the GEMV layout: [K / 16, O, 32 lanes, 4 slots] words, O = ceil(N8 / 8) octets of
-            # word columns; warp w of the program reads octet pid_n NW + w (the last octet for
-            # warps past the end: their columns are not stored)
-            O: tl.constexpr = (N8 + 7) // 8
-            octet = tl.minimum(pid_n * NW + tl.arange(0, NW)[:, None, None, None], O - 1)
-            pq = qweight_ptr + ((octet * 32 + gid * 4 + tig) * 4 + g0 * (GU * O * 128))
         for g in tl.range(g0, g1, num_stages=STAGES):
-            if PACKED:
-                wg = _load_packed(pq + (g - g0) * (GU * O * 128), O * 128, GU, EMULATE)
-                xs = _load_x(qx0 + g * (G // 2), qx1 + g * (G // 2), GU, NB)
-            else:
-                wg, xs = _load_step(pw + (g - g0) * (G * N8), qx0 + g * (G // 2), qx1 + g * (G // 2), g_ok, N8, GU,
-                                    NB, EVEN_N)
+            wg, xs = _load_step(pw + (g - g0) * (G * N8), qx0 + g * (G // 2), qx1 + g * (G // 2), g_ok, N8, GU, NB,
+                                EVEN_N)
             t = _group_total(t, wg, xs, qzeros_ptr, scales_ptr, g, gcol, g_ok, full, zf, c_even, c_odd, tig, N8, GU,
                              NB, MB, F, FO, EVEN_N, SUBNORMAL, EMULATE)
     else:

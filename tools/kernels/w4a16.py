@@ -24,6 +24,7 @@ from compiler.runtime.cuda import current_stream
 
 from .int4 import _check_awq, awq_gemm_kernel, awq_gemv_kernel, splitk_reduce_kernel
 from .int4_mma import awq_gemv_mma_kernel
+from .int4_packed import awq_gemv_packed_kernel
 
 __all__ = ["awq_gemv", "awq_gemv_pack", "awq_gemm", "awq_gemv_split", "awq_gemv_mode", "GEMV_MODES"]
 
@@ -31,22 +32,28 @@ GEMV_MODES = ("f32", "f32-exact", "bf16x2", "bf16x2-sub", "mma", "mma-sub")
 
 
 def awq_gemv_pack(qweight: torch.Tensor) -> torch.Tensor:
-    """AutoAWQ's qweight [K, N/8] in the layout of awq_gemv's tensor-core kernel: int32
-    [K/16, ceil(N/64), 32, 4], where element (c, o, l, s) is the word of column 8o + l // 4 at row
-    16c + 2 (l % 4) + (s % 2) + 8 (s // 2) (zero past N): the 4 words a lane l of the mma needs
-    for a 16-row chunk lie together, one 16-byte load, and a warp's 32 lanes read 512 contiguous
-    bytes. The words are not changed (same nibble order); qzeros and scales stay as they are.
-    Pack once when the weights are loaded, as inference engines repack AWQ for their kernels."""
+    """AutoAWQ's qweight [K, N/8] in the layout of awq_gemv's packed kernel (int4_packed.py): int32
+    [K/16, ceil(N/64), 32, 4], element (c, o, l, s) the word R_s of lane l = 4 gid + tig for word
+    column 8o + gid (zero past N) and rows r = 16c + 4tig + 0..3 (words w0..w3): R0 = the low
+    halves of w0 (low) and w1 (high), R1 their high halves, R2 and R3 the same of w2 and w3. A
+    lane's 4 words of a chunk are one 16-byte load, a warp reads 512 contiguous bytes, and the
+    mma's A fragments come out of them with one logic op per two weights. qzeros and scales stay
+    as they are. Pack once when the weights are loaded, as inference engines repack AWQ for their
+    kernels."""
     if qweight.dim() != 2 or qweight.dtype != torch.int32:
         raise ValueError(f"qweight must be AutoAWQ's int32 [K, N/8], got {qweight.dtype} {list(qweight.shape)}")
     K, N8 = qweight.shape
     if K % 16:
         raise ValueError(f"K={K} must be a multiple of 16")
     octets = cdiv(N8, 8)
-    w = torch.nn.functional.pad(qweight, (0, octets * 8 - N8))
-    # row 16c + r with r = 8 s1 + 2 tig + s0, column 8o + gid -> (c, o, gid, tig, s1, s0)
-    w = w.view(K // 16, 2, 4, 2, octets, 8).permute(0, 4, 5, 2, 1, 3)
-    return w.reshape(K // 16, octets, 32, 4).contiguous()
+    w = torch.nn.functional.pad(qweight, (0, octets * 8 - N8)).to(torch.int64) & 0xFFFFFFFF
+    # row 16c + 4 tig + s, column 8o + gid -> (c, o, gid, tig, s)
+    w = w.view(K // 16, 4, 4, octets, 8).permute(0, 3, 4, 1, 2)
+    lo, hi = w & 0xFFFF, w >> 16
+    r = torch.stack([lo[..., 0] | lo[..., 1] << 16, hi[..., 0] | hi[..., 1] << 16,
+                     lo[..., 2] | lo[..., 3] << 16, hi[..., 2] | hi[..., 3] << 16], dim=-1)
+    r = torch.where(r >= 1 << 31, r - (1 << 32), r).to(torch.int32)
+    return r.reshape(K // 16, octets, 32, 4).contiguous()
 
 
 def _check_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor,
@@ -126,12 +133,15 @@ _PLANS: dict[tuple[Any, ...], Run] = {}
 
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
-             num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int = 1,
+             num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
              stages: int | None = None, block_m: int = 16) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
-    qweight is AutoAWQ's [K, N/8] or, for the tensor-core modes, awq_gemv_pack's layout of it
-    (16-byte loads; streamed one group per step, one word column per thread).
+    qweight is AutoAWQ's [K, N/8] or awq_gemv_pack's layout of it, which runs its own tensor-core
+    kernel (tools/kernels/int4_packed.py: mode "mma", 16-byte loads, the zero points folded out of
+    the inner loop, one group per loop step and one word column per thread; block_n is 64 *
+    num_warps, unroll and stages do not apply, ahead is 2 by default for up to 8 rows per program
+    (block_m <= 8 or M <= 8), the next group's loads in flight while one is computed).
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
     - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
@@ -152,13 +162,13 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     Rows per loop step: 16 * unroll (mma modes), else block_k * unroll (block_k rows spread over
     threads, unroll rows held by each); the step must divide the group size. split_k programs share
     K (None: awq_gemv_split); their fp32 partials are summed by the last program of each tile
-    (mma modes) or by a second small kernel. ahead (mma modes, 1 or 2): steps of weights loaded
-    before the current one is computed. stages (mma modes): streams one group per loop step, all
-    of its loads at the top of the step, through a pipeline that deep (2 or more: on NVIDIA,
-    cp.async copies into shared memory, stages - 1 groups in flight; 1: none); unroll and ahead
-    then do not apply. block_m (mma modes, 1 to 16, a power of two): rows of x per program at most
-    (16: two 8-row mma tiles share the dequantized weights; 8: the programs of the two row blocks
-    each dequantize them, with half the registers)."""
+    (mma modes) or by a second small kernel. ahead (mma modes, 1 or 2; None: 1, or see the packed
+    layout): steps of weights loaded before the current one is computed. stages (mma modes):
+    streams one group per loop step, all of its loads at the top of the step, through a pipeline
+    that deep (2 or more: on NVIDIA, cp.async copies into shared memory, stages - 1 groups in
+    flight; 1: none); unroll and ahead then do not apply. block_m (mma modes, 1 to 16, a power of
+    two): rows of x per program at most (16: two 8-row mma tiles share the dequantized weights; 8:
+    the programs of the two row blocks each dequantize them, with half the registers)."""
     key = (x.shape, x.stride(), x.storage_offset() & 1, x.dtype, x.device, qweight.shape, qzeros.shape,
            scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m)
     run = _PLANS.get(key)
@@ -173,12 +183,12 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 
 def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int,
-               exact: bool | None, mode: str | None, ahead: int, stages: int | None, block_m: int) -> Run:
+               exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int) -> Run:
     """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     packed_w = qweight.dim() == 4
     if mode is None:
-        mode = awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
+        mode = "mma" if packed_w else awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
     if mode not in GEMV_MODES:
         raise ValueError(f"mode must be one of {GEMV_MODES}, got {mode!r}")
     packed = mode.startswith("bf16x2")
@@ -186,17 +196,21 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     if (packed or mma) and x.dtype != torch.bfloat16:
         raise ValueError(f"mode {mode!r} needs bf16 x, got {x.dtype}")
     if packed_w:
-        if not mma:
-            raise ValueError(f"qweight in awq_gemv_pack's layout needs mode 'mma' or 'mma-sub', got {mode!r}")
+        if mode != "mma":
+            raise ValueError(f"qweight in awq_gemv_pack's layout runs its own tensor-core kernel: mode must be None or "
+                             f"'mma', got {mode!r}")
         if block_n not in (None, 64 * num_warps):
             raise ValueError(f"qweight in awq_gemv_pack's layout takes one word column per thread: block_n must be "
                              f"64 * num_warps = {64 * num_warps}, got {block_n}")
-        stages = stages or 1
+        if stages not in (None, 1):
+            raise ValueError(f"qweight in awq_gemv_pack's layout streams one group per step with the next one's loads "
+                             f"issued ahead (ahead=2), not through stages: stages must be None or 1, got {stages}")
+        stages = 1
     if block_n is None:
         block_n = 64 * num_warps if mma else 512 if x.device.type == "cuda" else 64
     if block_n % 8 or block_n & (block_n - 1):
         raise ValueError(f"block_n must be a power of two and a multiple of 8, got {block_n}")
-    if ahead not in (1, 2):
+    if ahead not in (None, 1, 2):
         raise ValueError(f"ahead must be 1 or 2, got {ahead}")
     if stages is not None and not 1 <= stages <= 8:
         raise ValueError(f"stages must be None or 1 to 8, got {stages}")
@@ -221,7 +235,8 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     n_tiles = cdiv(N8, bn8)
     split = awq_gemv_split(n_tiles, NG, x.device) if split_k is None else max(1, min(split_k, NG))
     per = cdiv(NG, split)
-    split = cdiv(NG, per)
+    if not packed_w:  # the packed kernel balances the groups over the splits itself
+        split = cdiv(NG, per)
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
                          ahead, stages, block_m, 1 if packed_w else 0)
@@ -246,7 +261,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
 
 
 def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int, bn8: int, n_tiles: int, split: int,
-              per: int, mode: str, block_n: int, words: int, num_warps: int, unroll: int, ahead: int,
+              per: int, mode: str, block_n: int, words: int, num_warps: int, unroll: int, ahead: int | None,
               stages: int | None, block_m: int, packed_w: int) -> Run:
     # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
     # weights for 9-16 rows
@@ -259,18 +274,29 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
     # the partials are summed by the last program of each tile, SB splits per load (at most
     # 32 values per thread)
     sb = 0 if split == 1 else min(1 << (split - 1).bit_length(), max(1, 16 // (mb * (block_n // words))))
-    launch = awq_gemv_mma_kernel[grid]
-    consts = dict(N8=N8, G=G, NW=num_warps, V=block_n // words, U=unroll, MB=mb, NB=2 if mb > 8 else 1,
-                  EVEN_N=N8 % bn8 == 0, SUBNORMAL=mode == "mma-sub", EMULATE=x.device.type != "cuda", SB=sb,
-                  AHEAD=ahead, STAGES=stages or 0, PACKED=packed_w, num_warps=num_warps)
+    nb, cuda = 2 if mb > 8 else 1, x.device.type == "cuda"
+    common: dict[str, Any] = dict(N8=N8, G=G, NW=num_warps, MB=mb, NB=nb, EVEN_N=N8 % bn8 == 0, EMULATE=not cuda,
+                                  SB=sb, num_warps=num_warps)
+    if packed_w:
+        launch = awq_gemv_packed_kernel[grid]
+        if ahead is None:
+            ahead = 2 if nb == 1 else 1  # 16 rows: the weights are already in registers twice
+        consts = dict(common, AHEAD=ahead)
+        if ahead == 2 and cuda:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM
+            consts["maxnreg"] = 128
+    else:
+        launch = awq_gemv_mma_kernel[grid]
+        consts = dict(common, V=block_n // words, U=unroll, SUBNORMAL=mode == "mma-sub", AHEAD=ahead or 1,
+                      STAGES=stages or 0)
     y_shape, dtype, device = (M, N), x.dtype, x.device
+    args = () if packed_w else (per,)
 
     def run(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
         if copy_x:
             x = x.contiguous()
         y = torch.empty(y_shape, dtype=dtype, device=device)
         ws, counts = (y, y) if split == 1 else _scratch(x, split * M * N, grid[0] * grid[1])
-        launch(x.view(torch.int32), qweight, qzeros, scales.view(torch.int32), y, M, N, K, sxm, N, NG, per, M * N,
+        launch(x.view(torch.int32), qweight, qzeros, scales.view(torch.int32), y, M, N, K, sxm, N, NG, *args, M * N,
                ws, counts, **consts)
         return y
 

@@ -177,10 +177,11 @@ def _link_libdevice(mod: llvm.ModuleRef, context: Any) -> None:
 
 
 def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assemble_cubin: bool = True,
-                     debug: bool = False, num_stages: int = 3) -> CudaBinary:
+                     debug: bool = False, num_stages: int = 3, maxnreg: int | None = None) -> CudaBinary:
     """`debug`: bounds-check every global-memory access against its tensor argument (bounds.py).
     `num_stages`: depth of the shared-memory pipeline of the loads that feed tensor-core dots in
-    loops (passes/pipeline.py; at most what fits in shared memory, 1 or less: none)."""
+    loops (passes/pipeline.py; at most what fits in shared memory, 1 or less: none). `maxnreg`:
+    registers per thread at most (`.maxnreg`: more programs fit on an SM, ptxas may spill)."""
     t0 = time.perf_counter()
     lw = NvLowering(fn, ir.Module(name=symbol), symbol, num_warps, arch, debug)
     mark_kmajor_b(fn)
@@ -193,7 +194,7 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
         m = lw.m
         m.triple = "nvptx64-nvidia-cuda"
         lw.build()
-        text = _with_launch_bound(str(m), symbol, 32 * num_warps)
+        text = _with_launch_bound(str(m), symbol, 32 * num_warps, maxnreg)
         t1 = time.perf_counter()
         opt, ptx = emit_ptx(text, arch)
         t2 = time.perf_counter()
@@ -214,11 +215,13 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
                                "ptxas_ms": (t3 - t2) * 1e3}, list(fn.arg_names))
 
 
-def _with_launch_bound(text: str, symbol: str, threads: int) -> str:
-    """Attach `.maxntid` (threads per program) to the kernel: ptxas then budgets registers."""
+def _with_launch_bound(text: str, symbol: str, threads: int, maxnreg: int | None = None) -> str:
+    """Attach `.maxntid` (threads per program) to the kernel, and `.maxnreg` when given: ptxas then
+    budgets registers."""
     lines = text.split("\n")
     for k, line in enumerate(lines):
         if line.startswith(f'define ptx_kernel void @"{symbol}"('):
             lines[k] = line + " #0"
             break
-    return "\n".join(lines) + f'\nattributes #0 = {{ nounwind "nvvm.maxntid"="{threads}" }}\n'
+    regs = f' "nvvm.maxnreg"="{maxnreg}"' if maxnreg else ""
+    return "\n".join(lines) + f'\nattributes #0 = {{ nounwind "nvvm.maxntid"="{threads}"{regs} }}\n'

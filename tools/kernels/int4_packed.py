@@ -1,0 +1,242 @@
+# mypy: disable-error-code="operator, attr-defined, index, arg-type"
+# (the @jit kernels are DSL compiled by Anvil, not Python that mypy can type)
+"""W4A16 GEMV on tensor cores from awq_gemv_pack's layout, with the zero points folded out of the
+inner loop.
+
+Per 16-row chunk c of K a lane l = 4 gid + tig of the mma (m16n8k16, bf16 in, fp32 sums) needs
+the 8 columns of word column 8o + gid at 4 rows. The chunk's K order is permuted (mma K index
+2tig + e + 8h is row 16c + 4tig + 2h + e), the same for the weights (A) and x (B), so a lane's
+rows are 16c + 4tig .. + 3 and its x pairs two adjacent words. awq_gemv_pack stores those 4 rows
+as 4 words ready for the A fragments: R0 holds the low halves of rows 0 and 1 (the even columns,
+nibble j = column 2j), R1 their high halves (the odd columns), R2 and R3 the same for rows 2 and
+3. Fragment register i of mma j is nibble j of both halves of R_i as a bf16x2 of q 2^-13 (see
+fold_chunk_ptx): no zero point in the loop, the mma sums q x 2^-13. A fifth mma per chunk
+multiplies a row of 2^-13 into x: X = the sum of x over the group on the same scale. Once per
+group, column c's total gets s (d - z X) = s sum of (q - z) x 2^-13 (the products exact, the
+sums fp32: the folded zero costs an error of about 2^-24 z sum |x| per group, far under the bf16
+result's rounding), and the totals are scaled by 2^13 at the end.
+
+    qweight [K / 16, O, 32, 4]: element (c, o, l, s) is R_s of lane l, octet o (word columns 8o
+    .. 8o + 7) and chunk c; O = ceil(N / 64)
+
+Warp w of a program reads octet pid_n NW + w (the last octet for warps past the end: their
+columns are not stored); one loop step per group, all its loads at the top: a chunk's 4 words in
+one 16-byte load, its x pairs in one 8-byte load, the group's zeros word and 4 scale words in a
+4- and a 16-byte load. EMULATE runs the same data flow with DSL ops on the CPU backend (the
+codes as q, the mma as the sum over the lanes of the fragment it describes).
+"""
+
+from __future__ import annotations
+
+import compiler.language as tl
+from compiler import jit
+
+from .int4_mma import _MMA, _f16_lanes, _finish, _lanes_f32, _load_words, _mma_emulated
+
+__all__ = ["awq_gemv_packed_kernel", "fold_chunk_ptx"]
+
+
+
+def fold_chunk_ptx(nb: int = 1) -> str:
+    """PTX of one chunk of one lane: the 4 words R0..R3, 16 rows of K, 4 mma per B tile of 8 rows
+    of x (`nb` tiles share the weights) and one more per tile for the sum of x.
+
+    The nibbles of j even are masked in place (q 2^-133, a bf16 subnormal), those of j odd one
+    nibble up (16 q 2^-133: bits 0-7 of a bf16 are q 2^-133 for any byte q, the smallest normal
+    being 128 2^-133), then multiplied by 2^120 / 2^116 (bf16x2): q 2^-13, exact and normal. One
+    shift per word (for j = 2, 3), one logic op and one bf16x2 multiply per register.
+
+    Operands (W = 20 nb): $0..$16nb-1 the sums out (tile t, column c = 2j + h, D column 2tig + i
+    at 16t + 4j + 2h + i), $16nb..$W-1 the sums of x (tile t, D register r at 16nb + 4t + r);
+    $W..$W+3 the words R0..R3; B tile t's fragment (x pairs) at $W+4+2t, +1; the A of the sums
+    of x at $W+4+2nb (bf16x2 2^-13: the sums of x come out on the codes' scale); the bf16x2
+    constants 2^120 and 2^116; then the sums in, as the sums out."""
+    w = 20 * nb
+    bx, one = w + 4, w + 4 + 2 * nb
+    c120, c116, cin = one + 1, one + 2, one + 3
+    lines = [".reg .b32 fs<4>, fa<4>;"]
+    for j in range(4):
+        for i in range(4):
+            src = f"${w + i}"
+            if j == 2:
+                lines.append(f"shr.u32 fs{i}, {src}, 8;")
+            if j >= 2:
+                src = f"fs{i}"
+            mask = "0x000F000F" if j % 2 == 0 else "0x00F000F0"
+            lines += [f"and.b32 fa{i}, {src}, {mask};", f"mul.rn.bf16x2 fa{i}, fa{i}, ${c116 if j % 2 else c120};"]
+        for t in range(nb):
+            d = ", ".join(f"${16 * t + 4 * j + r}" for r in range(4))
+            c = ", ".join(f"${cin + 16 * t + 4 * j + r}" for r in range(4))
+            lines.append(f"{_MMA} {{{d}}}, {{fa0, fa1, fa2, fa3}}, {{${bx + 2 * t}, ${bx + 2 * t + 1}}}, {{{c}}};")
+    for t in range(nb):
+        d = ", ".join(f"${16 * nb + 4 * t + r}" for r in range(4))
+        c = ", ".join(f"${cin + 16 * nb + 4 * t + r}" for r in range(4))
+        o = f"${one}"
+        lines.append(f"{_MMA} {{{d}}}, {{{o}, {o}, {o}, {o}}}, {{${bx + 2 * t}, ${bx + 2 * t + 1}}}, {{{c}}};")
+    return "{\n\t" + "\n\t".join(lines) + "\n\t}"
+
+
+_PTX = {nb: fold_chunk_ptx(nb) for nb in (1, 2)}
+_CONS = {nb: ",".join(["=f"] * (20 * nb) + ["r"] * (7 + 2 * nb) + ["f"] * (20 * nb)) for nb in (1, 2)}
+
+
+@jit
+def _slots(t, sl, S: tl.constexpr):
+    """The S slots of a [NW, 8, 4, S] tile (slots in the thread's registers), each [NW, 8, 4, 1]."""
+    out = ()
+    for s in tl.static_range(S):
+        out = out + (tl.sum(tl.where(sl == s, t, 0), axis=3, keep_dims=True),)
+    return out
+
+
+@jit
+def _chunk_emulated(r0, r1, r2, r3, b0, b1, d, dx, tig):
+    """The chunk's 5 mma with DSL ops: (16 sums, 4 sums of x) of one B tile."""
+    x0, x1 = _lanes_f32(b0)
+    x2, x3 = _lanes_f32(b1)
+    rs = (r0, r1, r2, r3)
+    out = ()
+    for j in tl.static_range(4):
+        for h in tl.static_range(2):  # h = 0: column 2j (A row gid, R0 / R2); 1: column 2j+1 (row gid + 8, R1 / R3)
+            va = (rs[h] >> (4 * j)) & 0x000F000F  # rows 0 / 1 of the lane (K 2tig, 2tig + 1)
+            vb = (rs[2 + h] >> (4 * j)) & 0x000F000F  # rows 2 / 3 (K 2tig + 8, 2tig + 9)
+            a0 = (va & 0xFFFF).to(tl.float32)
+            a1 = (va >> 16).to(tl.float32)
+            a2 = (vb & 0xFFFF).to(tl.float32)
+            a3 = (vb >> 16).to(tl.float32)
+            for i in tl.static_range(2):
+                out = out + (d[4 * j + 2 * h + i] + _mma_emulated(a0, a1, x0, x1, tig, i)
+                             + _mma_emulated(a2, a3, x2, x3, tig, i),)
+    ones = x0 * 0.0 + 1.0
+    s0 = _mma_emulated(ones, ones, x0, x1, tig, 0) + _mma_emulated(ones, ones, x2, x3, tig, 0)
+    s1 = _mma_emulated(ones, ones, x0, x1, tig, 1) + _mma_emulated(ones, ones, x2, x3, tig, 1)
+    return out, (dx[0] + s0, dx[1] + s1, dx[2] + s0, dx[3] + s1)
+
+
+@jit
+def _chunk(r0, r1, r2, r3, bx, d, dx, ones, c120, c116, tig, NB: tl.constexpr, EMULATE: tl.constexpr):
+    """d (16 NB sums) and dx (4 NB sums of x) plus one chunk; bx: the B fragments, 2 per tile."""
+    if EMULATE:
+        d0, dx0 = _chunk_emulated(r0, r1, r2, r3, bx[0], bx[1], d[:16], dx[:4], tig)
+        if NB == 2:
+            d1, dx1 = _chunk_emulated(r0, r1, r2, r3, bx[2], bx[3], d[16:], dx[4:], tig)
+            return d0 + d1, dx0 + dx1
+        return d0, dx0
+    res = tl.inline_asm_elementwise(_PTX[NB], _CONS[NB], (r0, r1, r2, r3) + bx + (ones, c120, c116) + d + dx,
+                                    dtype=(tl.float32,) * (20 * NB), is_pure=True, pack=1)
+    return res[:16 * NB], res[16 * NB:]
+
+
+@jit
+def _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g, g0, gcol, g_ok, sl4, sl2, N8: tl.constexpr,
+                 G: tl.constexpr, O: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr):
+    """Group g's words (chunk u's R0..R3 at 4u..4u+3), x pairs (chunk u's two at 2u, 2u + 1; B tile
+    1's after tile 0's), zeros word and scale words (fp16 pairs of columns 2p, 2p + 1) of the thread."""
+    GU: tl.constexpr = G // 16
+    w = ()
+    for u in tl.static_range(GU):
+        w = w + _slots(tl.load(pw + ((g - g0) * GU + u) * (O * 128)), sl4, 4)
+    x = ()
+    for u in tl.static_range(GU):
+        x = x + _slots(tl.load(px0 + (g * (G // 2) + 8 * u)), sl2, 2)
+    if NB == 2:
+        for u in tl.static_range(GU):
+            x = x + _slots(tl.load(px1 + (g * (G // 2) + 8 * u)), sl2, 2)
+    zw = _load_words(qzeros_ptr + g * N8 + gcol, g_ok, EVEN_N)
+    sw = _slots(_load_words(scales_ptr + (g * (N8 * 4) + gcol * 4) + sl4, g_ok, EVEN_N), sl4, 4)
+    return w, x, zw, sw
+
+
+@jit
+def _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
+                 EMULATE: tl.constexpr):
+    """The totals t (16t' + 8i + c: tile t', D column 2tig + i, column c) plus a group's: column c =
+    2p + h gets s (d - (128 + z) X), d its sum of (128 + q) x, X the sum of x of the D column."""
+    d = (zf,) * (16 * NB)
+    dx = (zf,) * (4 * NB)
+    for u in tl.static_range(GU):
+        if NB == 2:
+            bx = (x[2 * u], x[2 * u + 1], x[2 * GU + 2 * u], x[2 * GU + 2 * u + 1])
+        else:
+            bx = (x[2 * u], x[2 * u + 1])
+        d, dx = _chunk(w[4 * u], w[4 * u + 1], w[4 * u + 2], w[4 * u + 3], bx, d, dx, ones, c120, c116, tig, NB,
+                       EMULATE)
+    fs = (_f16_lanes(sw[0]), _f16_lanes(sw[1]), _f16_lanes(sw[2]), _f16_lanes(sw[3]))
+    out = ()
+    for k in tl.static_range(16 * NB):
+        tt = k // 16
+        i = (k // 8) % 2
+        c = k % 8
+        if MB > 1 or i == 0:  # D column 2tig + 1 only matters with more than one row of x per tile
+            p = c // 2
+            h = c % 2
+            zz = ((zw >> (4 * (4 * h + p))) & 0xF).to(tl.float32)  # AWQ's nibble of column c
+            out = out + (t[k] + fs[p][h] * (d[16 * tt + 4 * p + 2 * h + i] - zz * dx[4 * tt + i]),)
+        else:
+            out = out + (t[k],)
+    return out
+
+
+@jit
+def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N, K, stride_xm, stride_ym, NG,
+                           stride_ys, ws_ptr, count_ptr, N8: tl.constexpr, G: tl.constexpr,
+                           NW: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr,
+                           EMULATE: tl.constexpr, SB: tl.constexpr, AHEAD: tl.constexpr = 1):
+    """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW octets, K split),
+    as awq_gemv_mma_kernel (split K: the last program of a tile sums the partials) with qweight in
+    awq_gemv_pack's layout; split s of S takes groups [s NG / S, (s + 1) NG / S). x and the scales
+    are viewed as int32 (bf16 / fp16 pairs; stride_xm in pairs). One loop step per group; AHEAD =
+    2: the next group's loads are issued before this group is computed (its words wait in
+    registers, about 55 more per thread)."""
+    m0 = tl.program_id(0) * MB
+    pid_n = tl.program_id(1)
+    pid_s = tl.program_id(2)
+    GU: tl.constexpr = G // 16
+    O: tl.constexpr = (N8 + 7) // 8
+    TB: tl.constexpr = MB if NB == 1 else 8  # rows of x per B tile
+    full = tl.zeros((NW, 8, 4, 1), dtype=tl.int32)
+    gid = tl.arange(0, 8)[None, :, None, None] + full
+    tig = tl.arange(0, 4)[None, None, :, None] + full
+    wid = tl.arange(0, NW)[:, None, None, None]
+    gcol = pid_n * (NW * 8) + wid * 8 + gid
+    g_ok = gcol < N8
+    n_split = tl.num_programs(2)
+    g0 = pid_s * NG // n_split  # the splits' group counts differ by at most one
+    g1 = (pid_s + 1) * NG // n_split
+    octet = tl.minimum(pid_n * NW + wid, O - 1)
+    sl4 = tl.arange(0, 4)[None, None, None, :]
+    sl2 = tl.arange(0, 2)[None, None, None, :]
+    pw = qweight_ptr + ((octet * 32 + gid * 4 + tig) * 4 + sl4 + g0 * (GU * O * 128))
+    # x pairs at rows 4tig .. 4tig + 3 of a chunk, of row 8t + gid mod TB of x for B tile t (rows
+    # past M read a valid row and are not stored)
+    px0 = x_ptr + (tl.minimum(m0 + gid % TB, M - 1) * stride_xm + 2 * tig + sl2)
+    px1 = x_ptr + (tl.minimum(m0 + 8 + gid % TB, M - 1) * stride_xm + 2 * tig + sl2)
+    # the A of the sums of x: bf16x2 2^-13 on the GPU, where the codes come out as q 2^-13, else 1
+    ones = tl.full((NW, 8, 4, 1), 0x3F803F80 if EMULATE else 0x39003900, dtype=tl.int32)
+    c120 = tl.full((NW, 8, 4, 1), 0x7B807B80, dtype=tl.int32)  # bf16x2 2^120
+    c116 = tl.full((NW, 8, 4, 1), 0x79807980, dtype=tl.int32)  # bf16x2 2^116
+    zf = tl.zeros((NW, 8, 4, 1), dtype=tl.float32)
+    t = (zf,) * (16 * NB)
+    if AHEAD == 2:
+        w, x, zw, sw = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g0, g0, gcol, g_ok, sl4, sl2, N8, G, O, NB,
+                                    EVEN_N)
+        for g in range(g0, g1):
+            wn, xn, zn, sn = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, tl.minimum(g + 1, g1 - 1), g0, gcol,
+                                          g_ok, sl4, sl2, N8, G, O, NB, EVEN_N)
+            t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+            w = wn
+            x = xn
+            zw = zn
+            sw = sn
+    else:
+        for g in range(g0, g1):
+            w, x, zw, sw = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g, g0, gcol, g_ok, sl4, sl2, N8, G, O,
+                                        NB, EVEN_N)
+            t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+    if not EMULATE:  # the totals carry 2^-13
+        t2 = ()
+        for k in tl.static_range(16 * NB):
+            t2 = t2 + (t[k] * 8192.0,)
+        t = t2
+    _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig, MB, NB, NW * 8,
+            SB)
