@@ -134,7 +134,7 @@ _PLANS: dict[tuple[Any, ...], Run] = {}
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
              num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
-             stages: int | None = None, block_m: int = 16) -> torch.Tensor:
+             stages: int | None = None, block_m: int = 16, maxnreg: int | None = None) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
     qweight is AutoAWQ's [K, N/8] or awq_gemv_pack's layout of it, which runs its own tensor-core
@@ -168,13 +168,15 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     that deep (2 or more: on NVIDIA, cp.async copies into shared memory, stages - 1 groups in
     flight; 1: none); unroll and ahead then do not apply. block_m (mma modes, 1 to 16, a power of
     two): rows of x per program at most (16: two 8-row mma tiles share the dequantized weights; 8:
-    the programs of the two row blocks each dequantize them, with half the registers)."""
+    the programs of the two row blocks each dequantize them, with half the registers). maxnreg
+    (tensor-core modes on a GPU): registers per thread at most (None: ptxas's choice, or 128 for
+    the packed kernel with ahead=2, so that 16 warps fit on an SM)."""
     key = (x.shape, x.stride(), x.storage_offset() & 1, x.dtype, x.device, qweight.shape, qzeros.shape,
-           scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m)
+           scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m, maxnreg)
     run = _PLANS.get(key)
     if run is None:
         run = _plan_gemv(x, qweight, qzeros, scales, block_n, block_k, split_k, unroll, num_warps, exact, mode,
-                         ahead, stages, block_m)
+                         ahead, stages, block_m, maxnreg)
         if len(_PLANS) >= 1024:
             _PLANS.clear()
         _PLANS[key] = run
@@ -183,7 +185,8 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 
 def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int,
-               exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int) -> Run:
+               exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int,
+               maxnreg: int | None) -> Run:
     """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     packed_w = qweight.dim() == 4
@@ -239,7 +242,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         split = cdiv(NG, per)
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
-                         ahead, stages, block_m, 1 if packed_w else 0)
+                         ahead, stages, block_m, 1 if packed_w else 0, maxnreg)
     y_shape, dtype, device, cuda = (M, N), x.dtype, x.device, x.device.type == "cuda"
     magic = 0x43004300 if packed else 0x41800000
     launch = awq_gemv_kernel[(n_tiles, split, M)]
@@ -262,7 +265,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
 
 def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int, bn8: int, n_tiles: int, split: int,
               per: int, mode: str, block_n: int, words: int, num_warps: int, unroll: int, ahead: int | None,
-              stages: int | None, block_m: int, packed_w: int) -> Run:
+              stages: int | None, block_m: int, packed_w: int, maxnreg: int | None) -> Run:
     # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
     # weights for 9-16 rows
     if block_m not in (1, 2, 4, 8, 16):
@@ -282,12 +285,14 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         if ahead is None:
             ahead = 2 if nb == 1 else 1  # 16 rows: the weights are already in registers twice
         consts = dict(common, AHEAD=ahead)
-        if ahead == 2 and cuda:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM
-            consts["maxnreg"] = 128
+        if ahead == 2 and maxnreg is None:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM
+            maxnreg = 128
     else:
         launch = awq_gemv_mma_kernel[grid]
         consts = dict(common, V=block_n // words, U=unroll, SUBNORMAL=mode == "mma-sub", AHEAD=ahead or 1,
                       STAGES=stages or 0)
+    if maxnreg is not None and cuda:
+        consts["maxnreg"] = maxnreg
     y_shape, dtype, device = (M, N), x.dtype, x.device
     args = () if packed_w else (per,)
 
