@@ -269,6 +269,7 @@ def create_app(
         target: m.Target = "auto",
         num_warps: m.NumWarps = None,
         num_stages: m.NumStages = None,
+        maxnreg: m.MaxNReg = None,
         artifacts: Annotated[
             list[str],
             Field(description="Compiler outputs to return: tir, llir, asm (CPU assembly), ptx, sass."),
@@ -291,6 +292,7 @@ def create_app(
             target=target,
             num_warps=num_warps,
             num_stages=num_stages,
+            maxnreg=maxnreg,
             artifacts=artifacts,
             artifact_lines=artifact_lines,
             debug=debug,
@@ -316,6 +318,7 @@ def create_app(
         signature: m.Signature = None,
         num_warps: m.NumWarps = None,
         num_stages: m.NumStages = None,
+        maxnreg: m.MaxNReg = None,
         debug: m.LaunchDebug = None,
         source_file: SourceFile = None,
         ctx: Context | None = None,
@@ -340,6 +343,7 @@ def create_app(
             outputs=outputs,
             num_warps=num_warps,
             num_stages=num_stages,
+            maxnreg=maxnreg,
             debug=debug,
         )
         return await guarded(lambda: run_launch(rt, req, _progress(ctx)))
@@ -375,6 +379,7 @@ def create_app(
         signature: m.Signature = None,
         num_warps: m.NumWarps = None,
         num_stages: m.NumStages = None,
+        maxnreg: m.MaxNReg = None,
         source_file: SourceFile = None,
         ctx: Context | None = None,
     ) -> ToolResult:
@@ -405,6 +410,7 @@ def create_app(
             signature=signature,
             num_warps=num_warps,
             num_stages=num_stages,
+            maxnreg=maxnreg,
         )
         return await guarded(lambda: run_benchmark(rt, req, _progress(ctx)))
 

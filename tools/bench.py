@@ -61,7 +61,7 @@ async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | Non
             return
         variant = req.model_copy(
             update={"kernel_id": base.kernel_id, "source": None, "constexprs": cfg.constexprs,
-                    "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+                    "num_warps": cfg.num_warps, "num_stages": cfg.num_stages, "maxnreg": cfg.maxnreg}
         )  # fmt: skip
         try:
             records[i] = await resolve_kernel(rt, variant, None)

@@ -58,6 +58,7 @@ def plan_compile(
     target: str = "auto",
     num_warps: int | None = None,
     num_stages: int | None = None,
+    maxnreg: int | None = None,
     debug: bool = False,
 ) -> CompileSpec:
     """Validate what can be checked without the compiler and build the CompileSpec."""
@@ -76,6 +77,7 @@ def plan_compile(
         target=resolve_target(target),
         num_warps=num_warps,
         num_stages=num_stages,
+        maxnreg=maxnreg,
         debug=debug,
         compiler_version=compiler_version(),
     )
@@ -119,6 +121,7 @@ async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | 
         target=req.target,
         num_warps=req.num_warps,
         num_stages=req.num_stages,
+        maxnreg=req.maxnreg,
         debug=req.debug,
     )
     for name in req.artifacts:
@@ -292,6 +295,8 @@ def run_compile_job(payload: dict[str, Any], state: WorkerState, report: Report)
         options["num_warps"] = spec.num_warps
     if spec.num_stages is not None:
         options["num_stages"] = spec.num_stages
+    if spec.maxnreg is not None:
+        options["maxnreg"] = spec.maxnreg
     try:
         compiled = jit.compile(signature, dict(spec.constexprs), **options)
     except compiler.CompilationError as exc:

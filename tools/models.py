@@ -47,6 +47,9 @@ Target = Annotated[
 ]
 NumWarps = Annotated[int | None, Field(ge=1, le=32, description="Warps per program (GPU targets).")]
 NumStages = Annotated[int | None, Field(ge=1, le=8, description="Software pipelining stages (GPU targets).")]
+MaxNReg = Annotated[int | None, Field(ge=24, le=255, description=(
+    "Registers per thread at most (NVIDIA: .maxnreg, as Triton's maxnreg): more programs fit on an SM, "
+    "the assembler may spill. None: its own choice."))]
 Debug = Annotated[
     bool, Field(description="Compile with bounds checks on every load/store (reports the first violation).")
 ]
@@ -107,6 +110,7 @@ class CompileRequest(_Request):
     target: Target = "auto"
     num_warps: NumWarps = None
     num_stages: NumStages = None
+    maxnreg: MaxNReg = None
     debug: Debug = False
     artifacts: Annotated[
         list[str],
@@ -133,6 +137,7 @@ class LaunchRequest(_Request):
     outputs: Outputs = None
     num_warps: NumWarps = None
     num_stages: NumStages = None
+    maxnreg: MaxNReg = None
     debug: LaunchDebug = None
 
 
@@ -143,6 +148,7 @@ class BenchConfig(BaseModel):
     constexprs: Annotated[dict[str, Scalar], Field(description="Constexpr overrides, e.g. {'BLOCK': 512}.")] = {}
     num_warps: NumWarps = None
     num_stages: NumStages = None
+    maxnreg: MaxNReg = None
 
 
 class BenchmarkRequest(LaunchRequest):

@@ -31,6 +31,7 @@ class CompileSpec:
     target: str
     num_warps: int | None = None
     num_stages: int | None = None
+    maxnreg: int | None = None
     debug: bool = False
     compiler_version: str = ""
 
@@ -86,6 +87,7 @@ class KernelRecord:
             "target": self.spec.target,
             "num_warps": self.spec.num_warps,
             "num_stages": self.spec.num_stages,
+            "maxnreg": self.spec.maxnreg,
             "debug": self.spec.debug,
         }
 

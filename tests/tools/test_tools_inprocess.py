@@ -6,7 +6,9 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import ValidationError
 
+from compiler.backends.nvidia.toolchain import find_ptxas
 from server.demo import VECTOR_ADD
 from tools.bench import benchmark
 from tools.compile import compile_kernel, read_artifact
@@ -49,6 +51,20 @@ def test_compile_is_cached_by_content(rt: Runtime) -> None:
         assert nxt.start_line == 4
     other = run(compile_kernel, rt, CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}))
     assert other.kernel_id != first.kernel_id
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+def test_compile_for_the_gpu_with_a_register_cap(rt: Runtime) -> None:
+    """maxnreg reaches the PTX (and the kernel_id); out of range it is refused before compiling."""
+    req = CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, target="cuda:sm_90a", artifacts=["ptx"],
+                         artifact_lines=10**5)
+    free = run(compile_kernel, rt, req)
+    capped = run(compile_kernel, rt, req.model_copy(update={"maxnreg": 32}))
+    assert capped.kernel_id != free.kernel_id
+    assert ".maxnreg 32" in capped.artifacts["ptx"].text and ".maxnreg" not in free.artifacts["ptx"].text
+    assert capped.resources.registers is not None and capped.resources.registers <= 32
+    with pytest.raises(ValidationError, match="greater than or equal to 24"):
+        CompileRequest(source=VECTOR_ADD, maxnreg=8)
 
 
 def test_launch_checks_against_reference(rt: Runtime) -> None:
