@@ -118,7 +118,7 @@ class Launcher:
             raise clean_error(e) from None
 
     def slow(self, g: Any, vals: tuple[Any, ...], extra: tuple[Any, ...], kw: dict[str, Any], nw: Any,
-             ns: Any, mr: Any = None) -> Any:
+             ns: Any, mr: Any) -> Any:
         """The front got an unusual call (a missing argument, too many, a keyword it does not know or
         another launch option): rebuild the call as given and take the general path, which launches
         or raises the located error."""
@@ -132,26 +132,15 @@ class Launcher:
                 kwargs[n] = v
             else:
                 args.append(v)
-        if nw is not None:
-            kwargs["num_warps"] = nw
-        if ns is not None:
-            kwargs["num_stages"] = ns
-        if mr is not None:
-            kwargs["maxnreg"] = mr
+        kwargs.update(_given_options(nw, ns, mr))
         kwargs.update(kw)
         return self.run_clean((*args, *extra), kwargs, grid_of(g))
 
-    def miss(self, g: Any, vals: tuple[Any, ...], fkey: tuple[Any, ...], nw: Any, ns: Any, mr: Any = None) -> Any:
+    def miss(self, g: Any, vals: tuple[Any, ...], fkey: tuple[Any, ...], nw: Any, ns: Any, mr: Any) -> Any:
         """The front found no entry for `fkey`: launch through the general path, then remember the entry."""
         if any(v is MISSING for v in vals):  # an argument not given: the general path says which
             return self.slow(g, vals, (), {}, nw, ns, mr)
-        kwargs = {}
-        if nw is not None:
-            kwargs["num_warps"] = nw
-        if ns is not None:
-            kwargs["num_stages"] = ns
-        if mr is not None:
-            kwargs["maxnreg"] = mr
+        kwargs = _given_options(nw, ns, mr)
         try:
             # a first launch (compile, module load, launch) starts no automatic garbage collection:
             # with torch loaded a full one takes tens of ms (compiled.collector_paused)
@@ -339,6 +328,11 @@ def _target_for(vals: list[Any], name: str) -> str:
     if dev != "cpu":
         raise E.LaunchError(f"{name}: tensors on {dev!r} are not supported; use CPU or CUDA tensors")
     return "cpu"
+
+
+def _given_options(nw: Any, ns: Any, mr: Any) -> dict[str, Any]:
+    """The launch options the front took out of a call (None: not given)."""
+    return {k: v for k, v in (("num_warps", nw), ("num_stages", ns), ("maxnreg", mr)) if v is not None}
 
 
 def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[str, Any], target: str,

@@ -151,7 +151,8 @@ def _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g, g0, gcol, g_ok, sl4, s
 def _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
                  EMULATE: tl.constexpr):
     """The totals t (16t' + 8i + c: tile t', D column 2tig + i, column c) plus a group's: column c =
-    2p + h gets s (d - (128 + z) X), d its sum of (128 + q) x, X the sum of x of the D column."""
+    2p + h gets s (d - z X), d its sum of q x, X the sum of x of the D column (both times 2^-13 on
+    the GPU)."""
     d = (zf,) * (16 * NB)
     dx = (zf,) * (4 * NB)
     for u in tl.static_range(GU):
