@@ -8,8 +8,9 @@ passes consult `pure` and `ELEMENTWISE`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["OpSpec", "SPECS", "ELEMENTWISE", "BINARY", "MATH_FNS", "CMP_PREDICATES", "ATOMIC_KINDS"]
+__all__ = ["OpSpec", "SPECS", "is_pure", "ELEMENTWISE", "BINARY", "MATH_FNS", "CMP_PREDICATES", "ATOMIC_KINDS"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +98,9 @@ ELEMENTWISE = frozenset(
     (*BINARY, "cmp", "math", "cast", "bitcast", "select", "addptr", "splat", "broadcast",
      "expand_dims", "make_range", "load", "constant")
 )
+
+
+def is_pure(op: Any) -> bool:
+    """No side effects: the opcode's spec says so, and an inline_asm op was not declared with
+    is_pure=False (a barrier, a store: kept, in order, even when its result is unused)."""
+    return SPECS[op.opcode].pure and not (op.opcode == "inline_asm" and not op.attrs.get("pure", True))

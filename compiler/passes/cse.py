@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir.core import Block, Function, Value
-from ..ir.ops import SPECS
+from ..ir.ops import is_pure
 from .uses import replace_all_uses
 
 __all__ = ["cse"]
@@ -25,8 +25,7 @@ def _walk(block: Block, table: dict[Any, list[Value]], mapping: dict[Value, Valu
         op.operands = [mapping.get(v, v) for v in op.operands]
         for r in op.regions:
             _walk(r, local, mapping)
-        spec = SPECS[op.opcode]
-        if spec.pure and not op.regions and op.opcode not in _NEVER and op.results:
+        if is_pure(op) and not op.regions and op.opcode not in _NEVER and op.results:
             k = _key(op)
             prev = local.get(k)
             if prev is not None:

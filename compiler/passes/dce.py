@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from ..ir.core import Block, Function, Op
-from ..ir.ops import SPECS
+from ..ir.ops import is_pure
 from .uses import use_counts
 
 __all__ = ["dce"]
 
 
 def _removable(op: Op) -> bool:
-    spec = SPECS[op.opcode]
-    if not spec.pure or op.regions and op.opcode not in ("reduce", "scan"):
+    if not is_pure(op) or op.regions and op.opcode not in ("reduce", "scan"):
         return False
     return not (op.opcode == "load" and op.attrs.get("volatile"))
 

@@ -44,7 +44,7 @@ from itertools import count
 
 from ..ir import types as T
 from ..ir.core import Block, Function, Location, Op, Value
-from ..ir.ops import SPECS
+from ..ir.ops import is_pure
 from .dce import dce
 from .prefetch import clone_ops, slice_of
 from .uses import replace_all_uses
@@ -161,8 +161,7 @@ def _loop(fn: Function, loop: Op, stages: int, eligible: Callable[[Op, int], boo
     y = body.terminator
     if sign not in (1, -1) or y is None or stages < 2:
         return 0
-    if any((not SPECS[o.opcode].pure and o.opcode != "yield") or (o.opcode == "inline_asm" and not o.attrs["pure"])
-           for o in body.walk()):
+    if any(not is_pure(o) and o.opcode != "yield" for o in body.walk()):
         return 0
     if private is None:
         loads = _candidates(body, eligible)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value
-from ..ir.ops import SPECS
+from ..ir.ops import is_pure
 from .dce import dce
 from .uses import replace_all_uses
 
@@ -66,7 +66,7 @@ def slice_of(vals: list[Value], body: Block) -> list[Op] | None:
         assert op is not None
         if op in need:
             continue
-        if op.regions or not SPECS[op.opcode].pure or op.opcode in ("load", "dot", "reduce", "scan"):
+        if op.regions or not is_pure(op) or op.opcode in ("load", "dot", "reduce", "scan"):
             return None
         need.add(op)
         if len(need) > _LIMIT:
@@ -135,7 +135,7 @@ def _loop(fn: Function, loop: Op, num_warps: int | None) -> int:
         return 0
     # pipelined copies (pipeline.py) write only their own shared-memory slots: reading a tensor
     # one iteration early is still safe beside them
-    if any(not SPECS[o.opcode].pure and o.opcode not in _SHARED_ONLY for o in body.walk()):
+    if any(not is_pure(o) and o.opcode not in _SHARED_ONLY for o in body.walk()):
         return 0
     loads = [o for o in body.ops if o.opcode == "load" and not o.attrs.get("volatile")
              and isinstance(o.result.type, T.TileType) and _feeds_dot(o.result, body)]

@@ -130,6 +130,28 @@ def asm_multi_k(x_ptr, y_ptr, a_ptr, b_ptr, n, BLOCK: tl.constexpr):
 
 
 @jit
+def asm_effect_k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0)
+    # results unused: the two side-effecting asms stay (both: no CSE), the pure one goes
+    tl.inline_asm_elementwise("membar.gl;\n\tmov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
+    tl.inline_asm_elementwise("membar.gl;\n\tmov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
+    tl.inline_asm_elementwise("membar.cta;\n\tmov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)
+    tl.store(y_ptr + offs, x, mask=m)
+
+
+@jit
+def warp_rows_k(x_ptr, y_ptr, NW: tl.constexpr, KW: tl.constexpr):
+    # a [NW, 32] tile, one warp per row: indices of the warp's group (w // KW) and part (w % KW)
+    # recomputed in the tile's layout, not converted through shared memory
+    w = tl.arange(0, NW)[:, None]
+    lane = tl.arange(0, 32)[None, :]
+    p = x_ptr + ((w // KW) * 64 + (w % KW) * 32 + lane)
+    tl.store(y_ptr + (w * 32 + lane), tl.load(p) + w // KW)
+
+
+@jit
 def split_join_k(x_ptr, y_ptr, a_ptr, b_ptr, N: tl.constexpr):
     # join then split moves no data: no shared memory, no barrier
     r = tl.arange(0, N)
@@ -163,6 +185,8 @@ CASES = {
     "assert": (assert_k, {"x_ptr": "*i32", "n": "i32"}, {"BLOCK": 256}, True),
     "asm": (asm_k, {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32"}, {"BLOCK": 1024}, False),
     "asm_packed": (asm_packed_k, {"x_ptr": "*u8", "y_ptr": "*u8", "n": "i32"}, {"BLOCK": 1024}, False),
+    "asm_effect": (asm_effect_k, {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32"}, {"BLOCK": 256}, False),
+    "warp_rows": (warp_rows_k, {"x_ptr": "*i32", "y_ptr": "*i32"}, {"NW": 8, "KW": 4}, False),
     "asm_multi": (asm_multi_k, {"x_ptr": "*fp32", "y_ptr": "*fp32", "a_ptr": "*fp32", "b_ptr": "*fp32",
                                 "n": "i32"}, {"BLOCK": 1024}, False),
 }

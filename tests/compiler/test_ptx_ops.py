@@ -90,6 +90,21 @@ def test_packed_inline_asm_runs_once_per_four_bytes() -> None:
     assert ptx.count("0x1F1F1F1F") == n_regs // 4
 
 
+def test_inline_asm_with_side_effects_is_kept() -> None:
+    """is_pure=False: kept though its result is unused, and two identical ones stay two (no DCE,
+    no CSE); a pure asm with an unused result is dropped."""
+    ptx = _compile("asm_effect", "sm_90a").asm["ptx"]
+    assert ptx.count("membar.gl") == 2 * (256 // 128)  # two asms x the thread's elements
+    assert "membar.cta" not in ptx
+
+
+def test_warp_index_arithmetic_is_recomputed_not_converted() -> None:
+    """Integer division and remainder by a constant of a per-warp index are cheap to recompute in
+    the consumer's layout: no conversion through shared memory (no barrier)."""
+    ck = _compile("warp_rows", "sm_90a", num_warps=8)
+    assert "bar.sync" not in ck.asm["ptx"] and ck.metadata["shared"] == 0
+
+
 def test_inline_asm_on_the_cpu_is_a_clear_error() -> None:
     with pytest.raises(compiler.CompilationError, match="cannot run on the CPU backend"):
         compile_for_signature(K.asm_k, {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32"}, {"BLOCK": 64}, "cpu", 4, 3,

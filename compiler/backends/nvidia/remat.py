@@ -30,6 +30,22 @@ _CHEAP = frozenset({*BINARY, "make_range", "splat", "expand_dims", "broadcast", 
 _LIMIT = 48  # ops recomputed at most per conversion
 
 
+def _constant(v: Value) -> bool:
+    """A compile-time constant, as a scalar or splat into a tile."""
+    op = v.op
+    while op is not None and op.opcode == "splat":
+        op = op.operands[0].op
+    return op is not None and op.opcode == "constant"
+
+
+def _cheap_op(op: Op) -> bool:
+    """Cheap to recompute: the ops of _CHEAP, and integer division by a constant (shifts and
+    multiplies, e.g. a warp index // warps per row)."""
+    if op.opcode == "div":
+        return T.elem_of(op.result.type).is_int and _constant(op.operands[1])
+    return op.opcode in _CHEAP
+
+
 def collapse(layout: LinearLayout, dims: set[int]) -> LinearLayout:
     """`layout` with the output dims in `dims` shrunk to size 1 (their components zeroed)."""
     shape = layout.out_shape
@@ -53,7 +69,7 @@ def _cost(v: Value, seen: set[Value]) -> int:
         return 0
     seen.add(v)
     op = v.op
-    if op is None or op.opcode not in _CHEAP or len(op.results) != 1:
+    if op is None or not _cheap_op(op) or len(op.results) != 1:
         return _LIMIT + 1
     total = 1
     for o in op.operands:
