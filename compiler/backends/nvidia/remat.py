@@ -42,7 +42,8 @@ def _cheap_op(op: Op) -> bool:
     """Cheap to recompute: the ops of _CHEAP, and integer division by a constant (shifts and
     multiplies, e.g. a warp index // warps per row)."""
     if op.opcode == "div":
-        return T.elem_of(op.result.type).is_int and _constant(op.operands[1])
+        elem = T.elem_of(op.result.type)
+        return isinstance(elem, T.ScalarType) and elem.is_int and _constant(op.operands[1])
     return op.opcode in _CHEAP
 
 
