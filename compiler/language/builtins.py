@@ -611,7 +611,13 @@ def debug_barrier(_sem: Any = None) -> None:
 def inline_asm_elementwise(asm: str, constraints: str, args: Any, dtype: Any, is_pure: bool, pack: int,
                            _sem: Any = None) -> Any:
     """Elementwise inline assembly (GPU backends only). `tl.inline_asm_elementwise("mov.b32 $0, $1;",
-    "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)`; a tuple dtype gives a tuple of results."""
+    "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)`; a tuple dtype gives a tuple of results.
+
+    Each call sees `pack` consecutive elements (along the last dim) of one thread. Which lane and
+    register hold which element is the compiler's layout for the result's shape (its vector width
+    follows the loads of that shape), as in Triton: warp-collective instructions (mma.sync, shfl)
+    that assume a lane mapping are safe only with a last dim of 1 or a pack that spans it.
+    is_pure=False keeps the asm (and its order) even when its results are unused."""
     if not str(_sem.gen.options.target).startswith("cuda"):
         raise ArgumentError("inline_asm_elementwise is GPU assembly and cannot run on the CPU backend",
                             hint="write the operation with tl functions, or run on a CUDA tensor")

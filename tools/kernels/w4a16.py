@@ -231,8 +231,11 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     N8, NG = N // 8, K // G
     bn8 = block_n // 8
     if mma and block_n // words >= 4 and N8 % 4:
-        # 4 words per thread with rows of N/8 words not a multiple of 4 gives wrong sums on the
-        # GPU (found on the H200: every column of N=200 or 1000; N/8 a multiple of 4 is right)
+        # the mma asm assumes gid and tig on the lane bits and the V words in registers; an
+        # inline asm op gets the canonical layout of its shape, whose vector width comes from the
+        # loads of that shape: with rows of N/8 words not a multiple of 4, the words of rows 2tig
+        # may not be 16-byte vectors, lanes then take half of V and the sums are wrong (seen on
+        # the H200: every column of N=200 or 1000). With 2 words per thread they are 8-byte ones.
         raise ValueError(f"mode {mode!r} with block_n = {block_n} (4 words per thread) needs N a multiple of 32, "
                          f"got N = {N}: use block_n <= {2 * words}")
     n_tiles = cdiv(N8, bn8)
