@@ -26,22 +26,27 @@ class Config:
     """One set of meta-parameters: `Config({"BLOCK": 128}, num_warps=4, num_stages=3)`."""
 
     def __init__(self, kwargs: Mapping[str, Any], num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
-                 maxnreg: int | None = None, pre_hook: Callable[..., Any] | None = None, **_: Any) -> None:
+                 maxnreg: int | None = None, pre_hook: Callable[..., Any] | None = None,
+                 cluster_dims: Any = None, **_: Any) -> None:
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
         self.num_stages = num_stages
         self.num_ctas = num_ctas
         self.maxnreg = maxnreg
+        self.cluster_dims = cluster_dims
         self.pre_hook = pre_hook
 
+    def _extra(self) -> dict[str, Any]:
+        """The launch options set beyond warps and stages."""
+        return {k: v for k, v in (("maxnreg", self.maxnreg), ("cluster_dims", self.cluster_dims)) if v is not None}
+
     def all_kwargs(self) -> dict[str, Any]:
-        regs = {} if self.maxnreg is None else {"maxnreg": self.maxnreg}
-        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages, **regs}
+        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages, **self._extra()}
 
     def __repr__(self) -> str:
         kw = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())
-        regs = "" if self.maxnreg is None else f", maxnreg: {self.maxnreg}"
-        return f"{kw}, num_warps: {self.num_warps}, num_stages: {self.num_stages}{regs}"
+        extra = "".join(f", {k}: {v}" for k, v in self._extra().items())
+        return f"{kw}, num_warps: {self.num_warps}, num_stages: {self.num_stages}{extra}"
 
 
 class Autotuner(KernelInterface):

@@ -55,6 +55,10 @@ class CompiledKernel:
         total = gx * gy * gz
         if total == 0:
             return
+        if self.options.cluster_dims is not None:  # programs run independently here; the grid as on a GPU
+            from .cuda import check_cluster_grid
+
+            check_cluster_grid(grid, self.options.cluster_dims, self.name)
         vals = [params[i].data_ptr() if p else params[i] for i, p in zip(self.arg_index, self._is_ptr, strict=True)]
         if self.options.debug:
             return self._launch_debug(grid, [params[i] for i in self.arg_index], vals)

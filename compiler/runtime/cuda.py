@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import errors as E
 from ..ir import types as T
 from .specialize import LaunchOptions
 
@@ -86,6 +87,8 @@ class CudaCompiledKernel:
         """The general path: `params` holds a value for every kernel parameter (constants ignored)."""
         if grid[0] * grid[1] * grid[2] == 0:
             return
+        if self.options.cluster_dims is not None:
+            check_cluster_grid(grid, self.options.cluster_dims, self.name)
         fn = self._fn or self.function
         vals = tuple(params[i].data_ptr() if p else params[i]
                      for i, p in zip(self.arg_index, self._is_ptr, strict=True))
@@ -109,11 +112,33 @@ class CudaCompiledKernel:
             return None
         fn = self._fn or self.function
         read, arg = stream_source()
-        return fn.entry(raw_positions, n_raw, n_params, read, arg, self,  # type: ignore[no-any-return]
-                        install=install)
+        cd = self.options.cluster_dims
+        if cd is None:
+            return fn.entry(raw_positions, n_raw, n_params, read, arg, self,  # type: ignore[no-any-return]
+                            install=install)
+        # clusters: the grid is checked before each warm launch (the driver's error names no cause)
+        wrapped = None if install is None else (lambda f: install(_cluster_checked(f, cd, self)))
+        return _cluster_checked(fn.entry(raw_positions, n_raw, n_params, read, arg, self, install=wrapped), cd, self)
 
     def __repr__(self) -> str:
         return f"CudaCompiledKernel({self.name}, {self.target})"
+
+
+def check_cluster_grid(grid: tuple[int, int, int], dims: tuple[int, int, int], name: str) -> None:
+    """A launch in clusters of `dims` programs needs a grid that is a multiple of them."""
+    if grid[0] % dims[0] or grid[1] % dims[1] or grid[2] % dims[2]:
+        raise E.LaunchError(f"{name}: grid {tuple(grid)} is not a multiple of cluster_dims {dims}: launch a grid "
+                            "whose size along each axis is a multiple of the cluster's")
+
+
+def _cluster_checked(entry: Callable[..., Any], dims: tuple[int, int, int], ck: Any) -> Callable[..., Any]:
+    def checked(gx: int, gy: int, gz: int, *rest: Any) -> Any:
+        if gx % dims[0] or gy % dims[1] or gz % dims[2]:
+            check_cluster_grid((gx, gy, gz), dims, ck.name)
+        return entry(gx, gy, gz, *rest)
+
+    checked.__anvil_result__ = ck  # type: ignore[attr-defined]
+    return checked
 
 
 def compile_cuda(ir_fn: Any, symbol: str, opts: LaunchOptions, target: str) -> Any:
@@ -121,4 +146,4 @@ def compile_cuda(ir_fn: Any, symbol: str, opts: LaunchOptions, target: str) -> A
 
     arch = target.split(":", 1)[1] if ":" in target else "sm_90a"
     return compile_function(ir_fn, symbol, opts.num_warps, arch, debug=opts.debug, num_stages=opts.num_stages,
-                            maxnreg=opts.maxnreg)
+                            maxnreg=opts.maxnreg, cluster_dims=opts.cluster_dims)

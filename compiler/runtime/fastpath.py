@@ -9,12 +9,13 @@ alignment bit of the key and the value passed to the kernel), finds the launch e
 with the grid, the raw values and every parameter's value.
 
 The front's signature is `(gx, gy, gz, /, p0=<default or MISSING>, ..., *extra, **kw)`: a missing
-argument, too many arguments, an unknown keyword or a launch option other than num_warps, num_stages
-and maxnreg reaches the general path (Launcher.run) with the arguments as given, which raises the located
-errors. One case never reaches it: an argument given both by position and by keyword is refused by
-Python's own binding, `TypeError: <kernel>() got multiple values for argument 'n'`. A key seen for the
-first time (Launcher.miss) also goes through the general path, which compiles, launches and then
-registers the entry for that key. `gy is None` marks a grid not checked yet (a callable, a list, a
+argument, too many arguments, an unknown keyword or a launch option other than num_warps, num_stages,
+maxnreg and cluster_dims (a tuple; a list is taken as one) reaches the general path (Launcher.run)
+with the arguments as given, which raises the located errors. One case never reaches it: an
+argument given both by position and by keyword is refused by Python's own binding, `TypeError:
+<kernel>() got multiple values for argument 'n'`. A key seen for the first time (Launcher.miss)
+also goes through the general path, which compiles, launches and then registers the entry for
+that key. `gy is None` marks a grid not checked yet (a callable, a list, a
 tuple with non-int items or out of range): the front normalises it after the key lookup, as the
 general path would.
 
@@ -24,10 +25,10 @@ The key holds three tokens per non-constexpr parameter and one per constexpr, at
   float, specialized:                        ("fp32", None, None)
   anything else:                             (arg_key(...): a str or tuple, never an int, None, None)
   constexpr: the value itself if it is an int, else arg_key's ("c", type name, value)
-then num_warps, num_stages and maxnreg as given (None when not). A torch.dtype only appears as a tensor's
+then num_warps, num_stages, maxnreg and cluster_dims as given (None when not). A torch.dtype only appears as a tensor's
 first token and an int first token only for ints, so different specializations never share a key;
 everything that changes the binary (dtypes, alignment, ==1 and %16 of ints, constexprs, warps,
-stages, registers) is in it, and so is each tensor's device: a launch with tensors on another device (or on
+stages, registers, clusters) is in it, and so is each tensor's device: a launch with tensors on another device (or on
 mixed devices) misses and goes to the general path, which compiles for it or says what is wrong.
 The device token is `get_device()`, an int (cheaper than a torch.device to make, hash and compare):
 the CUDA index, or -1 for CPU and meta tensors alike, so the CPU backend's entry checks the devices
@@ -51,8 +52,8 @@ from .specialize import _Tensor, arg_key
 
 __all__ = ["make_front", "bind_grid", "constexpr_token", "raw_value", "MISSING"]
 
-_FAST_OPTIONS = ("num_warps", "num_stages", "maxnreg")
-_OPTION_VARS = {"num_warps": "_Anw", "num_stages": "_Ans", "maxnreg": "_Amr"}
+_FAST_OPTIONS = ("num_warps", "num_stages", "maxnreg", "cluster_dims")
+_OPTION_VARS = {"num_warps": "_Anw", "num_stages": "_Ans", "maxnreg": "_Amr", "cluster_dims": "_Acd"}
 _PREFIX = "_A"  # every name the generated code defines starts with it; no kernel parameter may
 
 
@@ -142,11 +143,15 @@ def make_front(launcher: Any) -> Callable[..., Any]:
     # A missing argument is not checked here: MISSING takes the generic key branch, whose token
     # ("?", "_Missing") no entry is ever registered under, so the lookup misses and Launcher.miss
     # hands the call to the general path, which reports it.
-    lines = [f"def {fname}({', '.join(sig)}):", "    _Anw = _Ans = _Amr = None", "    if _Akw or _Aextra:",
+    lines = [f"def {fname}({', '.join(sig)}):", "    _Anw = _Ans = _Amr = _Acd = None", "    if _Akw or _Aextra:",
              "        if _Akw:"]
     lines += [f"            {_OPTION_VARS[o]} = _Akw.pop({o!r}, None)" for o in opts] or ["            pass"]
+    if "cluster_dims" in opts:  # the key needs a hashable value: a list as a tuple, anything else checked there
+        lines += ["            if _Acd.__class__ is list:", "                _Acd = tuple(_Acd)",
+                  "            elif not (_Acd is None or _Acd.__class__ is tuple):",
+                  "                _Akw['cluster_dims'] = _Acd"]
     lines += ["        if _Akw or _Aextra:",
-              f"            return _Aslow(_Ag, {values}, _Aextra, _Akw, _Anw, _Ans, _Amr)"]
+              f"            return _Aslow(_Ag, {values}, _Aextra, _Akw, _Anw, _Ans, _Amr, _Acd)"]
     keys: list[str] = []
     raws: list[str] = []
     for i, (n, p) in enumerate(zip(names, launcher.params, strict=True)):
@@ -180,13 +185,13 @@ def make_front(launcher: Any) -> Callable[..., Any]:
             ]
         keys += [f"_Ak{i}", f"_Aa{i}", f"_Ab{i}"]
         raws.append(f"_Ar{i}")
-    nw, ns_, mr = (_OPTION_VARS[o] if o in opts else "None" for o in _FAST_OPTIONS)
+    nw, ns_, mr, cd = (_OPTION_VARS[o] if o in opts else "None" for o in _FAST_OPTIONS)
     args = "".join(f", {r}" for r in raws) + "".join(f", {n}" for n in names)
     lines += [
-        f"    _Akey = ({''.join(k + ', ' for k in keys)}{nw}, {ns_}, {mr})",
+        f"    _Akey = ({''.join(k + ', ' for k in keys)}{nw}, {ns_}, {mr}, {cd})",
         "    _Ae = _Afast_get(_Akey)",
         "    if _Ae is None:",
-        f"        return _Amiss(_Ag, {values}, _Akey, {nw}, {ns_}, {mr})",
+        f"        return _Amiss(_Ag, {values}, _Akey, {nw}, {ns_}, {mr}, {cd})",
         "    if _Ag.__class__ is tuple:",
         "        _Agx, _Agy, _Agz = _Ag",
         "    else:",

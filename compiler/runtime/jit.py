@@ -142,13 +142,13 @@ class JITFunction(KernelInterface):
 
     def compile(self, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
                 target: str = "cpu", num_warps: int = 4, num_stages: int = 3, debug: bool = False,
-                maxnreg: int | None = None) -> Any:
+                maxnreg: int | None = None, cluster_dims: Any = None) -> Any:
         """Compile for an explicit Triton-style signature ({"x_ptr": "*fp32", "n": "i32"})."""
         from .launch import compile_for_signature
 
         try:
             return compile_for_signature(self, dict(signature), dict(constexprs or {}), target, num_warps,
-                                         num_stages, debug, maxnreg)
+                                         num_stages, debug, maxnreg, cluster_dims)
         except E.AnvilError as e:
             raise _clean(e) from None
 

@@ -17,7 +17,7 @@ from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signat
 
 __all__ = ["Launcher", "compile_for_signature", "run_grid", "grid3"]
 
-_OPTION_NAMES = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug",
+_OPTION_NAMES = {"num_warps", "num_stages", "num_ctas", "maxnreg", "cluster_dims", "enable_fp_fusion", "debug",
                  "launch_cooperative_grid", "launch_pdl"}
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -118,7 +118,7 @@ class Launcher:
             raise clean_error(e) from None
 
     def slow(self, g: Any, vals: tuple[Any, ...], extra: tuple[Any, ...], kw: dict[str, Any], nw: Any,
-             ns: Any, mr: Any) -> Any:
+             ns: Any, mr: Any, cd: Any = None) -> Any:
         """The front got an unusual call (a missing argument, too many, a keyword it does not know or
         another launch option): rebuild the call as given and take the general path, which launches
         or raises the located error."""
@@ -132,15 +132,16 @@ class Launcher:
                 kwargs[n] = v
             else:
                 args.append(v)
-        kwargs.update(_given_options(nw, ns, mr))
+        kwargs.update(_given_options(nw, ns, mr, cd))
         kwargs.update(kw)
         return self.run_clean((*args, *extra), kwargs, grid_of(g))
 
-    def miss(self, g: Any, vals: tuple[Any, ...], fkey: tuple[Any, ...], nw: Any, ns: Any, mr: Any) -> Any:
+    def miss(self, g: Any, vals: tuple[Any, ...], fkey: tuple[Any, ...], nw: Any, ns: Any, mr: Any,
+             cd: Any = None) -> Any:
         """The front found no entry for `fkey`: launch through the general path, then remember the entry."""
         if any(v is MISSING for v in vals):  # an argument not given: the general path says which
-            return self.slow(g, vals, (), {}, nw, ns, mr)
-        kwargs = _given_options(nw, ns, mr)
+            return self.slow(g, vals, (), {}, nw, ns, mr, cd)
+        kwargs = _given_options(nw, ns, mr, cd)
         try:
             # a first launch (compile, module load, launch) starts no automatic garbage collection:
             # with torch loaded a full one takes tens of ms (compiled.collector_paused)
@@ -330,14 +331,15 @@ def _target_for(vals: list[Any], name: str) -> str:
     return "cpu"
 
 
-def _given_options(nw: Any, ns: Any, mr: Any) -> dict[str, Any]:
+def _given_options(nw: Any, ns: Any, mr: Any, cd: Any = None) -> dict[str, Any]:
     """The launch options the front took out of a call (None: not given)."""
-    return {k: v for k, v in (("num_warps", nw), ("num_stages", ns), ("maxnreg", mr)) if v is not None}
+    return {k: v for k, v in (("num_warps", nw), ("num_stages", ns), ("maxnreg", mr), ("cluster_dims", cd))
+            if v is not None}
 
 
 def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[str, Any], target: str,
                           num_warps: int, num_stages: int, debug: bool,
-                          maxnreg: int | None = None) -> CompiledKernel:
+                          maxnreg: int | None = None, cluster_dims: Any = None) -> CompiledKernel:
     """Compile for an explicit signature (no tensors needed): what the tools use."""
     from ..frontend import ParamSpec
 
@@ -370,5 +372,6 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
         tgt = "cuda:sm_90a"
     if tgt != "cpu" and not (tgt.startswith("cuda:sm_") and tgt[8:].rstrip("a").isdigit()):
         raise E.ArgumentError(f"unknown target {target!r}; use 'cpu', 'cuda' or 'cuda:sm_80' / 'cuda:sm_90a'")
-    opts = LaunchOptions.from_kwargs({"num_warps": num_warps, "num_stages": num_stages, "maxnreg": maxnreg}, debug)
+    opts = LaunchOptions.from_kwargs({"num_warps": num_warps, "num_stages": num_stages, "maxnreg": maxnreg,
+                                      "cluster_dims": cluster_dims}, debug)
     return compile_kernel(fn, specs, opts, tgt)

@@ -31,6 +31,8 @@ class LaunchOptions:
     num_stages: int = 3
     debug: bool = False
     maxnreg: int | None = None  # registers per thread at most (NVIDIA: `.maxnreg`); None: ptxas chooses
+    # programs per thread block cluster (x, y, z) on NVIDIA sm_90+ (`.reqnctapercluster`); None: no clusters
+    cluster_dims: tuple[int, int, int] | None = None
 
     @staticmethod
     def from_kwargs(kw: dict[str, Any], fn_debug: bool | None) -> LaunchOptions:
@@ -47,7 +49,24 @@ class LaunchOptions:
                                     or not 24 <= maxnreg <= 255):
             raise E.LaunchError(f"maxnreg must be None or an int from 24 to 255 (registers per thread), "
                                 f"got {maxnreg!r}")
-        return LaunchOptions(nw, int(kw.get("num_stages", 3)), bool(debug), maxnreg)
+        return LaunchOptions(nw, int(kw.get("num_stages", 3)), bool(debug), maxnreg,
+                             cluster_shape(kw.get("cluster_dims")))
+
+
+def cluster_shape(value: Any) -> tuple[int, int, int] | None:
+    """The cluster_dims launch option checked: 1 to 3 positive ints (x, y, z), at most 8 programs
+    per cluster (the portable limit); None or (1, 1, 1): no clusters."""
+    dims = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    if dims is None:
+        return None
+    if (not isinstance(dims, (tuple, list)) or not 1 <= len(dims) <= 3
+            or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims)):
+        raise E.LaunchError(f"cluster_dims must be None or 1 to 3 positive ints (programs per cluster along x, y, "
+                            f"z), got {value!r}")
+    x, y, z = (*dims, 1, 1)[:3]
+    if x * y * z > 8:
+        raise E.LaunchError(f"cluster_dims {value!r} puts {x * y * z} programs in a cluster; at most 8 are allowed")
+    return None if x * y * z == 1 else (x, y, z)
 
 
 _TORCH_NAMES = {

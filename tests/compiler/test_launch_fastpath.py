@@ -97,6 +97,25 @@ def test_num_warps_and_positional_or_keyword_calls() -> None:
     assert "pop('maxnreg'" in axpy.launcher.front.__anvil_source__
 
 
+def test_cluster_dims_is_a_warm_launch_option_with_a_checked_grid() -> None:
+    """cluster_dims (thread block clusters on the GPU; programs run as usual on the CPU) is part of
+    the key, a list is the same key as the tuple, the grid must be a multiple of it (on the warm
+    path too) and bad values are LaunchErrors."""
+    x = torch.randn(256)
+    kc, o1 = _run(x, 256, cluster_dims=(2, 1, 1))  # grid 4
+    assert kc.options.cluster_dims == (2, 1, 1) and kc is not _run(x, 256)[0]
+    torch.testing.assert_close(o1, x * 2)
+    assert _run(x, 256, cluster_dims=[2, 1, 1])[0] is kc and _run(x, 256, cluster_dims=(2,))[0] is kc
+    assert _run(x, 256, cluster_dims=(1, 1, 1))[0] is _run(x, 256)[0]  # one program per cluster: none
+    assert "pop('cluster_dims'" in axpy.launcher.front.__anvil_source__
+    with pytest.raises(E.LaunchError, match=r"grid \(3, 1, 1\) is not a multiple of cluster_dims \(2, 1, 1\)"):
+        _run(x, 190, cluster_dims=(2, 1, 1))  # grid 3, same key: the warm path checks it
+    for bad, msg in (((4, 4, 1), "16 programs in a cluster; at most 8"), ((0, 1), "1 to 3 positive ints"),
+                     ("2", "1 to 3 positive ints"), ((2, 1, 1, 1), "1 to 3 positive ints"), ({2: 1}, "positive ints")):
+        with pytest.raises(E.LaunchError, match=msg):
+            _run(x, 256, cluster_dims=bad)
+
+
 def test_grids_callable_2d_and_empty() -> None:
     x = torch.randn(300)
     out = torch.full_like(x, float("nan"))

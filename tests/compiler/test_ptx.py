@@ -53,6 +53,18 @@ def test_maxnreg_caps_the_registers() -> None:
             k.compile(*CASES["layer_norm_fwd"], target="cuda:sm_90a", maxnreg=bad)
 
 
+def test_cluster_dims_become_reqnctapercluster() -> None:
+    """cluster_dims launches the programs in thread block clusters: `.reqnctapercluster` (sm_90 and
+    newer; older targets are told so), part of the cache key."""
+    k = compiler.compile_source(SRC, kernel="add_kernel")
+    plain = k.compile(*CASES["add_kernel"], target="cuda:sm_90a")
+    ck = k.compile(*CASES["add_kernel"], target="cuda:sm_90a", cluster_dims=(1, 2, 1))
+    assert ".reqnctapercluster" not in plain.asm["ptx"] and ".reqnctapercluster 1, 2, 1" in ck.asm["ptx"]
+    assert ck.asm["cubin"][:4] == b"\x7fELF" and ck.options.cluster_dims == (1, 2, 1)
+    with pytest.raises(compiler.errors.UnsupportedError, match="needs sm_90 or newer"):
+        k.compile(*CASES["add_kernel"], target="cuda:sm_80", cluster_dims=2)
+
+
 def test_contiguous_aligned_accesses_are_128_bit() -> None:
     k = compiler.compile_source(SRC, kernel="add_kernel")
     ptx = k.compile(*CASES["add_kernel"], target="cuda:sm_90a").asm["ptx"]

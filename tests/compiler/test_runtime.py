@@ -105,6 +105,13 @@ def test_autotune_picks_a_config_and_gives_correct_results() -> None:
     assert len(tuned_add.timings) == 2
 
 
+def test_config_carries_the_launch_options_it_sets() -> None:
+    c = Config({"BLOCK": 64}, num_warps=2, maxnreg=128, cluster_dims=(2, 1, 1))
+    assert c.all_kwargs() == {"BLOCK": 64, "num_warps": 2, "num_stages": 3, "maxnreg": 128, "cluster_dims": (2, 1, 1)}
+    assert repr(c) == "BLOCK: 64, num_warps: 2, num_stages: 3, maxnreg: 128, cluster_dims: (2, 1, 1)"
+    assert Config({"BLOCK": 64}).all_kwargs() == {"BLOCK": 64, "num_warps": 4, "num_stages": 3}
+
+
 @heuristics({"BLOCK": lambda args: next_power_of_2(args["n"])})
 @jit
 def whole_row_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):

@@ -17,6 +17,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ... import knobs
+from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Function
 from ...passes.pipeline import pipeline_dot_loads
@@ -177,11 +178,17 @@ def _link_libdevice(mod: llvm.ModuleRef, context: Any) -> None:
 
 
 def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assemble_cubin: bool = True,
-                     debug: bool = False, num_stages: int = 3, maxnreg: int | None = None) -> CudaBinary:
+                     debug: bool = False, num_stages: int = 3, maxnreg: int | None = None,
+                     cluster_dims: tuple[int, int, int] | None = None) -> CudaBinary:
     """`debug`: bounds-check every global-memory access against its tensor argument (bounds.py).
     `num_stages`: depth of the shared-memory pipeline of the loads that feed tensor-core dots in
     loops (passes/pipeline.py; at most what fits in shared memory, 1 or less: none). `maxnreg`:
-    registers per thread at most (`.maxnreg`: more programs fit on an SM, ptxas may spill)."""
+    registers per thread at most (`.maxnreg`: more programs fit on an SM, ptxas may spill).
+    `cluster_dims`: programs per thread block cluster (`.reqnctapercluster`, sm_90 and newer): the
+    programs of a cluster run at once on one GPC and may use each other's shared memory."""
+    if cluster_dims is not None and int(arch[3:].rstrip("a")) < 90:
+        raise UnsupportedError(f"cluster_dims {cluster_dims} needs sm_90 or newer (thread block clusters), "
+                               f"the target is {arch}", hint="launch without cluster_dims on this GPU")
     t0 = time.perf_counter()
     lw = NvLowering(fn, ir.Module(name=symbol), symbol, num_warps, arch, debug)
     mark_kmajor_b(fn)
@@ -194,7 +201,7 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
         m = lw.m
         m.triple = "nvptx64-nvidia-cuda"
         lw.build()
-        text = _with_launch_bound(str(m), symbol, 32 * num_warps, maxnreg)
+        text = _with_launch_bound(str(m), symbol, 32 * num_warps, maxnreg, cluster_dims)
         t1 = time.perf_counter()
         opt, ptx = emit_ptx(text, arch)
         t2 = time.perf_counter()
@@ -215,13 +222,16 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
                                "ptxas_ms": (t3 - t2) * 1e3}, list(fn.arg_names))
 
 
-def _with_launch_bound(text: str, symbol: str, threads: int, maxnreg: int | None = None) -> str:
+def _with_launch_bound(text: str, symbol: str, threads: int, maxnreg: int | None = None,
+                       cluster_dims: tuple[int, int, int] | None = None) -> str:
     """Attach `.maxntid` (threads per program) to the kernel, and `.maxnreg` when given: ptxas then
-    budgets registers."""
+    budgets registers; `.reqnctapercluster` for cluster_dims."""
     lines = text.split("\n")
     for k, line in enumerate(lines):
         if line.startswith(f'define ptx_kernel void @"{symbol}"('):
             lines[k] = line + " #0"
             break
     regs = f' "nvvm.maxnreg"="{maxnreg}"' if maxnreg else ""
+    if cluster_dims is not None:
+        regs += ' "nvvm.cluster_dim"="{},{},{}"'.format(*cluster_dims)
     return "\n".join(lines) + f'\nattributes #0 = {{ nounwind "nvvm.maxntid"="{threads}"{regs} }}\n'
