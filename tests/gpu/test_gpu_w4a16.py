@@ -85,6 +85,30 @@ def test_w4a16_packed_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: in
     _check_counters()
 
 
+@pytest.mark.parametrize(("N", "K", "M"), [(200, 512, 1), (1000, 1024, 3), (4096, 2048, 1), (520, 1024, 8)])
+@pytest.mark.parametrize(("nw", "ahead"), [(1, None), (8, None), (2, 1)])
+def test_w4a16_packed_cluster_sums_match(N: int, K: int, M: int, nw: int, ahead: int | None,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """cluster=True: a tile's K splits (2-8) are one thread block cluster and sum in split 0's
+    shared memory; the same results as the global partials' sums (both in split order)."""
+    g = torch.Generator().manual_seed(N * K + M + 1)
+    w = torch.randn(N, K, generator=g) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, 128)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = (torch.randn(M, K, generator=g) * 2 + 3).to(torch.bfloat16)
+    ref = x.double() @ wd.t()
+    _poison(monkeypatch)
+    dev = [t.cuda() for t in (x, qw, qz, sc)]
+    dev[1] = w4a16.awq_gemv_pack(dev[1])
+    for split in (2, 3, 5, 8):
+        run = partial(awq_gemv, *dev, num_warps=nw, split_k=split, ahead=ahead, block_m=8)
+        clustered = partial(run, cluster=True)
+        _check_splits(clustered, ref, None)
+        assert torch.equal(clustered(), run())
+    with pytest.raises(ValueError, match="2 to 8 programs"):
+        awq_gemv(*dev, num_warps=nw, split_k=1, cluster=True)
+
+
 def _poison(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs (torch.empty in w4a16) and the split-K partials (the scratch is kept per stream) NaN."""
     real_empty = torch.empty

@@ -182,3 +182,33 @@ def test_dot(mnk: tuple[int, int, int], dtype: torch.dtype) -> None:
     tol = 2e-3 if dtype == torch.float32 else 2e-2  # fp32 runs as tf32 (the default input_precision)
     torch.testing.assert_close(g[2].cpu().double(), ref, atol=tol * (k ** 0.5), rtol=tol)
     torch.testing.assert_close(g[2].cpu().double(), c[2].double(), atol=tol * (k ** 0.5), rtol=tol)
+
+
+@jit
+def cluster_rank(out_ptr):
+    pid = tl.program_id(0) + tl.num_programs(0) * tl.program_id(1)
+    rank = tl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r,r", [pid], dtype=tl.int32, is_pure=True,
+                                     pack=1)
+    size = tl.inline_asm_elementwise("mov.u32 $0, %cluster_nctarank;", "=r,r", [pid], dtype=tl.int32,
+                                     is_pure=True, pack=1)
+    tl.store(out_ptr + pid, rank * 100 + size)
+
+
+def test_cluster_dims_launch_thread_block_clusters() -> None:
+    """cluster_dims: programs run as clusters of that shape (rank within the cluster, its size);
+    a grid that is not a multiple of it is a LaunchError, on the warm path too."""
+    from compiler.errors import LaunchError
+
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("thread block clusters need sm_90 or newer")
+    out = torch.full((8 * 3,), -1, dtype=torch.int32, device="cuda")
+    cluster_rank[(8, 3)](out, cluster_dims=(4, 1, 1))
+    want = torch.tensor([(i % 8 % 4) * 100 + 4 for i in range(24)], dtype=torch.int32)
+    assert torch.equal(out.cpu(), want)
+    cluster_rank[(8, 3)](out, cluster_dims=[4, 1, 1])  # the warm path, the same key
+    with pytest.raises(LaunchError, match="not a multiple of cluster_dims"):
+        cluster_rank[(6, 3)](out, cluster_dims=(4, 1, 1))
+    out2 = torch.full((8 * 2,), -1, dtype=torch.int32, device="cuda")
+    cluster_rank[(8, 2)](out2, cluster_dims=(1, 2, 1))
+    want2 = torch.tensor([(i // 8 % 2) * 100 + 2 for i in range(16)], dtype=torch.int32)
+    assert torch.equal(out2.cpu(), want2)

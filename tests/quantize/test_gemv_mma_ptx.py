@@ -26,7 +26,7 @@ from compiler.layouts import LANE, REGISTER, WARP
 from compiler.layouts.distributed import mma_v2_accumulator, mma_v2_operand
 from tools.kernels.int4 import AWQ_ORDER, awq_shift
 from tools.kernels.int4_mma import awq_gemv_mma_kernel, mma_chunk_ptx
-from tools.kernels.int4_packed import awq_gemv_packed_kernel, fold_chunk_ptx
+from tools.kernels.int4_packed import awq_gemv_packed_kernel, cluster_sum_ptx, fold_chunk_ptx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ptx_loops import loop_spans  # noqa: E402
@@ -260,6 +260,29 @@ def test_packed_kernel_loads_16_bytes_per_chunk(nw: int, ahead: int) -> None:
     assert ck.metadata["n_spills"] == 0
     if ahead == 2:
         assert ".maxnreg 128" in ptx and ck.metadata["n_regs"] <= 128
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+@pytest.mark.parametrize(("nw", "mb", "ranks"), [(1, 1, 4), (8, 1, 8), (2, 8, 2)])
+def test_packed_kernel_sums_its_splits_in_the_cluster(nw: int, mb: int, ranks: int) -> None:
+    """CLUSTER: the K splits of a tile are a thread block cluster (`.reqnctapercluster`); the
+    barrier's first arrive comes before the loop, the totals go to split 0's shared memory (one
+    16-byte store per 4) and split 0 sums them: no atomics, no global partials."""
+    sig = {k: v for k, v in SIG.items() if k != "GROUPS_PER_SPLIT"}
+    ck = awq_gemv_packed_kernel.compile(sig, {"N8": 3584, "G": 128, "NW": nw, "MB": mb, "NB": 1, "EVEN_N": True,
+                                              "EMULATE": False, "SB": 0, "AHEAD": 2, "CLUSTER": ranks},
+                                        target="cuda:sm_90a", num_warps=nw, maxnreg=128,
+                                        cluster_dims=(1, 1, ranks))
+    ptx = ck.asm["ptx"]
+    values = 8 if mb == 1 else 16
+    assert f".reqnctapercluster 1, 1, {ranks}" in ptx
+    first_mma = ptx.index("mma.sync")
+    assert ptx.index("barrier.cluster.arrive.relaxed.aligned") < first_mma < ptx.index("barrier.cluster.wait.aligned")
+    assert ptx.count("st.shared::cluster.v4.f32") == values // 4 and ptx.count("mapa.shared::cluster") == 1
+    assert ptx.count("ld.shared.v4.f32") == ranks * values // 4
+    assert "atom." not in ptx and ck.metadata["n_spills"] == 0
+    with pytest.raises(ValueError, match="ranks 2 to 8"):
+        cluster_sum_ptx(9, 32, 8)
 
 
 def _pack_words(w: list[np.ndarray]) -> list[np.ndarray]:

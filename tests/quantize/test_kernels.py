@@ -155,6 +155,12 @@ def test_awq_gemv_packed_weights_errors() -> None:
         awq_gemv(x, awq_gemv_pack(qw), qz, sc, stages=2)
     with pytest.raises(ValueError, match="block_n must be 64 \\* num_warps"):
         awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma", block_n=512)
+    with pytest.raises(ValueError, match="cluster=True needs an NVIDIA GPU of sm_90"):
+        awq_gemv(x, awq_gemv_pack(qw), qz, sc, split_k=2, cluster=True)
+    with pytest.raises(ValueError, match="pack qweight first"):
+        awq_gemv(x, qw, qz, sc, mode="mma", unroll=2, split_k=2, cluster=True)
+    with pytest.raises(ValueError, match="does not take it"):
+        awq_gemv(x, qw, qz, sc, mode="f32", split_k=2, cluster=True)
     with pytest.raises(ValueError, match="awq_gemm reads qweight in awq_gemv_pack's layout only"):
         awq_gemm(x, awq_gemv_pack(qw), qz, sc)
     with pytest.raises(ValueError, match="does not fit x"):

@@ -76,7 +76,43 @@ def fold_chunk_ptx(nb: int = 1) -> str:
     return "{\n\t" + "\n\t".join(lines) + "\n\t}"
 
 
+def cluster_sum_ptx(ranks: int, threads: int, values: int) -> str:
+    """PTX summing `values` fp32 per thread over the `ranks` programs of a thread block cluster
+    (the K splits of one tile): each thread writes its values into its slot of a buffer in rank
+    0's shared memory (distributed shared memory), the cluster barrier (release / acquire) orders
+    those stores before rank 0 reads them, and rank 0's threads sum their slots in rank order. The
+    other ranks come out with their own values plus unwritten slots: only rank 0 stores.
+    Operands: $0..$values-1 the sums out, then the values in. The barrier's phase before it (every
+    program of the cluster has started, so its shared memory may be written) is the arrive of
+    CLUSTER_ARRIVE at the kernel's start, waited for here."""
+    if values % 4 or not 2 <= ranks <= 8:
+        raise ValueError(f"values must be a multiple of 4 and ranks 2 to 8, got {values} and {ranks}")
+    slot = 4 * values  # bytes per thread and rank
+    lines = [f".shared .align 16 .b8 csum[{ranks * threads * slot}];", ".reg .b32 ct<4>;", ".reg .f32 cf<4>;",
+             "barrier.cluster.wait.aligned;", "mov.u32 ct0, %tid.x;", "mov.u32 ct1, %cluster_ctarank;",
+             f"mad.lo.u32 ct2, ct1, {threads}, ct0;", f"mul.lo.u32 ct2, ct2, {slot};", "mov.u32 ct3, csum;",
+             "add.u32 ct2, ct2, ct3;", "mapa.shared::cluster.u32 ct2, ct2, 0;"]
+    for q in range(values // 4):
+        regs = ", ".join(f"${values + 4 * q + r}" for r in range(4))
+        lines.append(f"st.shared::cluster.v4.f32 [ct2+{16 * q}], {{{regs}}};")
+    lines += ["barrier.cluster.arrive.release.aligned;", "barrier.cluster.wait.acquire.aligned;",
+              f"mul.lo.u32 ct0, ct0, {slot};", "add.u32 ct0, ct0, ct3;"]
+    for q in range(values // 4):
+        lines.append(f"ld.shared.v4.f32 {{{', '.join(f'${4 * q + r}' for r in range(4))}}}, [ct0+{16 * q}];")
+        for rank in range(1, ranks):
+            lines.append(f"ld.shared.v4.f32 {{cf0, cf1, cf2, cf3}}, [ct0+{rank * threads * slot + 16 * q}];")
+            lines += [f"add.f32 ${4 * q + r}, ${4 * q + r}, cf{r};" for r in range(4)]
+    return "{\n\t" + "\n\t".join(lines) + "\n\t}"
+
+
+# the cluster barrier's arrive at the kernel's start (see cluster_sum_ptx); its operand passes through
+CLUSTER_ARRIVE = "barrier.cluster.arrive.relaxed.aligned;\n\tmov.b32 $0, $1;"
+
 _PTX = {nb: fold_chunk_ptx(nb) for nb in (1, 2)}
+# cluster_sum_ptx and its constraints by (ranks, threads, values): 2-8 splits, 1-16 warps, the 8
+# totals stored with one row of x per program or the 16 with 2-8 rows
+_CSUM = {(r, 32 * w, v): cluster_sum_ptx(r, 32 * w, v) for r in range(2, 9) for w in (1, 2, 4, 8, 16) for v in (8, 16)}
+_CCONS = {v: ",".join(["=f"] * v + ["f"] * v) for v in (8, 16)}
 _CONS = {nb: ",".join(["=f"] * (20 * nb) + ["r"] * (7 + 2 * nb) + ["f"] * (20 * nb)) for nb in (1, 2)}
 
 
@@ -182,13 +218,18 @@ def _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU: tl.constexpr, M
 def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N, K, stride_xm, stride_ym, NG,
                            stride_ys, ws_ptr, count_ptr, N8: tl.constexpr, G: tl.constexpr,
                            NW: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr,
-                           EMULATE: tl.constexpr, SB: tl.constexpr, AHEAD: tl.constexpr = 1):
+                           EMULATE: tl.constexpr, SB: tl.constexpr, AHEAD: tl.constexpr = 1,
+                           CLUSTER: tl.constexpr = 0):
     """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW octets, K split),
     as awq_gemv_mma_kernel (split K: the last program of a tile sums the partials) with qweight in
     awq_gemv_pack's layout; split s of S takes groups [s NG / S, (s + 1) NG / S). x and the scales
     are viewed as int32 (bf16 / fp16 pairs; stride_xm in pairs). One loop step per group; AHEAD =
     2: the next group's loads are issued before this group is computed (its words wait in
-    registers, about 55 more per thread)."""
+    registers, about 55 more per thread).
+
+    CLUSTER > 0 (NB = 1, SB = 0, launched with cluster_dims (1, 1, CLUSTER) and CLUSTER splits):
+    the splits of a tile are one thread block cluster and sum their totals in split 0's shared
+    memory (cluster_sum_ptx), which stores them: no partials in global memory, no counter."""
     m0 = tl.program_id(0) * MB
     pid_n = tl.program_id(1)
     pid_s = tl.program_id(2)
@@ -204,6 +245,8 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     n_split = tl.num_programs(2)
     g0 = pid_s * NG // n_split  # the splits' group counts differ by at most one
     g1 = (pid_s + 1) * NG // n_split
+    if CLUSTER > 0:  # this program has started (the cluster's shared memory is written at the end)
+        full = tl.inline_asm_elementwise(CLUSTER_ARRIVE, "=r,r", [full], dtype=tl.int32, is_pure=False, pack=1)
     octet = tl.minimum(pid_n * NW + wid, O - 1)
     sl4 = tl.arange(0, 4)[None, None, None, :]
     sl2 = tl.arange(0, 2)[None, None, None, :]
@@ -239,5 +282,24 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
         for k in tl.static_range(16 * NB):
             t2 = t2 + (t[k] * 8192.0,)
         t = t2
+    if CLUSTER > 0:
+        t = _cluster_sums(t, MB, CLUSTER, 32 * NW)
+        g_ok = g_ok & (pid_s == 0)
     _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig, MB, NB, NW * 8,
             SB)
+
+
+@jit
+def _cluster_sums(t, MB: tl.constexpr, RANKS: tl.constexpr, THREADS: tl.constexpr):
+    """The 16 totals t (one B tile) summed over the cluster's splits (valid in split 0); with one
+    row of x only the 8 of D column 2tig are stored, the others pass through."""
+    NV: tl.constexpr = 8 if MB == 1 else 16
+    used = ()
+    for k in tl.static_range(16):
+        if MB > 1 or k < 8:
+            used = used + (t[k],)
+    sums = tl.inline_asm_elementwise(_CSUM[(RANKS, THREADS, NV)], _CCONS[NV], used, dtype=(tl.float32,) * NV,
+                                     is_pure=False, pack=1)
+    if MB == 1:
+        return sums + t[8:]
+    return sums

@@ -134,14 +134,18 @@ _PLANS: dict[tuple[Any, ...], Run] = {}
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
              num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
-             stages: int | None = None, block_m: int = 16, maxnreg: int | None = None) -> torch.Tensor:
+             stages: int | None = None, block_m: int = 16, maxnreg: int | None = None,
+             cluster: bool = False) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
     qweight is AutoAWQ's [K, N/8] or awq_gemv_pack's layout of it, which runs its own tensor-core
     kernel (tools/kernels/int4_packed.py: mode "mma", 16-byte loads, the zero points folded out of
     the inner loop, one group per loop step and one word column per thread; block_n is 64 *
     num_warps, unroll and stages do not apply, ahead is 2 by default for up to 8 rows per program
-    (block_m <= 8 or M <= 8), the next group's loads in flight while one is computed).
+    (block_m <= 8 or M <= 8), the next group's loads in flight while one is computed). There,
+    cluster=True (an NVIDIA GPU of sm_90 or newer, 2-8 splits, up to 8 rows per program) launches
+    the splits of a tile as one thread block cluster that sums them in shared memory, in place of
+    the global partials and the last program's sum.
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
     - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
@@ -172,11 +176,12 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     (tensor-core modes on a GPU): registers per thread at most (None: ptxas's choice, or 128 for
     the packed kernel with ahead=2, so that 16 warps fit on an SM)."""
     key = (x.shape, x.stride(), x.storage_offset() & 1, x.dtype, x.device, qweight.shape, qzeros.shape,
-           scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m, maxnreg)
+           scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m, maxnreg,
+           cluster)
     run = _PLANS.get(key)
     if run is None:
         run = _plan_gemv(x, qweight, qzeros, scales, block_n, block_k, split_k, unroll, num_warps, exact, mode,
-                         ahead, stages, block_m, maxnreg)
+                         ahead, stages, block_m, maxnreg, cluster)
         if len(_PLANS) >= 1024:
             _PLANS.clear()
         _PLANS[key] = run
@@ -186,7 +191,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int,
                exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int,
-               maxnreg: int | None) -> Run:
+               maxnreg: int | None, cluster: bool = False) -> Run:
     """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     packed_w = qweight.dim() == 4
@@ -245,7 +250,10 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         split = cdiv(NG, per)
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
-                         ahead, stages, block_m, 1 if packed_w else 0, maxnreg)
+                         ahead, stages, block_m, 1 if packed_w else 0, maxnreg, cluster)
+    if cluster:
+        raise ValueError(f"cluster=True sums the K splits of awq_gemv_pack's layout in a thread block cluster; mode "
+                         f"{mode!r} does not take it")
     y_shape, dtype, device, cuda = (M, N), x.dtype, x.device, x.device.type == "cuda"
     magic = 0x43004300 if packed else 0x41800000
     launch = awq_gemv_kernel[(n_tiles, split, M)]
@@ -268,7 +276,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
 
 def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int, bn8: int, n_tiles: int, split: int,
               per: int, mode: str, block_n: int, words: int, num_warps: int, unroll: int, ahead: int | None,
-              stages: int | None, block_m: int, packed_w: int, maxnreg: int | None) -> Run:
+              stages: int | None, block_m: int, packed_w: int, maxnreg: int | None, cluster: bool = False) -> Run:
     # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
     # weights for 9-16 rows
     if block_m not in (1, 2, 4, 8, 16):
@@ -281,6 +289,9 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
     # 32 values per thread)
     sb = 0 if split == 1 else min(1 << (split - 1).bit_length(), max(1, 16 // (mb * (block_n // words))))
     nb, cuda = 2 if mb > 8 else 1, x.device.type == "cuda"
+    if cluster:
+        _check_cluster(x, packed_w, split, nb)
+        sb = 0
     common: dict[str, Any] = dict(N8=N8, G=G, NW=num_warps, MB=mb, NB=nb, EVEN_N=N8 % bn8 == 0, EMULATE=not cuda,
                                   SB=sb, num_warps=num_warps)
     if packed_w:
@@ -288,6 +299,8 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         if ahead is None:
             ahead = 2 if nb == 1 else 1  # 16 rows: the weights are already in registers twice
         consts = dict(common, AHEAD=ahead)
+        if cluster:
+            consts.update(CLUSTER=split, cluster_dims=(1, 1, split))
         if ahead == 2 and maxnreg is None:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM
             maxnreg = 128
     else:
@@ -303,12 +316,25 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         if copy_x:
             x = x.contiguous()
         y = torch.empty(y_shape, dtype=dtype, device=device)
-        ws, counts = (y, y) if split == 1 else _scratch(x, split * M * N, grid[0] * grid[1])
+        ws, counts = (y, y) if split == 1 or cluster else _scratch(x, split * M * N, grid[0] * grid[1])
         launch(x.view(torch.int32), qweight, qzeros, scales.view(torch.int32), y, M, N, K, sxm, N, NG, *args, M * N,
                ws, counts, **consts)
         return y
 
     return run
+
+
+def _check_cluster(x: torch.Tensor, packed_w: int, split: int, nb: int) -> None:
+    """cluster=True needs the packed kernel, 2-8 splits, one B tile and an sm_90+ GPU."""
+    if not packed_w:
+        raise ValueError("cluster=True sums the K splits of awq_gemv_pack's layout: pack qweight first")
+    if not 2 <= split <= 8:
+        raise ValueError(f"cluster=True puts a tile's K splits in one cluster of 2 to 8 programs, got split_k={split}")
+    if nb != 1:
+        raise ValueError("cluster=True takes up to 8 rows of x per program: use block_m <= 8")
+    if x.device.type != "cuda" or torch.cuda.get_device_capability(x.device) < (9, 0):
+        raise ValueError(f"cluster=True needs an NVIDIA GPU of sm_90 or newer (thread block clusters), x is on "
+                         f"{x.device}")
 
 
 def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
