@@ -270,6 +270,7 @@ def create_app(
         num_warps: m.NumWarps = None,
         num_stages: m.NumStages = None,
         maxnreg: m.MaxNReg = None,
+        cluster_dims: m.ClusterDims = None,
         artifacts: Annotated[
             list[str],
             Field(description="Compiler outputs to return: tir, llir, asm (CPU assembly), ptx, sass."),
@@ -293,6 +294,7 @@ def create_app(
             num_warps=num_warps,
             num_stages=num_stages,
             maxnreg=maxnreg,
+            cluster_dims=cluster_dims,
             artifacts=artifacts,
             artifact_lines=artifact_lines,
             debug=debug,
@@ -319,6 +321,7 @@ def create_app(
         num_warps: m.NumWarps = None,
         num_stages: m.NumStages = None,
         maxnreg: m.MaxNReg = None,
+        cluster_dims: m.ClusterDims = None,
         debug: m.LaunchDebug = None,
         source_file: SourceFile = None,
         ctx: Context | None = None,
@@ -344,6 +347,7 @@ def create_app(
             num_warps=num_warps,
             num_stages=num_stages,
             maxnreg=maxnreg,
+            cluster_dims=cluster_dims,
             debug=debug,
         )
         return await guarded(lambda: run_launch(rt, req, _progress(ctx)))
@@ -380,6 +384,7 @@ def create_app(
         num_warps: m.NumWarps = None,
         num_stages: m.NumStages = None,
         maxnreg: m.MaxNReg = None,
+        cluster_dims: m.ClusterDims = None,
         source_file: SourceFile = None,
         ctx: Context | None = None,
     ) -> ToolResult:
@@ -411,6 +416,7 @@ def create_app(
             num_warps=num_warps,
             num_stages=num_stages,
             maxnreg=maxnreg,
+            cluster_dims=cluster_dims,
         )
         return await guarded(lambda: run_benchmark(rt, req, _progress(ctx)))
 

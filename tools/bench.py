@@ -61,7 +61,8 @@ async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | Non
             return
         variant = req.model_copy(
             update={"kernel_id": base.kernel_id, "source": None, "constexprs": cfg.constexprs,
-                    "num_warps": cfg.num_warps, "num_stages": cfg.num_stages, "maxnreg": cfg.maxnreg}
+                    "num_warps": cfg.num_warps, "num_stages": cfg.num_stages, "maxnreg": cfg.maxnreg,
+                    "cluster_dims": cfg.cluster_dims}
         )  # fmt: skip
         try:
             records[i] = await resolve_kernel(rt, variant, None)

@@ -59,6 +59,7 @@ def plan_compile(
     num_warps: int | None = None,
     num_stages: int | None = None,
     maxnreg: int | None = None,
+    cluster_dims: list[int] | None = None,
     debug: bool = False,
 ) -> CompileSpec:
     """Validate what can be checked without the compiler and build the CompileSpec."""
@@ -78,6 +79,7 @@ def plan_compile(
         num_warps=num_warps,
         num_stages=num_stages,
         maxnreg=maxnreg,
+        cluster_dims=list(cluster_dims) if cluster_dims else None,
         debug=debug,
         compiler_version=compiler_version(),
     )
@@ -122,6 +124,7 @@ async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | 
         num_warps=req.num_warps,
         num_stages=req.num_stages,
         maxnreg=req.maxnreg,
+        cluster_dims=req.cluster_dims,
         debug=req.debug,
     )
     for name in req.artifacts:
@@ -297,6 +300,8 @@ def run_compile_job(payload: dict[str, Any], state: WorkerState, report: Report)
         options["num_stages"] = spec.num_stages
     if spec.maxnreg is not None:
         options["maxnreg"] = spec.maxnreg
+    if spec.cluster_dims is not None:
+        options["cluster_dims"] = tuple(spec.cluster_dims)
     try:
         compiled = jit.compile(signature, dict(spec.constexprs), **options)
     except compiler.CompilationError as exc:

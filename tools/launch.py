@@ -51,6 +51,7 @@ async def resolve_kernel(rt: Runtime, req: LaunchRequest, progress: Progress | N
             num_warps=req.num_warps,
             num_stages=req.num_stages,
             maxnreg=req.maxnreg,
+            cluster_dims=req.cluster_dims,
             debug=bool(req.debug),
         )
         return (await ensure_compiled(rt, spec, progress))[0]
@@ -69,13 +70,15 @@ async def resolve_kernel(rt: Runtime, req: LaunchRequest, progress: Progress | N
         num_warps=req.num_warps if req.num_warps is not None else base.spec.num_warps,
         num_stages=req.num_stages if req.num_stages is not None else base.spec.num_stages,
         maxnreg=req.maxnreg if req.maxnreg is not None else base.spec.maxnreg,
+        cluster_dims=req.cluster_dims if req.cluster_dims is not None else base.spec.cluster_dims,
         debug=base.spec.debug if req.debug is None else req.debug,
     )
     unchanged = (
         wanted == base.signature
         and spec.constexprs == base.spec.constexprs
-        and (spec.target, spec.num_warps, spec.num_stages, spec.maxnreg, spec.debug)
-        == (base.spec.target, base.spec.num_warps, base.spec.num_stages, base.spec.maxnreg, base.spec.debug)
+        and (spec.target, spec.num_warps, spec.num_stages, spec.maxnreg, spec.cluster_dims, spec.debug)
+        == (base.spec.target, base.spec.num_warps, base.spec.num_stages, base.spec.maxnreg, base.spec.cluster_dims,
+            base.spec.debug)
     )
     if unchanged:
         return base
@@ -265,6 +268,8 @@ def launch_once(jit: Any, kernel: dict[str, Any], grid: list[int], values: dict[
         options["num_stages"] = kernel["num_stages"]
     if kernel.get("maxnreg") is not None:
         options["maxnreg"] = kernel["maxnreg"]
+    if kernel.get("cluster_dims") is not None:
+        options["cluster_dims"] = tuple(kernel["cluster_dims"])
     args = [values[name] for name in kernel["arg_names"] if name not in kernel["constexpr_names"]]
     try:
         jit[tuple(grid)](*args, **options)

@@ -50,6 +50,10 @@ NumStages = Annotated[int | None, Field(ge=1, le=8, description="Software pipeli
 MaxNReg = Annotated[int | None, Field(ge=24, le=255, description=(
     "Registers per thread at most (NVIDIA: .maxnreg, as Triton's maxnreg): more programs fit on an SM, "
     "the assembler may spill. None: its own choice."))]
+ClusterDims = Annotated[list[Annotated[int, Field(ge=1, le=8)]] | None, Field(min_length=1, max_length=3, description=(
+    "Programs per thread block cluster along x, y, z (NVIDIA sm_90 and newer: the programs of a cluster run at "
+    "once and inline PTX may use each other's shared memory); at most 8 per cluster, the grid a multiple of it. "
+    "None: no clusters."))]
 Debug = Annotated[
     bool, Field(description="Compile with bounds checks on every load/store (reports the first violation).")
 ]
@@ -111,6 +115,7 @@ class CompileRequest(_Request):
     num_warps: NumWarps = None
     num_stages: NumStages = None
     maxnreg: MaxNReg = None
+    cluster_dims: ClusterDims = None
     debug: Debug = False
     artifacts: Annotated[
         list[str],
@@ -138,6 +143,7 @@ class LaunchRequest(_Request):
     num_warps: NumWarps = None
     num_stages: NumStages = None
     maxnreg: MaxNReg = None
+    cluster_dims: ClusterDims = None
     debug: LaunchDebug = None
 
 
@@ -149,6 +155,7 @@ class BenchConfig(BaseModel):
     num_warps: NumWarps = None
     num_stages: NumStages = None
     maxnreg: MaxNReg = None
+    cluster_dims: ClusterDims = None
 
 
 class BenchmarkRequest(LaunchRequest):

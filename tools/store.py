@@ -32,6 +32,7 @@ class CompileSpec:
     num_warps: int | None = None
     num_stages: int | None = None
     maxnreg: int | None = None
+    cluster_dims: list[int] | None = None
     debug: bool = False
     compiler_version: str = ""
 
@@ -88,6 +89,7 @@ class KernelRecord:
             "num_warps": self.spec.num_warps,
             "num_stages": self.spec.num_stages,
             "maxnreg": self.spec.maxnreg,
+            "cluster_dims": self.spec.cluster_dims,
             "debug": self.spec.debug,
         }
 

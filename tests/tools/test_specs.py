@@ -185,6 +185,6 @@ def test_kernel_ids_are_content_hashes() -> None:
     base = CompileSpec("src", None, {"x": "*fp32"}, {}, {"B": 1}, "cpu")
     assert base.kernel_id == CompileSpec("src", None, {"x": "*fp32"}, {}, {"B": 1}, "cpu").kernel_id
     for change in ({"source": "src2"}, {"constexprs": {"B": 2}}, {"target": "cuda"}, {"num_warps": 8},
-                   {"maxnreg": 64}):
+                   {"maxnreg": 64}, {"cluster_dims": [2, 1, 1]}):
         assert base.with_changes(**change).kernel_id != base.kernel_id
     assert math.isfinite(len(base.kernel_id))

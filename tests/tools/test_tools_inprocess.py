@@ -67,6 +67,30 @@ def test_compile_for_the_gpu_with_a_register_cap(rt: Runtime) -> None:
         CompileRequest(source=VECTOR_ADD, maxnreg=8)
 
 
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+def test_compile_for_the_gpu_in_clusters(rt: Runtime) -> None:
+    """cluster_dims reaches the PTX (and the kernel_id); a bad shape is refused before compiling."""
+    req = CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, target="cuda:sm_90a", artifacts=["ptx"],
+                         artifact_lines=10**5)
+    plain = run(compile_kernel, rt, req)
+    clustered = run(compile_kernel, rt, req.model_copy(update={"cluster_dims": [2, 1, 1]}))
+    assert clustered.kernel_id != plain.kernel_id
+    assert ".reqnctapercluster 2, 1, 1" in clustered.artifacts["ptx"].text
+    for bad in ([], [1, 1, 1, 1], [0], [16]):
+        with pytest.raises(ValidationError):
+            CompileRequest(source=VECTOR_ADD, cluster_dims=bad)
+
+
+def test_launch_in_clusters_checks_the_grid(rt: Runtime) -> None:
+    """On the CPU the programs run as usual; the grid must still be a multiple of cluster_dims."""
+    req = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, grid=["cdiv(n, BLOCK)"], args=ARGS,
+                        reference={"out_ptr": "x_ptr + y_ptr"}, target="cpu", cluster_dims=[2])
+    result = run(launch_kernel, rt, req)
+    assert result.passed and result.grid == [4]
+    with pytest.raises(ToolInputError, match=r"grid \(4, 1, 1\) is not a multiple of cluster_dims \(8, 1, 1\)"):
+        run(launch_kernel, rt, req.model_copy(update={"cluster_dims": [8]}))
+
+
 def test_launch_checks_against_reference(rt: Runtime) -> None:
     req = LaunchRequest(
         source=VECTOR_ADD,
