@@ -125,8 +125,8 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                 cfgs = ([(128, 2, pc, 4), (512, 8, pc, 4), (512, 8, pk, 4), (64, 1, pk, 4), (512, 8, pk, 8),
                          (128, 2, pk, 8), (64, 1, pk, 8), (64, 1, pc, 4), (512, 8, {"stages": 1}, 4)]
                         if m == 1 else
-                        [(128, 2, {**b8, "cluster": True}, 4), (128, 2, b8, 4), (64, 1, b8, 4),
-                         (128, 2, {**b8, "ahead": 1}, 4), (256, 4, pk, 2), (128, 2, {"stages": 1, "block_m": 8}, 4)])
+                        [(256, 4, b8, 4), (128, 2, b8, 4), (64, 1, b8, 4), (128, 2, {**b8, "ahead": 1}, 4),
+                         (256, 4, pk, 2), (128, 2, {"stages": 1, "block_m": 8}, 4)])
                 if torch.cuda.get_device_capability() < (9, 0):  # clusters: sm_90 and newer
                     cfgs = [c for c in cfgs if not c[2].get("cluster")]
                 if not sweep:
