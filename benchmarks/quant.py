@@ -118,12 +118,13 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                 cfgs: list[tuple[int, int, dict[str, Any], int]]
                 # (packed: qweight in awq_gemv_pack's layout, its own kernel (int4_packed.py): 16-byte
                 # loads, zero points folded out of the loop, the next group loaded ahead for <= 8 rows)
-                # cluster: a tile's K splits sum in a thread block cluster's shared memory
+                # (awq_gemv's default sums a tile's K splits in a thread block cluster for one row
+                # of x, 2-4 splits and 2+ warps; cluster=False: through global memory)
                 pk: dict[str, Any] = {"packed": True}
-                pc = {**pk, "cluster": True}
+                pg = {**pk, "cluster": False}
                 b8 = {**pk, "block_m": 8}
-                cfgs = ([(128, 2, pc, 4), (512, 8, pc, 4), (512, 8, pk, 4), (64, 1, pk, 4), (512, 8, pk, 8),
-                         (128, 2, pk, 8), (64, 1, pk, 8), (64, 1, pc, 4), (512, 8, {"stages": 1}, 4)]
+                cfgs = ([(128, 2, pk, 4), (512, 8, pk, 4), (512, 8, pg, 4), (64, 1, pk, 4), (512, 8, pk, 8),
+                         (128, 2, pk, 8), (64, 1, pk, 8), (512, 8, {"stages": 1}, 4)]
                         if m == 1 else
                         [(256, 4, b8, 4), (128, 2, b8, 4), (64, 1, b8, 4), (128, 2, {**b8, "ahead": 1}, 4),
                          (256, 4, pk, 2), (128, 2, {"stages": 1, "block_m": 8}, 4)])
@@ -137,6 +138,8 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                 for bn, nw, kw, sk in cfgs:
                     opts = {k: v for k, v in kw.items() if k != "packed"}
                     name = " ".join(short[k] if v is True else f"{short[k]}={v}" for k, v in kw.items())
+                    if kw.get("packed") and "cluster" not in kw and m == 1 and 2 <= sk <= 4 and nw >= 2:
+                        name += " cluster"  # awq_gemv's default there
                     mode = "mma" if kw.get("packed") else "mma-sub"
                     variants[f"{mode} BN={bn} warps={nw} {name} split={sk}"] = partial(
                         awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc, block_n=bn, num_warps=nw,

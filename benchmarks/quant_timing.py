@@ -44,8 +44,10 @@ METHODS = ("write", "read", "rotate", "graph")
 # awq_gemv keywords as in benchmarks/quant.py: (block_n, num_warps, extra, split_k)
 # packed: qweight in awq_gemv_pack's layout (streamed one group per step)
 P1 = {"packed": 1}
-PC = {"packed": 1, "cluster": True}  # the K splits summed in a thread block cluster
-CFG_1 = [(128, 2, PC, 4), (512, 8, P1, 4), (64, 1, P1, 4), (512, 8, P1, 8), (64, 1, P1, 8),
+# awq_gemv's default sums the K splits in a thread block cluster for 2-4 splits of 2+ warps
+# (the first two here); cluster=False: through global memory
+PG = {"packed": 1, "cluster": False}
+CFG_1 = [(128, 2, P1, 4), (512, 8, P1, 4), (512, 8, PG, 4), (64, 1, P1, 4), (512, 8, P1, 8), (64, 1, P1, 8),
          (512, 8, {"stages": 1}, 4)]
 B8 = {"packed": 1, "block_m": 8}
 CFG_16 = [(256, 4, B8, 4), (128, 2, B8, 4), (64, 1, B8, 4), (256, 4, P1, 2), (128, 2, {"stages": 1, "block_m": 8}, 4)]

@@ -104,7 +104,8 @@ def test_w4a16_packed_cluster_sums_match(N: int, K: int, M: int, nw: int, ahead:
         run = partial(awq_gemv, *dev, num_warps=nw, split_k=split, ahead=ahead, block_m=8)
         clustered = partial(run, cluster=True)
         _check_splits(clustered, ref, None)
-        assert torch.equal(clustered(), run())
+        assert torch.equal(clustered(), run(cluster=False))
+        assert torch.equal(clustered(), run())  # the default: clusters or not, the same sums
     with pytest.raises(ValueError, match="2 to 8 programs"):
         awq_gemv(*dev, num_warps=nw, split_k=1, cluster=True)
 

@@ -135,7 +135,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
              num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
              stages: int | None = None, block_m: int = 16, maxnreg: int | None = None,
-             cluster: bool = False) -> torch.Tensor:
+             cluster: bool | None = None) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
     qweight is AutoAWQ's [K, N/8] or awq_gemv_pack's layout of it, which runs its own tensor-core
@@ -145,8 +145,9 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     (block_m <= 8 or M <= 8), the next group's loads in flight while one is computed). There,
     cluster=True (an NVIDIA GPU of sm_90 or newer, 2-8 splits, up to 8 rows per program) launches
     the splits of a tile as one thread block cluster that sums them in shared memory, in place of
-    the global partials and the last program's sum (on the H200 about 1 us faster with 2-4
-    splits of 2-8 warps, slower with 5 or more splits).
+    the global partials and the last program's sum; None: where it pays on the H200 (0.3-1.2 us):
+    one row of x, 2-4 splits of 2 or more warps (5 or more splits, 1-warp programs and more rows
+    of x are slower in clusters).
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
     - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
@@ -192,7 +193,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int,
                exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int,
-               maxnreg: int | None, cluster: bool = False) -> Run:
+               maxnreg: int | None, cluster: bool | None = None) -> Run:
     """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     packed_w = qweight.dim() == 4
@@ -252,7 +253,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
                          ahead, stages, block_m, 1 if packed_w else 0, maxnreg, cluster)
-    if cluster:
+    if cluster:  # None: no
         raise ValueError(f"cluster=True sums the K splits of awq_gemv_pack's layout in a thread block cluster; mode "
                          f"{mode!r} does not take it")
     y_shape, dtype, device, cuda = (M, N), x.dtype, x.device, x.device.type == "cuda"
@@ -277,7 +278,8 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
 
 def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int, bn8: int, n_tiles: int, split: int,
               per: int, mode: str, block_n: int, words: int, num_warps: int, unroll: int, ahead: int | None,
-              stages: int | None, block_m: int, packed_w: int, maxnreg: int | None, cluster: bool = False) -> Run:
+              stages: int | None, block_m: int, packed_w: int, maxnreg: int | None,
+              cluster: bool | None = None) -> Run:
     # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
     # weights for 9-16 rows
     if block_m not in (1, 2, 4, 8, 16):
@@ -290,6 +292,9 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
     # 32 values per thread)
     sb = 0 if split == 1 else min(1 << (split - 1).bit_length(), max(1, 16 // (mb * (block_n // words))))
     nb, cuda = 2 if mb > 8 else 1, x.device.type == "cuda"
+    if cluster is None:  # where the H200 measured a gain (NOTES-gpu.md, session 9)
+        cluster = (bool(packed_w) and cuda and mb == 1 and 2 <= split <= 4 and num_warps >= 2
+                   and torch.cuda.get_device_capability(x.device) >= (9, 0))
     if cluster:
         _check_cluster(x, packed_w, split, nb)
         sb = 0
