@@ -147,9 +147,10 @@ def make_front(launcher: Any) -> Callable[..., Any]:
              "        if _Akw:"]
     lines += [f"            {_OPTION_VARS[o]} = _Akw.pop({o!r}, None)" for o in opts] or ["            pass"]
     if "cluster_dims" in opts:  # the key needs a hashable value: a list as a tuple, anything else checked there
-        lines += ["            if _Acd.__class__ is list:", "                _Acd = tuple(_Acd)",
-                  "            elif not (_Acd is None or _Acd.__class__ is tuple):",
-                  "                _Akw['cluster_dims'] = _Acd"]
+        lines += ["            if _Acd is not None:", "                if _Acd.__class__ is list:",
+                  "                    _Acd = tuple(_Acd)",
+                  "                if _Acd.__class__ is not tuple or not all(v.__class__ is int for v in _Acd):",
+                  "                    _Akw['cluster_dims'] = _Acd"]
     lines += ["        if _Akw or _Aextra:",
               f"            return _Aslow(_Ag, {values}, _Aextra, _Akw, _Anw, _Ans, _Amr, _Acd)"]
     keys: list[str] = []

@@ -111,7 +111,8 @@ def test_cluster_dims_is_a_warm_launch_option_with_a_checked_grid() -> None:
     with pytest.raises(E.LaunchError, match=r"grid \(3, 1, 1\) is not a multiple of cluster_dims \(2, 1, 1\)"):
         _run(x, 190, cluster_dims=(2, 1, 1))  # grid 3, same key: the warm path checks it
     for bad, msg in (((4, 4, 1), "16 programs in a cluster; at most 8"), ((0, 1), "1 to 3 positive ints"),
-                     ("2", "1 to 3 positive ints"), ((2, 1, 1, 1), "1 to 3 positive ints"), ({2: 1}, "positive ints")):
+                     ("2", "1 to 3 positive ints"), ((2, 1, 1, 1), "1 to 3 positive ints"), ({2: 1}, "positive ints"),
+                     ((1, [2]), "positive ints"), ([2.0], "positive ints")):
         with pytest.raises(E.LaunchError, match=msg):
             _run(x, 256, cluster_dims=bad)
 
