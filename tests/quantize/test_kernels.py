@@ -157,6 +157,10 @@ def test_awq_gemv_packed_weights_errors() -> None:
         awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma", block_n=512)
     with pytest.raises(ValueError, match="cluster=True needs an NVIDIA GPU of sm_90"):
         awq_gemv(x, awq_gemv_pack(qw), qz, sc, split_k=2, cluster=True)
+    q16, z16, s16 = awq_quantize_pack(torch.randn(64, 128), 16)
+    with pytest.raises(ValueError, match="256 KiB of totals"):  # 8 splits x 512 threads x 16 totals
+        awq_gemv(torch.randn(2, 128, dtype=torch.bfloat16), awq_gemv_pack(q16), z16, s16, num_warps=16, split_k=8,
+                 block_m=8, cluster=True)
     with pytest.raises(ValueError, match="pack qweight first"):
         awq_gemv(x, qw, qz, sc, mode="mma", unroll=2, split_k=2, cluster=True)
     with pytest.raises(ValueError, match="does not take it"):

@@ -296,7 +296,7 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         cluster = (bool(packed_w) and cuda and mb == 1 and 2 <= split <= 4 and num_warps >= 2
                    and torch.cuda.get_device_capability(x.device) >= (9, 0))
     if cluster:
-        _check_cluster(x, packed_w, split, nb)
+        _check_cluster(x, packed_w, split, nb, split * 32 * num_warps * 4 * (8 if mb == 1 else 16))
         sb = 0
     common: dict[str, Any] = dict(N8=N8, G=G, NW=num_warps, MB=mb, NB=nb, EVEN_N=N8 % bn8 == 0, EMULATE=not cuda,
                                   SB=sb, num_warps=num_warps)
@@ -330,14 +330,18 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
     return run
 
 
-def _check_cluster(x: torch.Tensor, packed_w: int, split: int, nb: int) -> None:
-    """cluster=True needs the packed kernel, 2-8 splits, one B tile and an sm_90+ GPU."""
+def _check_cluster(x: torch.Tensor, packed_w: int, split: int, nb: int, smem: int) -> None:
+    """cluster=True needs the packed kernel, 2-8 splits, one B tile, the splits' totals (`smem`
+    bytes) in one program's shared memory and an sm_90+ GPU."""
     if not packed_w:
         raise ValueError("cluster=True sums the K splits of awq_gemv_pack's layout: pack qweight first")
     if not 2 <= split <= 8:
         raise ValueError(f"cluster=True puts a tile's K splits in one cluster of 2 to 8 programs, got split_k={split}")
     if nb != 1:
         raise ValueError("cluster=True takes up to 8 rows of x per program: use block_m <= 8")
+    if smem > 192 << 10:
+        raise ValueError(f"cluster=True would gather {smem >> 10} KiB of totals in one program's shared memory "
+                         "(at most 192): use fewer warps or splits")
     if x.device.type != "cuda" or torch.cuda.get_device_capability(x.device) < (9, 0):
         raise ValueError(f"cluster=True needs an NVIDIA GPU of sm_90 or newer (thread block clusters), x is on "
                          f"{x.device}")
