@@ -227,6 +227,14 @@ def _infer(op: Op, r: Value, info: dict[Value, AxisInfo]) -> AxisInfo:
                                                                                          strict=True)))
     if oc in ("cast", "bitcast") and isinstance(T.elem_of(r.type), T.ScalarType):
         return _get(info, op.operands[0])
+    if oc in ("cast", "bitcast") and isinstance(T.elem_of(op.operands[0].type), T.PointerType):
+        # a pointer cast keeps the address: its byte alignment and constant runs; runs of
+        # consecutive elements only when the elements keep their size
+        a = _get(info, op.operands[0])
+        if len(a.contiguity) != rank:
+            return AxisInfo.unknown(rank)
+        same = _elem_bytes(op.operands[0]) == _elem_bytes(r)
+        return AxisInfo(a.contiguity if same else (1,) * rank, a.divisibility, a.constancy)
     if oc == "select":
         ci, ai, bi = (_get(info, v) for v in op.operands)
         if len(ai.contiguity) != rank or len(bi.contiguity) != rank or len(ci.constancy) != rank:

@@ -152,6 +152,14 @@ def warp_rows_k(x_ptr, y_ptr, NW: tl.constexpr, KW: tl.constexpr):
 
 
 @jit
+def ptr_cast_k(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    # bf16 pairs read as int32 words: the cast keeps the 16-byte alignment, so 4 words per vector
+    w = x_ptr.to(tl.pointer_type(tl.int32))
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(w + offs))
+
+
+@jit
 def split_join_k(x_ptr, y_ptr, a_ptr, b_ptr, N: tl.constexpr):
     # join then split moves no data: no shared memory, no barrier
     r = tl.arange(0, N)
@@ -187,6 +195,7 @@ CASES = {
     "asm_packed": (asm_packed_k, {"x_ptr": "*u8", "y_ptr": "*u8", "n": "i32"}, {"BLOCK": 1024}, False),
     "asm_effect": (asm_effect_k, {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32"}, {"BLOCK": 256}, False),
     "warp_rows": (warp_rows_k, {"x_ptr": "*i32", "y_ptr": "*i32"}, {"NW": 8, "KW": 4}, False),
+    "ptr_cast": (ptr_cast_k, {"x_ptr": "*bf16", "y_ptr": "*i32"}, {"BLOCK": 512}, False),
     "asm_multi": (asm_multi_k, {"x_ptr": "*fp32", "y_ptr": "*fp32", "a_ptr": "*fp32", "b_ptr": "*fp32",
                                 "n": "i32"}, {"BLOCK": 1024}, False),
 }

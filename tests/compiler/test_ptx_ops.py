@@ -105,6 +105,12 @@ def test_warp_index_arithmetic_is_recomputed_not_converted() -> None:
     assert "bar.sync" not in ck.asm["ptx"] and ck.metadata["shared"] == 0
 
 
+def test_a_pointer_cast_keeps_the_alignment() -> None:
+    """x (bf16, 16-byte aligned) read as int32 words through a pointer cast: 16-byte vectors."""
+    ptx = _compile("ptr_cast", "sm_90a").asm["ptx"]
+    assert "ld.global.v4.b32" in ptx and "ld.global.b32" not in ptx
+
+
 def test_inline_asm_on_the_cpu_is_a_clear_error() -> None:
     with pytest.raises(compiler.CompilationError, match="cannot run on the CPU backend"):
         compile_for_signature(K.asm_k, {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32"}, {"BLOCK": 64}, "cpu", 4, 3,
