@@ -22,12 +22,13 @@ def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
     return float((got.double() - ref).norm() / ref.norm())
 
 
-_CPU: dict[tuple[int, int, int], torch.Tensor] = {}
+_CPU: dict[tuple[int, int, int, float], torch.Tensor] = {}
 
 
 def _cpu_result(N: int, K: int, M: int, *args: torch.Tensor) -> torch.Tensor:
-    """The CPU backend's result for one case's inputs (one small tile: one compile per M)."""
-    key = (N, K, M)
+    """The CPU backend's result for one case's inputs (one small tile: one compile per M), kept
+    per shape and x (the tests of a shape draw x with and without an offset)."""
+    key = (N, K, M, float(args[0].float().sum()))
     if key not in _CPU:
         _CPU[key] = awq_gemv(*args, mode="mma", block_n=64, num_warps=1, unroll=4)
     return _CPU[key]

@@ -237,10 +237,11 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     ws + s * stride_ys and counts itself in count_ptr[tile] (zero before the launch); the last of
     a tile's programs to arrive sums the partials in split order (SB at a time: the same total
     whichever arrives last) into y and sets the count back to zero.
-    `x_ptr` and `scales_ptr` are x and the scales viewed as int32 (bf16 / fp16 pairs; stride_xm
-    in pairs). U chunks of 16 rows per step, loaded AHEAD (1 or 2) steps ahead; a group's zeros
-    and scales one group ahead. G must be a multiple of 16 U; MB is 1, 2, 4, 8 (NB = 1 B tile) or
-    16 (NB = 2: the weights are dequantized once for both 8-row tiles of x). Runs with NW warps.
+    `x_ptr` and `scales_ptr` are x and the scales, read as int32 (bf16 / fp16 pairs; stride_xm in
+    pairs; the kernel casts the pointers). U chunks of 16 rows per step, loaded AHEAD (1 or 2)
+    steps ahead; a group's zeros and scales one group ahead. G must be a multiple of 16 U; MB is
+    1, 2, 4, 8 (NB = 1 B tile) or 16 (NB = 2: the weights are dequantized once for both 8-row
+    tiles of x). Runs with NW warps.
     N8 (words per row) is a compile-time constant, so that the rows of a step are immediate
     offsets.
 
@@ -248,6 +249,8 @@ def awq_gemv_mma_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M, N,
     the iteration in the loop itself, and the loop pipelined STAGES deep (`tl.range(...,
     num_stages=STAGES)`: on NVIDIA each thread's loads go to its own part of shared memory through
     cp.async, STAGES - 1 groups ahead, holding no registers while in flight; 1: not pipelined)."""
+    x_ptr = x_ptr.to(tl.pointer_type(tl.int32))  # bf16 pairs (no view needed on the host)
+    scales_ptr = scales_ptr.to(tl.pointer_type(tl.int32))  # fp16 pairs
     m0 = tl.program_id(0) * MB  # the row blocks of one tile run side by side: its weights are read from L2
     pid_n = tl.program_id(1)
     pid_s = tl.program_id(2)

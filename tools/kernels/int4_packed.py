@@ -223,13 +223,15 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW octets, K split),
     as awq_gemv_mma_kernel (split K: the last program of a tile sums the partials) with qweight in
     awq_gemv_pack's layout; split s of S takes groups [s NG / S, (s + 1) NG / S). x and the scales
-    are viewed as int32 (bf16 / fp16 pairs; stride_xm in pairs). One loop step per group; AHEAD =
-    2: the next group's loads are issued before this group is computed (its words wait in
-    registers, about 55 more per thread).
+    are read as int32 (bf16 / fp16 pairs; stride_xm in pairs; the kernel casts the pointers). One
+    loop step per group; AHEAD = 2: the next group's loads are issued before this group is
+    computed (its words wait in registers, about 55 more per thread).
 
     CLUSTER > 0 (NB = 1, SB = 0, launched with cluster_dims (1, 1, CLUSTER) and CLUSTER splits):
     the splits of a tile are one thread block cluster and sum their totals in split 0's shared
     memory (cluster_sum_ptx), which stores them: no partials in global memory, no counter."""
+    x_ptr = x_ptr.to(tl.pointer_type(tl.int32))  # bf16 pairs (no view needed on the host)
+    scales_ptr = scales_ptr.to(tl.pointer_type(tl.int32))  # fp16 pairs
     m0 = tl.program_id(0) * MB
     pid_n = tl.program_id(1)
     pid_s = tl.program_id(2)

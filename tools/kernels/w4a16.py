@@ -323,7 +323,7 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
             x = x.contiguous()
         y = torch.empty(y_shape, dtype=dtype, device=device)
         ws, counts = (y, y) if split == 1 or cluster else _scratch(x, split * M * N, grid[0] * grid[1])
-        launch(x.view(torch.int32), qweight, qzeros, scales.view(torch.int32), y, M, N, K, sxm, N, NG, *args, M * N,
+        launch(x, qweight, qzeros, scales, y, M, N, K, sxm, N, NG, *args, M * N,
                ws, counts, **consts)
         return y
 
