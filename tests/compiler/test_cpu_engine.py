@@ -1,4 +1,4 @@
-"""The CPU backend's LLVM pipeline: O3, with loop unrolling only for modules of moderate size."""
+"""The CPU backend's LLVM pipeline (O3, loop unrolling only for modules of moderate size) and its exp."""
 
 from __future__ import annotations
 
@@ -43,3 +43,37 @@ def test_large_modules_keep_their_loops() -> None:
     """Over UNROLL_MAX_LINES lines the loop stays a loop (unrolling huge kernels cost minutes)."""
     body = _fill_body(LOOP + _filler(UNROLL_MAX_LINES))
     assert "phi" in body and body.count("store volatile") == 1
+
+
+EXP_SRC = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def exps(x_ptr, e_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(e_ptr + offs, tl.exp(x) + tl.exp2(x), mask=m)
+"""
+
+
+def test_exp_converts_its_exponent_without_saturation() -> None:
+    """exp / exp2's exponent is clamped before it becomes an integer, so the plain conversion does
+    (x86 expands the saturating one into several instructions: 3x the whole exp); NaN is mapped
+    to 0 first (a plain conversion of NaN is poison), and the result stays NaN."""
+    import torch
+
+    import compiler
+
+    k = compiler.compile_source(EXP_SRC, kernel="exps")
+    ck = k.compile({"x_ptr": "*fp32", "e_ptr": "*fp32", "n": "i32"}, {"BLOCK": 256}, target="cpu")
+    assert "fptosi.sat" not in ck.asm["llir"] and "fptosi" in ck.asm["llir"]
+    x = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 1.5, -200.0, 200.0, 88.0])
+    out = torch.full_like(x, -1.0)
+    k[(1,)](x, out, x.numel(), BLOCK=256)
+    want = torch.exp(x) + torch.exp2(x)
+    assert torch.isnan(out[0]) and torch.equal(out[1:3], want[1:3]) and torch.equal(out[5:7], want[5:7])
+    torch.testing.assert_close(out[3:5], want[3:5], rtol=4e-7, atol=0)
+    torch.testing.assert_close(out[7:], want[7:], rtol=4e-7, atol=0)

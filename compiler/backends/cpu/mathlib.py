@@ -36,11 +36,22 @@ def _pow2i(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
     return b.bitcast(b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
 
 
+def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    """x y + z rounded once (one instruction where the host has FMA)."""
+    return _call(b, "llvm.fma.f32", [x, y, z])
+
+
 def _exp_poly(b: ir.IRBuilder, r: ir.Value) -> ir.Value:
     p = _f(1.9875691500e-4)
     for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = b.fadd(b.fmul(p, r), _f(c))
-    return b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), _f(1.0))
+        p = _fma(b, p, r, _f(c))
+    return b.fadd(_fma(b, p, b.fmul(r, r), r), _f(1.0))
+
+
+def _to_int(b: ir.IRBuilder, nf: ir.Value) -> ir.Value:
+    """The integer nf (|nf| <= 151 after the callers' clamps; NaN as 0, the polynomial keeps the
+    NaN): a plain conversion, where the saturating one cost x86 three times the whole exp."""
+    return b.fptosi(b.select(b.fcmp_unordered("uno", nf, nf), _f(0.0), nf), I32)
 
 
 def _scale(b: ir.IRBuilder, p: ir.Value, n: ir.Value) -> ir.Value:
@@ -53,7 +64,7 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     x = _clamp(b, x, -104.0, 89.0)
     nf = _call(b, "llvm.rint.f32", [b.fmul(x, _f(LOG2E))])
     r = b.fsub(b.fsub(x, b.fmul(nf, _f(LN2_HI))), b.fmul(nf, _f(LN2_LO)))
-    n = _call(b, "llvm.fptosi.sat.i32.f32", [nf], I32)
+    n = _to_int(b, nf)
     return _scale(b, _exp_poly(b, r), n)
 
 
@@ -61,7 +72,7 @@ def exp2_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     x = _clamp(b, x, -150.0, 129.0)
     nf = _call(b, "llvm.rint.f32", [x])
     r = b.fmul(b.fsub(x, nf), _f(0.6931471805599453))
-    n = _call(b, "llvm.fptosi.sat.i32.f32", [nf], I32)
+    n = _to_int(b, nf)
     return _scale(b, _exp_poly(b, r), n)
 
 
