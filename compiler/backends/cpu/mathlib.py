@@ -37,8 +37,9 @@ def _pow2i(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
 
 
 def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
-    """x y + z rounded once (one instruction where the host has FMA)."""
-    return _call(b, "llvm.fma.f32", [x, y, z])
+    """x y + z, fused where the host has FMA (llvm.fmuladd: a multiply and an add elsewhere,
+    never a library call)."""
+    return _call(b, "llvm.fmuladd.f32", [x, y, z])
 
 
 def _exp_poly(b: ir.IRBuilder, r: ir.Value) -> ir.Value:
