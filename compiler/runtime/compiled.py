@@ -19,7 +19,7 @@ from .. import __version__, knobs
 from .. import errors as E
 from ..ir import types as T
 from ..ir.core import Location
-from .specialize import LaunchOptions, torch_elem
+from .specialize import LaunchOptions, check_cluster_grid, torch_elem
 
 __all__ = ["CompiledKernel", "compile_kernel"]
 
@@ -56,8 +56,6 @@ class CompiledKernel:
         if total == 0:
             return
         if self.options.cluster_dims is not None:  # programs run independently here; the grid as on a GPU
-            from .cuda import check_cluster_grid
-
             check_cluster_grid(grid, self.options.cluster_dims, self.name)
         vals = [params[i].data_ptr() if p else params[i] for i, p in zip(self.arg_index, self._is_ptr, strict=True)]
         if self.options.debug:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import errors as E
 from ..ir import types as T
-from .specialize import LaunchOptions
+from .specialize import LaunchOptions, check_cluster_grid
 
 __all__ = ["CudaCompiledKernel", "compile_cuda", "current_stream", "stream_source"]
 
@@ -122,13 +121,6 @@ class CudaCompiledKernel:
 
     def __repr__(self) -> str:
         return f"CudaCompiledKernel({self.name}, {self.target})"
-
-
-def check_cluster_grid(grid: tuple[int, int, int], dims: tuple[int, int, int], name: str) -> None:
-    """A launch in clusters of `dims` programs needs a grid that is a multiple of them."""
-    if grid[0] % dims[0] or grid[1] % dims[1] or grid[2] % dims[2]:
-        raise E.LaunchError(f"{name}: grid {tuple(grid)} is not a multiple of cluster_dims {dims}: launch a grid "
-                            "whose size along each axis is a multiple of the cluster's")
 
 
 def _cluster_checked(entry: Callable[..., Any], dims: tuple[int, int, int], ck: Any) -> Callable[..., Any]:

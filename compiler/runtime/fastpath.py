@@ -146,7 +146,8 @@ def make_front(launcher: Any) -> Callable[..., Any]:
     lines = [f"def {fname}({', '.join(sig)}):", "    _Anw = _Ans = _Amr = _Acd = None", "    if _Akw or _Aextra:",
              "        if _Akw:"]
     lines += [f"            {_OPTION_VARS[o]} = _Akw.pop({o!r}, None)" for o in opts] or ["            pass"]
-    if "cluster_dims" in opts:  # the key needs a hashable value: a list as a tuple, anything else checked there
+    if "cluster_dims" in opts:  # a list as the tuple; a tuple of anything but ints (hashable or not: (2.0,)
+        # is the key of (2,)) goes to the general path, which checks it
         lines += ["            if _Acd is not None:", "                if _Acd.__class__ is list:",
                   "                    _Acd = tuple(_Acd)",
                   "                if _Acd.__class__ is not tuple or not all(v.__class__ is int for v in _Acd):",

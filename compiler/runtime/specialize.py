@@ -69,6 +69,13 @@ def cluster_shape(value: Any) -> tuple[int, int, int] | None:
     return None if x * y * z == 1 else (x, y, z)
 
 
+def check_cluster_grid(grid: tuple[int, int, int], dims: tuple[int, int, int], name: str) -> None:
+    """A launch in clusters of `dims` programs needs a grid that is a multiple of them."""
+    if grid[0] % dims[0] or grid[1] % dims[1] or grid[2] % dims[2]:
+        raise E.LaunchError(f"{name}: grid {tuple(grid)} is not a multiple of cluster_dims {dims}: launch a grid "
+                            "whose size along each axis is a multiple of the cluster's")
+
+
 _TORCH_NAMES = {
     "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "i8",
     "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
