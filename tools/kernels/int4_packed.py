@@ -108,10 +108,18 @@ def cluster_sum_ptx(ranks: int, threads: int, values: int) -> str:
 # the cluster barrier's arrive at the kernel's start (see cluster_sum_ptx); its operand passes through
 CLUSTER_ARRIVE = "barrier.cluster.arrive.relaxed.aligned;\n\tmov.b32 $0, $1;"
 
+
+class _ClusterSums(dict):  # type: ignore[type-arg]
+    """cluster_sum_ptx by (ranks, threads, values), made when a kernel first asks for it."""
+
+    def __missing__(self, key: tuple[int, int, int]) -> str:
+        text = self[key] = cluster_sum_ptx(*key)
+        return text
+
+
 _PTX = {nb: fold_chunk_ptx(nb) for nb in (1, 2)}
-# cluster_sum_ptx and its constraints by (ranks, threads, values): 2-8 splits, 1-16 warps, the 8
-# totals stored with one row of x per program or the 16 with 2-8 rows
-_CSUM = {(r, 32 * w, v): cluster_sum_ptx(r, 32 * w, v) for r in range(2, 9) for w in (1, 2, 4, 8, 16) for v in (8, 16)}
+_CSUM = _ClusterSums()
+# the constraints of cluster_sum_ptx: the 8 totals stored with one row of x per program, 16 with 2-8
 _CCONS = {v: ",".join(["=f"] * v + ["f"] * v) for v in (8, 16)}
 _CONS = {nb: ",".join(["=f"] * (20 * nb) + ["r"] * (7 + 2 * nb) + ["f"] * (20 * nb)) for nb in (1, 2)}
 
