@@ -99,7 +99,7 @@ def rows_16b(w_ptr, out_ptr, K_PER, N8: tl.constexpr, ROWS: tl.constexpr, COLS: 
 
 
 @jit
-def packed_read(w_ptr, out_ptr, GPS, NW: tl.constexpr, O: tl.constexpr):
+def packed_read(w_ptr, out_ptr, GPS, NW: tl.constexpr, O: tl.constexpr, EVICT: tl.constexpr = ""):
     """XOR of awq_gemv_pack's words as its kernel reads them (groups of 128 rows): warp w of program
     (n, s) reads octet n NW + w, 8 chunks of 512 contiguous bytes per group (one 16-byte vector per
     lane each), GPS groups from group s GPS."""
@@ -112,7 +112,7 @@ def packed_read(w_ptr, out_ptr, GPS, NW: tl.constexpr, O: tl.constexpr):
     acc = tl.zeros((NW, 32, 4), dtype=tl.int32)
     for _ in range(0, GPS):
         for u in tl.static_range(8):
-            acc = acc ^ tl.load(p + u * (O * 128))
+            acc = acc ^ tl.load(p + u * (O * 128), eviction_policy=EVICT)
         p += 8 * O * 128
     tl.store(out_ptr + ((pid_n * NW + wv) * 128 + lane * 4 + s), acc)
 

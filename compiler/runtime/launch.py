@@ -367,6 +367,10 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
     extra = set(signature) - set(names)
     if extra:
         raise E.ArgumentError(f"the signature names unknown parameters: {', '.join(sorted(extra))}")
+    extra = set(constexprs) - set(names)
+    if extra:
+        raise E.ArgumentError(f"the constexprs name unknown parameters of {fn.__name__}: {', '.join(sorted(extra))}; "
+                              f"its parameters are {', '.join(names)}")
     tgt = "cpu" if target in ("auto", "cpu") else target
     if tgt == "cuda":
         tgt = "cuda:sm_90a"

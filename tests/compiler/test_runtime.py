@@ -168,6 +168,11 @@ def test_compile_for_signature_without_tensors() -> None:
     k = compiler.compile_source(TEXT, kernel="kernel")
     ck = k.compile({"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64})
     assert "tile<64xfp32>" in ck.asm["tir"]
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+    with pytest.raises(compiler.errors.ArgumentError, match="unknown parameters of kernel: BLOK; its parameters"):
+        k.compile(sig, {"BLOCK": 64, "BLOK": 32})  # a misspelt constexpr is not silently ignored
+    with pytest.raises(compiler.errors.ArgumentError, match="signature names unknown parameters: m"):
+        k.compile({**sig, "m": "i32"}, {"BLOCK": 64})
 
 
 def test_real_triton_jit_function_is_compiled_by_anvil() -> None:

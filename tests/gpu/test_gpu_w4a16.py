@@ -82,7 +82,10 @@ def test_w4a16_packed_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: in
     dev = [t.cuda() for t in (x, qw, qz, sc)]
     dev[1] = w4a16.awq_gemv_pack(dev[1])
     for split in (1, 2, 3, 5, K // 128):
-        _check_splits(partial(awq_gemv, *dev, num_warps=nw, split_k=split, ahead=ahead, block_m=block_m), ref, cpu)
+        run = partial(awq_gemv, *dev, num_warps=nw, split_k=split, ahead=ahead, block_m=block_m)
+        _check_splits(run, ref, cpu)
+        # the words' L2 policy (the default where one program row covers x) changes no sum
+        assert torch.equal(run(evict_first=True), run(evict_first=False))
     _check_counters()
 
 

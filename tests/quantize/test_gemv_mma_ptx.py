@@ -238,20 +238,30 @@ def test_mma_kernelinner_loop(subnormal: bool, per_weight: float, mb: int, sb: i
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
-@pytest.mark.parametrize(("nw", "ahead"), [(4, 1), (8, 1), (1, 2), (8, 2)])
-def test_packed_kernel_loads_16_bytes_per_chunk(nw: int, ahead: int) -> None:
+@pytest.mark.parametrize(("nw", "ahead", "evict"), [(4, 1, ""), (8, 1, ""), (1, 2, ""), (8, 2, ""),
+                                                  (1, 2, "evict_first"), (4, 1, "evict_first")])
+def test_packed_kernel_loads_16_bytes_per_chunk(nw: int, ahead: int, evict: str) -> None:
     """awq_gemv_pack's layout (int4_packed.py): per group a thread's 32 words come in 8 loads of 16
     bytes, its x pairs in 8 of 8 bytes, the scales in one of 16 and the zeros in one word; 5 mma
     per chunk; no shared or local memory, no spills (ahead=2 within the 128 registers awq_gemv
-    gives it)."""
+    gives it). ahead=2: the last group is computed after the loop, which loads no group past the
+    split. EVICT: the words (only) carry the L2 policy, made once outside the loop."""
     sig = {k: v for k, v in SIG.items() if k != "GROUPS_PER_SPLIT"}
     ck = awq_gemv_packed_kernel.compile(sig, {"N8": 3584, "G": 128, "NW": nw, "MB": 1, "NB": 1, "EVEN_N": True,
-                                              "EMULATE": False, "SB": 16, "AHEAD": ahead}, target="cuda:sm_90a",
-                                        num_warps=nw, maxnreg=128 if ahead == 2 else None)
+                                              "EMULATE": False, "SB": 16, "AHEAD": ahead, "EVICT": evict},
+                                        target="cuda:sm_90a", num_warps=nw, maxnreg=128 if ahead == 2 else None)
     ptx = ck.asm["ptx"]
     loop = min((span for span in loop_spans(ptx) if "mma.sync" in span), key=len)
     assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 40
-    assert len(re.findall(r"ld\.global(\.nc)?\.v4\.b32", loop)) == 9
+    words = r"ld\.global\.L1::evict_first\.L2::cache_hint\.v4\.b32" if evict else r"ld\.global(\.nc)?\.v4\.b32"
+    per = 8 if evict else 9  # the words (plain: and the scales)
+    assert len(re.findall(words, loop)) == per and len(re.findall(words, ptx)) == per * ahead
+    if ahead == 2:  # the prologue's group, the loop's next one; the peeled group's 40 mma after the loop
+        assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", ptx)) == 80
+    if evict:
+        assert ptx.count("createpolicy.fractional.L2::evict_first") == 1 and "createpolicy" not in loop
+        assert len(re.findall(r"ld\.global\.v4\.b32", loop)) == 1  # the scales: no policy
+    assert len(re.findall(r"ld\.global(\.nc)?(\.L1::evict_first\.L2::cache_hint)?\.v4\.b32", loop)) == 9
     assert len(re.findall(r"ld\.global(\.nc)?\.v2\.b32", loop)) == 8
     assert len(re.findall(r"ld\.global(\.nc)?\.b32", loop)) == 1
     assert len(re.findall(r"shr\.u32\s+fs", loop)) == 32  # one per word, for nibbles 2 and 3

@@ -173,13 +173,13 @@ def _chunk(r0, r1, r2, r3, bx, d, dx, ones, c120, c116, tig, NB: tl.constexpr, E
 
 @jit
 def _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g, g0, gcol, g_ok, sl4, sl2, N8: tl.constexpr,
-                 G: tl.constexpr, O: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr):
+                 G: tl.constexpr, O: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
     """Group g's words (chunk u's R0..R3 at 4u..4u+3), x pairs (chunk u's two at 2u, 2u + 1; B tile
     1's after tile 0's), zeros word and scale words (fp16 pairs of columns 2p, 2p + 1) of the thread."""
     GU: tl.constexpr = G // 16
     w = ()
     for u in tl.static_range(GU):
-        w = w + _slots(tl.load(pw + ((g - g0) * GU + u) * (O * 128)), sl4, 4)
+        w = w + _slots(tl.load(pw + ((g - g0) * GU + u) * (O * 128), eviction_policy=EVICT), sl4, 4)
     x = ()
     for u in tl.static_range(GU):
         x = x + _slots(tl.load(px0 + (g * (G // 2) + 8 * u)), sl2, 2)
@@ -227,13 +227,16 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
                            stride_ys, ws_ptr, count_ptr, N8: tl.constexpr, G: tl.constexpr,
                            NW: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr,
                            EMULATE: tl.constexpr, SB: tl.constexpr, AHEAD: tl.constexpr = 1,
-                           CLUSTER: tl.constexpr = 0):
+                           CLUSTER: tl.constexpr = 0, EVICT: tl.constexpr = ""):
     """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW octets, K split),
     as awq_gemv_mma_kernel (split K: the last program of a tile sums the partials) with qweight in
     awq_gemv_pack's layout; split s of S takes groups [s NG / S, (s + 1) NG / S). x and the scales
     are read as int32 (bf16 / fp16 pairs; stride_xm in pairs; the kernel casts the pointers). One
     loop step per group; AHEAD = 2: the next group's loads are issued before this group is
-    computed (its words wait in registers, about 55 more per thread).
+    computed (its words wait in registers, about 55 more per thread), the last group computed after
+    the loop. EVICT: the weight words' eviction_policy ("evict_first" where no other program reads
+    them: the L2 then replaces the words it has delivered before other lines, such as the dirty
+    lines of earlier kernels, whose write-back would share the memory bus with the words).
 
     CLUSTER > 0 (NB = 1, SB = 0, launched with cluster_dims (1, 1, CLUSTER) and CLUSTER splits):
     the splits of a tile are one thread block cluster and sum their totals in split 0's shared
@@ -273,19 +276,20 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     t = (zf,) * (16 * NB)
     if AHEAD == 2:
         w, x, zw, sw = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g0, g0, gcol, g_ok, sl4, sl2, N8, G, O, NB,
-                                    EVEN_N)
-        for g in range(g0, g1):
-            wn, xn, zn, sn = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, tl.minimum(g + 1, g1 - 1), g0, gcol,
-                                          g_ok, sl4, sl2, N8, G, O, NB, EVEN_N)
+                                    EVEN_N, EVICT)
+        for g in range(g0, g1 - 1):  # the last group's compute is peeled off: no load past the split
+            wn, xn, zn, sn = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g + 1, g0, gcol, g_ok, sl4, sl2, N8, G,
+                                          O, NB, EVEN_N, EVICT)
             t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
             w = wn
             x = xn
             zw = zn
             sw = sn
+        t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
     else:
         for g in range(g0, g1):
             w, x, zw, sw = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g, g0, gcol, g_ok, sl4, sl2, N8, G, O,
-                                        NB, EVEN_N)
+                                        NB, EVEN_N, EVICT)
             t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
     if not EMULATE:  # the totals carry 2^-13
         t2 = ()

@@ -135,7 +135,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
              num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
              stages: int | None = None, block_m: int = 16, maxnreg: int | None = None,
-             cluster: bool | None = None) -> torch.Tensor:
+             cluster: bool | None = None, evict_first: bool | None = None) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
     qweight is AutoAWQ's [K, N/8] or awq_gemv_pack's layout of it, which runs its own tensor-core
@@ -147,7 +147,11 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     the splits of a tile as one thread block cluster that sums them in shared memory, in place of
     the global partials and the last program's sum; None: where it pays on the H200 (0.3-1.2 us):
     one row of x, 2-4 splits of 2 or more warps (5 or more splits, 1-warp programs and more rows
-    of x are slower in clusters).
+    of x are slower in clusters). evict_first (that kernel): the weight words are loaded with the
+    L2 policy evict_first, so that the lines the call streams through L2 are the first replaced
+    and the data of other kernels stays (its dirty lines are not written back during the call);
+    None: where one program row covers every row of x (up to 8 rows, or 16 with block_m=16), so
+    that no other program reads the same words.
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
     - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
@@ -179,11 +183,11 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     the packed kernel with ahead=2, so that 16 warps fit on an SM)."""
     key = (x.shape, x.stride(), x.storage_offset() & 1, x.dtype, x.device, qweight.shape, qzeros.shape,
            scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m, maxnreg,
-           cluster)
+           cluster, evict_first)
     run = _PLANS.get(key)
     if run is None:
         run = _plan_gemv(x, qweight, qzeros, scales, block_n, block_k, split_k, unroll, num_warps, exact, mode,
-                         ahead, stages, block_m, maxnreg, cluster)
+                         ahead, stages, block_m, maxnreg, cluster, evict_first)
         if len(_PLANS) >= 1024:
             _PLANS.clear()
         _PLANS[key] = run
@@ -193,7 +197,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int,
                exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int,
-               maxnreg: int | None, cluster: bool | None = None) -> Run:
+               maxnreg: int | None, cluster: bool | None = None, evict_first: bool | None = None) -> Run:
     """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     packed_w = qweight.dim() == 4
@@ -252,7 +256,9 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         split = cdiv(NG, per)
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
-                         ahead, stages, block_m, 1 if packed_w else 0, maxnreg, cluster)
+                         ahead, stages, block_m, 1 if packed_w else 0, maxnreg, cluster, evict_first)
+    if evict_first:
+        raise ValueError("evict_first=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
     if cluster:  # None: no
         raise ValueError(f"cluster=True sums the K splits of awq_gemv_pack's layout in a thread block cluster; mode "
                          f"{mode!r} does not take it")
@@ -279,7 +285,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
 def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int, bn8: int, n_tiles: int, split: int,
               per: int, mode: str, block_n: int, words: int, num_warps: int, unroll: int, ahead: int | None,
               stages: int | None, block_m: int, packed_w: int, maxnreg: int | None,
-              cluster: bool | None = None) -> Run:
+              cluster: bool | None = None, evict_first: bool | None = None) -> Run:
     # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
     # weights for 9-16 rows
     if block_m not in (1, 2, 4, 8, 16):
@@ -304,12 +310,16 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         launch = awq_gemv_packed_kernel[grid]
         if ahead is None:
             ahead = 2 if nb == 1 else 1  # 16 rows: the weights are already in registers twice
-        consts = dict(common, AHEAD=ahead)
+        if evict_first is None:  # the words are read once where one program row covers x (NOTES-gpu.md, session 10)
+            evict_first = grid[0] == 1
+        consts = dict(common, AHEAD=ahead, EVICT="evict_first" if evict_first else "")
         if cluster:
             consts.update(CLUSTER=split, cluster_dims=(1, 1, split))
         if ahead == 2 and maxnreg is None:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM
             maxnreg = 128
     else:
+        if evict_first:
+            raise ValueError("evict_first=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
         launch = awq_gemv_mma_kernel[grid]
         consts = dict(common, V=block_n // words, U=unroll, SUBNORMAL=mode == "mma-sub", AHEAD=ahead or 1,
                       STAGES=stages or 0)
