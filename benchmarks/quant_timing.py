@@ -47,8 +47,10 @@ P1 = {"packed": 1}
 # awq_gemv's default sums the K splits in a thread block cluster for 2-4 splits of 2+ warps
 # (the first two here); cluster=False: through global memory
 PG = {"packed": 1, "cluster": False}
-CFG_1 = [(128, 2, P1, 4), (512, 8, P1, 4), (512, 8, PG, 4), (64, 1, P1, 4), (512, 8, P1, 8), (64, 1, P1, 8),
-         (512, 8, {"stages": 1}, 4)]
+# and loads the weight words with the L2 policy evict_first for one row of x; evict_first=False: without
+PE = {"packed": 1, "evict_first": False}
+CFG_1 = [(128, 2, P1, 4), (128, 2, PE, 4), (512, 8, P1, 4), (512, 8, PG, 4), (64, 1, P1, 4), (512, 8, P1, 8),
+         (128, 2, P1, 8), (128, 2, {**PE, "cluster": False}, 8), (512, 8, {"stages": 1}, 4)]
 B8 = {"packed": 1, "block_m": 8}
 CFG_16 = [(256, 4, B8, 4), (128, 2, B8, 4), (64, 1, B8, 4), (256, 4, P1, 2), (128, 2, {"stages": 1, "block_m": 8}, 4)]
 FLOOR = {28672: [(8, 4), (8, 8)], 14336: [(8, 8), (4, 16)]}  # warps, split of packed_read
