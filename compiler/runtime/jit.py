@@ -101,14 +101,25 @@ class JITFunction(KernelInterface):
             h = hashlib.sha256(f"{self.filename}:{self.first_line}\n{self.text}".encode())
             self._deep_hash = "pending"
             for name in sorted(_free_names(self.source.tree)):
-                obj = self.globals.get(name)
-                dep = as_jit(obj)
-                if dep is not None and dep is not self:
-                    h.update(f"{name}:{dep.deep_hash}".encode())
-                elif isinstance(obj, (int, float, bool, str)) or type(obj).__name__ == "constexpr":
-                    h.update(f"{name}={getattr(obj, 'value', obj)!r}".encode())
+                if name not in self.globals:
+                    continue
+                self._hash_global(h, name, self.globals[name])
+            for name, attr in sorted(_module_attributes(self.source.tree, self.globals)):
+                self._hash_global(h, f"{name}.{attr}", getattr(self.globals[name], attr))
             self._deep_hash = h.hexdigest()
         return self._deep_hash
+
+    def _hash_global(self, h: Any, name: str, obj: Any) -> None:
+        """A global the kernel reads: an @jit function by its own deep hash, data (numbers, strings,
+        tuples, lists, dicts, dtypes...) by its value, anything else (modules, classes) not at all."""
+        dep = as_jit(obj)
+        if dep is not None:
+            if dep is not self:
+                h.update(f"{name}:{dep.deep_hash}".encode())
+            return
+        token = value_token(obj)
+        if token is not None:
+            h.update(f"{name}={token}".encode())
 
     # ------------------------------------------------------------------ launching
     @property
@@ -176,6 +187,67 @@ def _cell_ok(c: Any) -> bool:
 
 def _free_names(tree: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _module_attributes(tree: ast.AST, globals: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """(module, attribute) for each `module.attribute` read of a global module other than the
+    language's own (`consts.TABLE`: its value is data the kernel depends on)."""
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and isinstance(n.ctx, ast.Load):
+            mod = globals.get(n.value.id)
+            if isinstance(mod, type(ast)) and not mod.__name__.startswith(_LANGUAGE_MODULES):
+                out.add((n.value.id, n.attr))
+    return out
+
+
+_LANGUAGE_MODULES = ("compiler", "triton", "math", "builtins", "torch", "numpy")
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+
+
+def value_token(obj: Any, _depth: int = 0) -> str | None:
+    """A text that changes when a global's value does, for the compile cache key: numbers and
+    strings by repr, containers item by item (a dict in key order, a set sorted), constexpr by
+    its value, dtypes by name; a container subclass also by its class's module source (a dict
+    filled on demand, by __missing__, holds what its code makes). None: not data (a module, a
+    class, a function), which the key leaves out."""
+    if _depth > 32:
+        return "<deep>"
+    t = type(obj)
+    if t in _SCALARS:
+        return f"{t.__name__}:{obj!r}"
+    if t.__name__ == "constexpr":
+        return value_token(getattr(obj, "value", None), _depth + 1)
+    if isinstance(obj, (tuple, list, dict, set, frozenset)):
+        if hasattr(t, "__missing__"):  # filled on demand: its code, not what it holds so far
+            return f"{t.__module__}.{t.__qualname__}:{_module_source_hash(t.__module__)}"
+        if isinstance(obj, dict):
+            items = [f"{value_token(k, _depth + 1)}:{value_token(v, _depth + 1)}" for k, v in obj.items()]
+        else:
+            items = [str(value_token(v, _depth + 1)) for v in obj]
+            if isinstance(obj, (set, frozenset)):
+                items.sort()
+        head = t.__name__
+        if t not in (tuple, list, dict, set, frozenset):
+            head = f"{t.__module__}.{t.__qualname__}:{_module_source_hash(t.__module__)}"
+        return f"{head}({','.join(items)})"
+    if isinstance(obj, (int, float, str)):  # an enum member or another subclass of a scalar
+        return f"{t.__module__}.{t.__qualname__}:{obj!r}"
+    mod = getattr(t, "__module__", "") or ""
+    if mod.startswith(("compiler.language", "triton.language")) and hasattr(obj, "name"):
+        return f"{t.__name__}:{obj.name}"  # a dtype
+    return None
+
+
+def _module_source_hash(module: str) -> str:
+    import sys
+
+    mod = sys.modules.get(module)
+    try:
+        text = inspect.getsource(mod) if mod is not None else ""
+    except (OSError, TypeError):
+        text = ""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 _TRITON_WRAPS: dict[int, JITFunction] = {}
