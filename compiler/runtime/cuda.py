@@ -64,7 +64,9 @@ class CudaCompiledKernel:
         self.metadata: dict[str, Any] = {
             "name": name, "target": target, "arch": binary.arch, "compile_ms": timings,
             "num_warps": binary.num_warps, "num_stages": options.num_stages, "debug": options.debug,
-            "shared": binary.shared_bytes, "n_regs": rep.registers if rep else None,
+            # the compiler's dynamic shared memory and what ptxas counts as static (inline asm's
+            # .shared declarations)
+            "shared": binary.shared_bytes + (rep.shared_bytes if rep else 0), "n_regs": rep.registers if rep else None,
             "n_spills": (rep.spill_stores + rep.spill_loads) if rep else None,
             "ptxas_notes": list(rep.notes) if rep else [],
         }
