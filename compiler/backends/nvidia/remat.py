@@ -158,7 +158,7 @@ def _consumer_layout(lw: NvLowering, op: Op) -> LinearLayout | None:
     shape = T.shape_of(op.result.type)
     start = block.ops.index(op)
     for user in block.ops[start + 1:]:
-        if op.result not in user.operands or user.opcode not in _CHEAP:
+        if op.result not in user.operands or not _cheap_op(user):
             continue
         for o in user.operands:
             t = lw.vals.get(o)
