@@ -14,8 +14,10 @@ GPU timing: CUDA events around each call, L2 flushed (a 256 MiB write) before ev
 weights that fit in L2 are not read from it, then a 100 us spin on the GPU before the start event
 so that the host's side of the call (its Python, measured by benchmarks/quant_timing.py) is not
 timed as GPU time, median of the repetitions. The W4A16 tensor-core configs marked "packed" read
-qweight in awq_gemv_pack's layout, made once before timing (as an engine repacks at load time). CPU timing: wall clock,
-median. Every Anvil output is checked against torch before it is timed.
+qweight in awq_gemv_pack's layout, made once before timing (as an engine repacks at load time); "evict_first": that
+kernel loads the words with that L2 policy (awq_gemv's default where one program row covers x), so a call does not
+write back as many of the flush's dirty lines (benchmarks/quant_timing.py compares it under four timing methods).
+CPU timing: wall clock, median. Every Anvil output is checked against torch before it is timed.
 """
 
 from __future__ import annotations
@@ -140,6 +142,8 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                     name = " ".join(short[k] if v is True else f"{short[k]}={v}" for k, v in kw.items())
                     if kw.get("packed") and "cluster" not in kw and m == 1 and 2 <= sk <= 4 and nw >= 2:
                         name += " cluster"  # awq_gemv's default there
+                    if kw.get("packed") and m <= kw.get("block_m", 16):
+                        name += " evict_first"  # the words' L2 policy where one program row covers x
                     mode = "mma" if kw.get("packed") else "mma-sub"
                     variants[f"{mode} BN={bn} warps={nw} {name} split={sk}"] = partial(
                         awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc, block_n=bn, num_warps=nw,
