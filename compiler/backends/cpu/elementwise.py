@@ -152,8 +152,9 @@ def eval_elementwise(lw: Lowering, op: Op, k: int, idx: Idx) -> ir.Value:
         return gather_element(lw, op, idx)
     if oc == "load":
         ptr = lw.ev(op.operands[0], idx)
-        mask = lw.ev(op.operands[1], idx) if op.attrs["has_mask"] else None
-        other = lw.ev(op.operands[-1], idx) if op.attrs["has_other"] else None
+        masked = op.attrs["has_mask"] and op.operands[1] not in lw.true_masks
+        mask = lw.ev(op.operands[1], idx) if masked else None
+        other = lw.ev(op.operands[-1], idx) if masked and op.attrs["has_other"] else None
         return emit_load(lw, op, ptr, mask, other)
     args = [lw.ev(o, idx) for o in op.operands]
     return emit_scalar_op(lw, op, args)

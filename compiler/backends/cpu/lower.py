@@ -20,10 +20,12 @@ from ...ir.core import Block, Function, Location, Op, Value
 from ...ir.ops import ELEMENTWISE
 from ...passes.provenance import pointer_roots
 from .scalar import I1, I8, I32, I64, PTR, llvm_type
+from .versioning import all_true
 
 __all__ = ["Lowering", "Buf", "KernelABI"]
 
 _LAZY = ELEMENTWISE | {"trans", "reshape", "join", "split", "gather"}
+_SAME_INDEX = ELEMENTWISE - {"broadcast", "expand_dims"}  # operands evaluated at the result's index
 _EXPENSIVE_MATH = {"exp", "exp2", "log", "log2", "sin", "cos", "tan", "erf", "sqrt", "rsqrt", "tanh",
                    "pow", "atan2", "sigmoid", "div"}
 _STACK_LIMIT = 1 << 20
@@ -85,6 +87,7 @@ class Lowering:
         self.nested_use: set[Value] = set()
         self.pending: list[Value] = []
         self.memo: dict[Any, ir.Value] = {}
+        self.true_masks: set[Value] = set()  # masks known true where the code is being emitted
         self.fmf: tuple[str, ...] = ()
         self.arena_bytes = 0
         self.stack_bytes = 0
@@ -182,6 +185,81 @@ class Lowering:
             br.set_metadata("llvm.loop", loop_md)
         b.position_at_end(exit_bb)
 
+    def masked_loop_nest(self, shape: tuple[int, ...], roots: list[Value], body: Callable[[tuple[ir.Value, ...]], None],
+                         mask: Value | None = None) -> None:
+        """loop_nest(shape, body) for a body that evaluates `roots` (and a store masked by `mask`) at
+        each index. Where the masks of the loads that reach the roots through ops of the same index
+        (and `mask`) are comparisons that versioning.all_true can check for the whole block at
+        once, the loop is emitted twice: with those masks taken as true (plain vector loads and
+        stores) when the check holds, as it does in all but the edge blocks, else as written."""
+        n = 1
+        for d in shape:
+            n *= d
+        masks = self._index_masks(roots, mask) if not self.debug and n >= 8 else []
+        known, checks = [], []
+        for m in masks:
+            ok = all_true(self, m)
+            if ok is not None:
+                known.append(m)
+                checks.append(ok)
+        if not known:
+            self.loop_nest(shape, body)
+            return
+        cond = checks[0]
+        for c in checks[1:]:
+            cond = self.b.and_(cond, c)
+        inside = self.b.append_basic_block("all.true")
+        edge = self.b.append_basic_block("masked")
+        end = self.b.append_basic_block("versions.end")
+        self.b.cbranch(cond, inside, edge)
+        self.b.position_at_end(inside)
+        before = self.true_masks
+        self.true_masks = before | set(known)
+        try:
+            self.loop_nest(shape, body)
+        finally:
+            self.true_masks = before
+        self.b.branch(end)
+        self.b.position_at_end(edge)
+        self.loop_nest(shape, body)
+        self.b.branch(end)
+        self.b.position_at_end(end)
+
+    def _index_masks(self, roots: list[Value], mask: Value | None) -> list[Value]:
+        """`mask` and the masks of the loads that reach `roots` through ops evaluated at the same
+        index (not broadcasts, transposes...), those that read no memory themselves."""
+        found = [] if mask is None else [mask]
+        seen: set[int] = set()
+        stack = list(roots)
+        while stack:
+            u = stack.pop()
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            x = self.vals.get(u)
+            if not isinstance(x, tuple) or x[0].opcode not in _SAME_INDEX:
+                continue
+            op = x[0]
+            if op.opcode == "load" and op.attrs.get("has_mask"):
+                found.append(op.operands[1])
+            stack.extend(op.operands)
+        return [m for m in dict.fromkeys(found) if not self._reads_memory(m)]
+
+    def _reads_memory(self, v: Value) -> bool:
+        seen: set[int] = set()
+        stack = [v]
+        while stack:
+            u = stack.pop()
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            x = self.vals.get(u)
+            if isinstance(x, tuple):
+                if x[0].opcode in ("load", "gather"):
+                    return True
+                stack.extend(x[0].operands)
+        return False
+
     def loop_nest(self, shape: tuple[int, ...], body: Callable[[tuple[ir.Value, ...]], None]) -> None:
         def rec(d: int, idx: tuple[ir.Value, ...]) -> None:
             if d == len(shape):
@@ -234,7 +312,7 @@ class Lowering:
     def store_tile(self, v: Value, buf: Buf) -> None:
         """Write the elements of `v` into `buf` (one fused loop nest)."""
         self.consume(v)
-        self.loop_nest(buf.shape, lambda idx: self.b.store(self.ev(v, idx), buf.addr(self.b, idx)))
+        self.masked_loop_nest(buf.shape, [v], lambda idx: self.b.store(self.ev(v, idx), buf.addr(self.b, idx)))
 
     def consume(self, v: Value) -> None:
         """`v` is being evaluated by a root: it and its lazy inputs are no longer pending."""

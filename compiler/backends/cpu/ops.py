@@ -90,7 +90,7 @@ def _store(lw: Lowering, op: Op) -> None:
         b = lw.b
         p = lw.ev(ptr_v, idx)
         x = lw.ev(val_v, idx)
-        m = lw.ev(mask_v, idx) if mask_v is not None else None
+        m = lw.ev(mask_v, idx) if mask_v is not None and mask_v not in lw.true_masks else None
         if lw.debug:
             ok = bounds_ok(lw, op, ptr_v, p)
             if ok is not None:
@@ -99,7 +99,11 @@ def _store(lw: Lowering, op: Op) -> None:
                 m = ok if m is None else b.and_(m, ok)
         _guarded(lw, m, lambda: lw.b.store(x, p))
 
-    _each(lw, ptr_v, body)
+    shape = T.shape_of(ptr_v.type)
+    if shape:
+        lw.masked_loop_nest(shape, [ptr_v, val_v], body, mask_v)
+    else:
+        _each(lw, ptr_v, body)
 
 
 def _result_buf(lw: Lowering, op: Op) -> Buf | None:
