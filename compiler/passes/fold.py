@@ -95,7 +95,8 @@ def _fold_block(block: Block, mapping: dict[Value, Value]) -> None:
                 op.opcode, op.operands, op.attrs = "constant", [], {"value": _round_float(float(vals[0]), t)}
 
 
-def _splat_const(v: Value) -> Any:
+def splat_constant(v: Value) -> Any:
+    """The constant a splat of a scalar constant holds; None if `v` is not one."""
     op = v.op
     return _const(op.operands[0].op) if op is not None and op.opcode == "splat" else None
 
@@ -109,7 +110,7 @@ def _fold_tile_identity(op: Op, mapping: dict[Value, Value]) -> None:
             or e.is_float:
         return
     x, y = op.operands
-    cy, cx = _splat_const(y), _splat_const(x)
+    cy, cx = splat_constant(y), splat_constant(x)
     if x.type == t and ((op.opcode in ("add", "sub") and cy == 0) or (op.opcode == "mul" and cy == 1)):
         mapping[op.result] = x
     elif y.type == t and ((op.opcode == "add" and cx == 0) or (op.opcode == "mul" and cx == 1)):

@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Function, Location
+from .dot import fold_dot_add
 from .engine import host, jit_engine, optimize
 from .lower import Lowering
 from .scalar import I32, I64, PTR, llvm_type
@@ -56,6 +57,7 @@ def ctype_of(t: T.Type) -> Any:
 
 def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location],
                   loc_args: list[int | None]) -> tuple[str, int]:
+    fold_dot_add(fn)
     m = ir.Module(name=symbol)
     m.triple = host().triple
     lw = Lowering(fn, m, symbol + "_kernel", debug, locs, loc_args)

@@ -10,10 +10,12 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from . import scalar as S
+from .dot import blocked_shape, dot_blocked
+from .lower import Buf, contiguous_strides
 from .scalar import I64, llvm_type
 
 if TYPE_CHECKING:
-    from .lower import Buf, Lowering
+    from .lower import Lowering
 
 __all__ = ["lower_reduce", "lower_scan", "lower_dot", "loop_carry"]
 
@@ -267,6 +269,29 @@ def _cast_copy(lw: Lowering, v: Value, elem: T.ScalarType) -> Buf:
     return buf
 
 
+def _operand(lw: Lowering, v: Value, elem: T.ScalarType) -> Buf:
+    """A dot operand as a buffer of `elem` with unit stride along its rows: its own if it has
+    one (the dot only reads it), else a converted copy."""
+    x = lw.vals.get(v)
+    if isinstance(x, Buf) and x.elem == elem and x.strides[-1] == 1:
+        lw.consume(v)
+        return x
+    return _cast_copy(lw, v, elem)
+
+
+def _accumulator(lw: Lowering, op: Op, acc: Value, elem: T.ScalarType) -> Buf:
+    """The buffer the dot sums into: the loop-carried accumulator itself when this dot is its only
+    reader in the loop body (`acc = tl.dot(a, b, acc)`: the loop then keeps the result without a
+    copy), else a copy."""
+    x = lw.vals.get(acc)
+    if (isinstance(x, Buf) and x.elem == elem and x.strides == contiguous_strides(x.shape)
+            and lw.uses.get(acc, 0) == 1 and op.parent is not None and acc in op.parent.args
+            and op.parent.parent is not None and op.parent.parent.opcode == "for"):
+        lw.consume(acc)
+        return x
+    return _cast_copy(lw, acc, elem)
+
+
 def lower_dot(lw: Lowering, op: Op) -> None:
     a, bv, acc = op.operands
     out_t = op.result.type
@@ -276,9 +301,9 @@ def lower_dot(lw: Lowering, op: Op) -> None:
     ce = T.fp32 if oe in (T.fp16, T.bf16) or oe.is_fp8 else oe
     ash, bsh = T.shape_of(a.type), T.shape_of(bv.type)
     batch, (m, k), n = ash[:-2], ash[-2:], bsh[-1]
-    A = _cast_copy(lw, a, ce)
-    B = _cast_copy(lw, bv, ce)
-    C = _cast_copy(lw, acc, ce)
+    A = _operand(lw, a, ce)
+    B = _operand(lw, bv, ce)
+    C = _accumulator(lw, op, acc, ce)
     is_float = ce.is_float
     fma = None
     if is_float:
@@ -287,7 +312,13 @@ def lower_dot(lw: Lowering, op: Op) -> None:
         fma = lw.m.globals.get(name) or ir.Function(lw.m, ir.FunctionType(ty, [ty, ty, ty]), name)
     ty = llvm_type(ce)
 
+    blocked = blocked_shape(m, n) if ce == T.fp32 else None
+
     def mm(bi: Idx) -> None:
+        if blocked is not None:
+            dot_blocked(lw, A, B, C, bi, m, k, n, blocked)
+            return
+
         def row(i: ir.Value) -> None:
             def kk(kv: ir.Value) -> None:
                 b = lw.b
