@@ -8,9 +8,11 @@ in a dict; everything else is precomputed.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import linecache
+import sys
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -239,9 +241,8 @@ def value_token(obj: Any, _depth: int = 0) -> str | None:
     return None
 
 
+@functools.cache
 def _module_source_hash(module: str) -> str:
-    import sys
-
     mod = sys.modules.get(module)
     try:
         text = inspect.getsource(mod) if mod is not None else ""

@@ -201,6 +201,8 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     packed_w = qweight.dim() == 4
+    if evict_first and not packed_w:
+        raise ValueError("evict_first=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
     if mode is None:
         mode = "mma" if packed_w else awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
     if mode not in GEMV_MODES:
@@ -257,8 +259,6 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
                          ahead, stages, block_m, 1 if packed_w else 0, maxnreg, cluster, evict_first)
-    if evict_first:
-        raise ValueError("evict_first=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
     if cluster:  # None: no
         raise ValueError(f"cluster=True sums the K splits of awq_gemv_pack's layout in a thread block cluster; mode "
                          f"{mode!r} does not take it")
@@ -318,8 +318,6 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         if ahead == 2 and maxnreg is None:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM
             maxnreg = 128
     else:
-        if evict_first:
-            raise ValueError("evict_first=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
         launch = awq_gemv_mma_kernel[grid]
         consts = dict(common, V=block_n // words, U=unroll, SUBNORMAL=mode == "mma-sub", AHEAD=ahead or 1,
                       STAGES=stages or 0)

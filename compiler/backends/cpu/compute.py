@@ -92,9 +92,9 @@ def _forced_width(region: Block, elems: list[T.ElemType]) -> int:
 
     if not any(o.opcode in ("max", "min") and is_float(o.results[0].type) for o in region.ops):
         return 0
-    from .engine import host
+    from .engine import vector_bits
 
-    bits = 512 if "+avx512f" in host().features else 256 if "+avx2" in host().features else 128
+    bits = vector_bits()
     return max(1, bits // max(e.bits if isinstance(e, T.ScalarType) else 64 for e in elems))
 
 

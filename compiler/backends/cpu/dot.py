@@ -56,15 +56,16 @@ def fold_dot_add(fn: Function) -> None:
     visit(fn.body)
     replace_all_uses(fn, mapping)
 
+
 Idx = tuple[ir.Value, ...]
 
 
 def blocked_shape(m: int, n: int) -> tuple[int, int, int] | None:
     """(MR, NV, VW) for an m x n fp32 tile: MR rows of NV vectors of VW lanes per block (the rows
     past the last full block: one block of fewer rows); None: N not a multiple of the vector width."""
-    from .engine import host
+    from .engine import vector_bits
 
-    vw = 16 if "+avx512f" in host().features else 8
+    vw = 16 if vector_bits() == 512 else 8  # fp32 lanes (8: two 128-bit halves without AVX2)
     nv = 2 if n % (2 * vw) == 0 else 1 if n % vw == 0 else 0
     if not nv:
         return None

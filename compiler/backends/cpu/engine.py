@@ -8,7 +8,7 @@ from functools import cache
 
 import llvmlite.binding as llvm
 
-__all__ = ["Host", "host", "optimize", "JIT", "jit_engine"]
+__all__ = ["Host", "host", "vector_bits", "optimize", "JIT", "jit_engine"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ def host() -> Host:
         name, _, feats = override.partition(",")
         return Host(llvm.get_process_triple(), name, feats)
     return Host(llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+
+
+def vector_bits() -> int:
+    """The widest vector registers of the target CPU, in bits."""
+    features = host().features
+    return 512 if "+avx512f" in features else 256 if "+avx2" in features else 128
 
 
 @cache

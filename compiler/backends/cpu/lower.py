@@ -9,7 +9,7 @@ masked-off memory: a masked load is a branch the loop vectorizer turns into a ma
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,6 +229,15 @@ class Lowering:
         """`mask` and the masks of the loads that reach `roots` through ops evaluated at the same
         index (not broadcasts, transposes...), those that read no memory themselves."""
         found = [] if mask is None else [mask]
+        for _, op in self.lazy_tree(roots, _SAME_INDEX):
+            if op is not None and op.opcode == "load" and op.attrs.get("has_mask"):
+                found.append(op.operands[1])
+        return [m for m in dict.fromkeys(found)
+                if not any(op is not None and op.opcode in ("load", "gather") for _, op in self.lazy_tree([m]))]
+
+    def lazy_tree(self, roots: list[Value], through: frozenset[str] | None = None) -> Iterator[tuple[Value, Op | None]]:
+        """Each value the lazy expressions `roots` evaluate, once, with its lazy op (None: a scalar
+        or a buffer); the walk goes into the operands of every lazy op, or of those in `through`."""
         seen: set[int] = set()
         stack = list(roots)
         while stack:
@@ -237,28 +246,10 @@ class Lowering:
                 continue
             seen.add(id(u))
             x = self.vals.get(u)
-            if not isinstance(x, tuple) or x[0].opcode not in _SAME_INDEX:
-                continue
-            op = x[0]
-            if op.opcode == "load" and op.attrs.get("has_mask"):
-                found.append(op.operands[1])
-            stack.extend(op.operands)
-        return [m for m in dict.fromkeys(found) if not self._reads_memory(m)]
-
-    def _reads_memory(self, v: Value) -> bool:
-        seen: set[int] = set()
-        stack = [v]
-        while stack:
-            u = stack.pop()
-            if id(u) in seen:
-                continue
-            seen.add(id(u))
-            x = self.vals.get(u)
-            if isinstance(x, tuple):
-                if x[0].opcode in ("load", "gather"):
-                    return True
-                stack.extend(x[0].operands)
-        return False
+            op = x[0] if isinstance(x, tuple) else None
+            yield u, op
+            if op is not None and (through is None or op.opcode in through):
+                stack.extend(op.operands)
 
     def loop_nest(self, shape: tuple[int, ...], body: Callable[[tuple[ir.Value, ...]], None]) -> None:
         def rec(d: int, idx: tuple[ir.Value, ...]) -> None:
@@ -316,18 +307,9 @@ class Lowering:
 
     def consume(self, v: Value) -> None:
         """`v` is being evaluated by a root: it and its lazy inputs are no longer pending."""
-        stack = [v]
-        seen: set[int] = set()
-        while stack:
-            u = stack.pop()
-            if id(u) in seen:
-                continue
-            seen.add(id(u))
+        for u, _ in self.lazy_tree([v]):
             if u in self.pending:
                 self.pending.remove(u)
-            x = self.vals.get(u)
-            if isinstance(x, tuple):
-                stack.extend(x[0].operands)
 
     def lazy_flags(self, v: Value) -> tuple[bool, bool]:
         return self.lazy_info.get(v, (False, False))
@@ -363,17 +345,7 @@ class Lowering:
 
     def flush_pending(self, op: Op) -> None:
         """Before a side effect, materialize lazy loads that must read memory before it."""
-        feeding: set[int] = set()
-        if not op.regions:
-            stack = list(op.operands)
-            while stack:
-                u = stack.pop()
-                if id(u) in feeding:
-                    continue
-                feeding.add(id(u))
-                x = self.vals.get(u)
-                if isinstance(x, tuple):
-                    stack.extend(x[0].operands)
+        feeding = {id(u) for u, _ in self.lazy_tree(op.operands)} if not op.regions else set()
         # A load fused into the side effect's element loop reads element i when the loop is at
         # element i: right when it reads the element the loop writes there (or memory the store
         # never writes). Loads at other indices are read in full first, whatever argument they go
