@@ -4,6 +4,10 @@
 `empty` / `empty_like` return tensors filled with NaN (floats) or a sentinel (integers), so a
 kernel that leaves any output element unwritten fails the comparison instead of passing on
 leftover memory.
+
+Where ptxas is found, every specialization a test compiles for the CPU is also compiled and
+assembled for sm_90a (the H100/H200), and the test fails if that fails or spills registers: the
+examples are checked for the GPU on machines without one.
 """
 
 from __future__ import annotations
@@ -18,7 +22,13 @@ from typing import Any
 import pytest
 import torch
 
+import compiler.runtime.launch as _launch
+from compiler.backends.nvidia.toolchain import find_ptxas
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PTX_ARCH = "sm_90a"
+# per CPU specialization compiled in this process: the sm_90a outcome ("" when it assembled)
+PTX_OUTCOMES: dict[str, str] = {}
 
 
 def load_example(name: str) -> ModuleType:
@@ -93,3 +103,47 @@ def f32_dot_tol() -> Callable[[float, float], dict[str, float]]:
         return {"rtol": rtol, "atol": atol}
 
     return tol
+
+
+@pytest.fixture
+def ptx_outcomes() -> dict[str, str]:
+    if find_ptxas() is None:
+        pytest.skip("ptxas not found")
+    return PTX_OUTCOMES
+
+
+def _ptx_outcome(compile_kernel: Callable[..., Any], fn: Any, specs: list[Any], opts: Any) -> str:
+    try:
+        g = compile_kernel(fn, specs, opts, f"cuda:{PTX_ARCH}")
+    except Exception as e:  # noqa: BLE001 - reported by the test that launched the kernel
+        return f"{type(e).__name__}: {e}"
+    if g.asm["cubin"][:4] != b"\x7fELF":
+        return "no cubin"
+    if g.metadata["n_spills"]:
+        return f"{g.metadata['n_spills']} bytes of register spills"
+    return ""
+
+
+@pytest.fixture(autouse=True)
+def _compiles_for_sm90a(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Each specialization the test compiles for the CPU also compiles for sm_90a (checked after
+    the test; once per process)."""
+    if find_ptxas() is None:
+        yield
+        return
+    orig = _launch.compile_kernel
+    failed: list[str] = []
+
+    def both(fn: Any, specs: list[Any], opts: Any, target: str) -> Any:
+        ck = orig(fn, specs, opts, target)
+        if target == "cpu":
+            key = fn.__name__ + repr([(s.name, str(getattr(s, "type", "")), getattr(s, "value", "")) for s in specs])
+            if key not in PTX_OUTCOMES:
+                PTX_OUTCOMES[key] = _ptx_outcome(orig, fn, specs, opts)
+            if PTX_OUTCOMES[key]:
+                failed.append(f"{fn.__name__} for {PTX_ARCH}: {PTX_OUTCOMES[key][:300]}")
+        return ck
+
+    monkeypatch.setattr(_launch, "compile_kernel", both)
+    yield
+    assert not failed, "\n".join(failed)
