@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 __all__ = ["lower_reduce", "lower_scan", "lower_dot", "loop_carry"]
 
 Idx = tuple[ir.Value, ...]
+# loop_carry emits loops of this many steps or fewer as straight-line code; reductions over an
+# axis this short (plus the first element) chain their combines per result element
+SHORT_TRIPS = 8
 _REASSOC_OPS = {"add", "mul", "max", "min", "and", "or", "xor"}
 
 
@@ -31,6 +34,11 @@ def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
     the loop vectorizer off it."""
     if end <= start:
         return init
+    if end - start <= SHORT_TRIPS:  # straight-line: no loop for LLVM's loop passes to analyze
+        vals = init
+        for k in range(start, end):
+            vals = body(ir.Constant(I64, end - 1 + start - k if reverse else k), list(vals))
+        return vals
     b = lw.b
     memo = dict(lw.memo)
     pre = b.block
@@ -132,7 +140,9 @@ def lower_reduce(lw: Lowering, op: Op) -> None:
         lw.consume(x)
     out_shape = outer + inner
     elems = [T.elem_of(x.type) for x in xs]
-    if not inner:
+    if not inner or n <= SHORT_TRIPS + 1:
+        # one chain of combines per result element (straight-line for a short axis), the results'
+        # loop nest around it
         outs = [lw.alloc(out_shape, e) for e in elems] if out_shape else None
         results: list[ir.Value] = []
         width = _forced_width(op.regions[0], elems)
@@ -143,8 +153,9 @@ def lower_reduce(lw: Lowering, op: Op) -> None:
             width = -1
 
         def row(idx: Idx) -> None:
-            first = [lw.ev(x, (*idx, lw.zero)) for x in xs]
-            acc = loop_carry(lw, 1, n, first, lambda j, acc: combine(acc, [lw.ev(x, (*idx, j)) for x in xs]),
+            o, i = idx[:len(outer)], idx[len(outer):]
+            first = [lw.ev(x, (*o, lw.zero, *i)) for x in xs]
+            acc = loop_carry(lw, 1, n, first, lambda j, acc: combine(acc, [lw.ev(x, (*o, j, *i)) for x in xs]),
                              vector_width=width)
             if outs is None:
                 results.extend(acc)

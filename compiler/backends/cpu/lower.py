@@ -29,6 +29,8 @@ _SAME_INDEX = ELEMENTWISE - {"broadcast", "expand_dims"}  # operands evaluated a
 _EXPENSIVE_MATH = {"exp", "exp2", "log", "log2", "sin", "cos", "tan", "erf", "sqrt", "rsqrt", "tanh",
                    "pow", "atan2", "sigmoid", "div"}
 _STACK_LIMIT = 1 << 20
+# loop nests whose innermost loop would run this many times or fewer are one flat loop (loop_nest)
+FLAT_INNER = 8
 
 
 @dataclass
@@ -252,6 +254,32 @@ class Lowering:
                 stack.extend(op.operands)
 
     def loop_nest(self, shape: tuple[int, ...], body: Callable[[tuple[ir.Value, ...]], None]) -> None:
+        """body(idx) for every index of `shape`, in row-major order. A nest whose dims are powers of
+        two and whose innermost loop would be short (FLAT_INNER or fewer) is one loop over the
+        flat index, each index its bits: a short inner loop vectorizes poorly, and the thousands of
+        tiny nests of an emulated tensor-core kernel made LLVM's loop passes take most of a
+        compile."""
+        dims = [d for d in shape if d > 1]
+        if len(dims) > 1 and dims[-1] <= FLAT_INNER and all(d & (d - 1) == 0 for d in dims):
+            total = 1
+            for d in shape:
+                total *= d
+
+            def flat(f: ir.Value) -> None:
+                idx, below = [], total
+                for d in shape:
+                    below //= d
+                    if d == 1:
+                        idx.append(self.zero)
+                        continue
+                    i = self.b.lshr(f, ir.Constant(I64, below.bit_length() - 1)) if below > 1 else f
+                    idx.append(self.b.and_(i, ir.Constant(I64, d - 1)) if below * d < total else i)
+                self.memo = {}
+                body(tuple(idx))
+
+            self.loop(total, flat)
+            return
+
         def rec(d: int, idx: tuple[ir.Value, ...]) -> None:
             if d == len(shape):
                 self.memo = {}
