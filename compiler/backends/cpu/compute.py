@@ -160,8 +160,8 @@ def lower_reduce(lw: Lowering, op: Op) -> None:
             if outs is None:
                 results.extend(acc)
             else:
-                for o, a in zip(outs, acc, strict=True):
-                    lw.b.store(a, o.addr(lw.b, idx))
+                for buf, a in zip(outs, acc, strict=True):
+                    lw.b.store(a, buf.addr(lw.b, idx))
 
         if out_shape:
             lw.loop_nest(out_shape, row)
