@@ -455,19 +455,9 @@ def _index_key(ptr: Value) -> tuple[int, ...] | None:
 def _reads_elsewhere(lw: Lowering, v: Value, ptr: Value, key: tuple[int, ...] | None) -> bool:
     """True if lazy `v` loads through a pointer tile that may address another element than `ptr`
     does at the same index (not `ptr` itself, nor the same offsets from another base)."""
-    stack, seen = [v], set()
-    while stack:
-        u = stack.pop()
-        if id(u) in seen:
-            continue
-        seen.add(id(u))
-        x = lw.vals.get(u)
-        if not isinstance(x, tuple):
-            continue
-        op = x[0]
-        if op.opcode == "load":
+    for _, op in lw.lazy_tree([v]):
+        if op is not None and op.opcode == "load":
             p = op.operands[0]
             if p is not ptr and (key is None or _index_key(p) != key):
                 return True
-        stack.extend(op.operands)
     return False
