@@ -71,6 +71,7 @@ SPECS: dict[str, OpSpec] = {
     "store": _s(None, "has_mask", pure=False),
     "atomic_rmw": _s(None, "kind", "sem", "scope", "has_mask", pure=False),
     "atomic_cas": _s(3, "sem", "scope", pure=False),
+    "shared_alloc": _s(0, "nbytes", pure=False),
     "dot": _s(3, "input_precision"),
     "reduce": _s(None, "axis", regions=1),
     "scan": _s(None, "axis", "reverse", regions=1),

@@ -99,7 +99,10 @@ class CudaFunction:
         _ensure_context()
         self.module = _check(cu.cuModuleLoadData(cubin), f"loading kernel {name}")
         self.function = _check(cu.cuModuleGetFunction(self.module, symbol.encode()), f"finding kernel {name}")
-        if shared > 48 * 1024:
+        # the dynamic shared memory above 48 KB less the static (inline asm may declare some) is opt-in
+        static = _check(cu.cuFuncGetAttribute(
+            cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.function), "attributes")
+        if shared + static > 48 * 1024:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             _check(cu.cuFuncSetAttribute(self.function, attr, shared), f"shared memory for {name}")
         self.registers = _check(cu.cuFuncGetAttribute(

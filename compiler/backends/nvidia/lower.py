@@ -117,9 +117,18 @@ class NvLowering:
         self.vec_hint: dict[tuple[int, ...], int] = {}
         self.layout_cache: dict[tuple[int, ...], LinearLayout] = {}
         self.hw_cache: dict[LinearLayout, list[ir.Value]] = {}
-        self.smem_bytes = 0
+        # regions of tl.extra.cuda.shared_memory, held for the whole program at the bottom of
+        # shared memory (1024-byte aligned, in program order); everything else lies above them
+        self.held: dict[Op, int] = {}
+        held = 0
+        for op in fn.walk():
+            if op.opcode == "shared_alloc":
+                self.held[op] = held
+                held += -(-op.attrs["nbytes"] // 1024) * 1024
+        self.held_bytes = held
+        self.smem_bytes = held
         self.smem: ir.GlobalVariable | None = None
-        self.scratch_floor = 0  # bytes at the bottom of shared memory held by live pipeline buffers
+        self.scratch_floor = held  # bytes at the bottom of shared memory held by live pipeline buffers
         self.pipes: dict[int, Any] | None = None  # pipelined buffers (async_copy.plan_buffers)
         self._smem_addr: ir.Value | None = None
         self.pending: tuple[Value, Callable[[], GPUTile]] | None = None  # a deferred wait (defer)
@@ -251,11 +260,14 @@ class NvLowering:
     def reserve(self, nbytes: int) -> None:
         """Hold the bottom `nbytes` of shared memory (1024-byte aligned) until `release`."""
         self._smem_global().align = 1024
+        if self.held_bytes and self.pipes:
+            raise UnsupportedError("tl.extra.cuda.shared_memory cannot be combined with pipelined loads (num_stages) "
+                                   "in one kernel", None)
         self.scratch_floor = max(self.scratch_floor, -(-nbytes // 1024) * 1024)
         self.smem_bytes = max(self.smem_bytes, self.scratch_floor)
 
     def release(self) -> None:
-        self.scratch_floor = 0
+        self.scratch_floor = self.held_bytes
 
     def scratch_base(self) -> ir.Value:
         """The shared-memory address (i32) of the bottom of the dynamic shared memory."""

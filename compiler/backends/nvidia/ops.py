@@ -212,10 +212,19 @@ def _barrier(lw: NvLowering, op: Op) -> None:
     lw.barrier()
 
 
+def _shared_alloc(lw: NvLowering, op: Op) -> None:
+    """tl.extra.cuda.shared_memory: the address of the region NvLowering placed for this op."""
+    lw._smem_global().align = 1024
+    offset = lw.held[op]
+    base = lw.scratch_base()
+    lw.vals[op.result] = lw.entry.add(base, ir.Constant(I32, offset)) if offset else base
+
+
 LOWER: dict[str, Callable[[NvLowering, Op], None]] = {
     "constant": _constant,
     "program_id": _pid,
     "num_programs": _nprog,
+    "shared_alloc": _shared_alloc,
     "make_range": _make_range,
     "splat": _splat,
     "expand_dims": _expand_dims,

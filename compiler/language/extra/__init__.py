@@ -1,5 +1,5 @@
-"""`tl.extra`: vendor math libraries (libdevice names)."""
+"""`tl.extra`: vendor math libraries (libdevice names) and `tl.extra.cuda`."""
 
-from . import libdevice
+from . import cuda, libdevice
 
-__all__ = ["libdevice"]
+__all__ = ["cuda", "libdevice"]
