@@ -14,7 +14,9 @@ GPU timing: CUDA events around each call, L2 flushed (a 256 MiB write) before ev
 weights that fit in L2 are not read from it, then a 100 us spin on the GPU before the start event
 so that the host's side of the call (its Python, measured by benchmarks/quant_timing.py) is not
 timed as GPU time, median of the repetitions. The W4A16 tensor-core configs marked "packed" read
-qweight in awq_gemv_pack's layout, made once before timing (as an engine repacks at load time); "evict_first": that
+qweight in awq_gemv_pack's layout, made once before timing (as an engine repacks at load time); "blocks": its blocks
+layout (awq_gemv_pack(qweight, qzeros, scales): words, scales and zeros of an octet's group in one block, streamed by
+bulk copies into shared memory, the default for batch 1 here); "evict_first": that
 kernel loads the words with that L2 policy (awq_gemv's default where one program row covers x), so a call does not
 write back as many of the flush's dirty lines (benchmarks/quant_timing.py compares it under four timing methods).
 CPU timing: wall clock, median. Every Anvil output is checked against torch before it is timed.
@@ -103,6 +105,7 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
         qw, qz, sc = awq_quantize_pack(w, 128)
         w_bf16 = awq_dequantize(qw, qz, sc, torch.bfloat16)
         qw_packed = awq_gemv_pack(qw) if device == "cuda" else qw
+        qw_blocks = awq_gemv_pack(qw, qz, sc) if device == "cuda" else qw
         for m in (1, shapes["batch"]):
             x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
             ref = x @ w_bf16.t()
@@ -148,6 +151,9 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                     variants[f"{mode} BN={bn} warps={nw} {name} split={sk}"] = partial(
                         awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc, block_n=bn, num_warps=nw,
                         split_k=sk, mode=mode, **opts)
+                if m == 1:  # the blocks layout (awq_gemv's defaults there: 4 warps sharing K, a ring of 1 slot)
+                    variants = {"blocks ring=1 BN=64 warps=4 split=1 evict_first": partial(awq_gemv, x, qw_blocks, qz,
+                                                                                           sc), **variants}
                 if m > 1 and sweep:
                     variants["awq_gemm (default)"] = partial(awq_gemm, x, qw, qz, sc)
             err = _check(f"w4a16 {m}x{n}x{k}", next(iter(variants.values()))(), ref, 2e-2)

@@ -71,15 +71,7 @@ def test_w4a16_packed_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: in
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """awq_gemv_pack's layout (int4_packed.py: zero points folded, groups balanced over the splits,
     the next group's loads ahead), x with an offset (the folded zero subtracts z times the sum of x)."""
-    g = torch.Generator().manual_seed(N * K + M)
-    w = torch.randn(N, K, generator=g) * 0.05
-    qw, qz, sc = awq_quantize_pack(w, 128)
-    wd = awq_dequantize(qw, qz, sc).double()
-    x = (torch.randn(M, K, generator=g) * 2 + 3).to(torch.bfloat16)
-    ref = x.double() @ wd.t()
-    cpu = _cpu_result(N, K, M, x, qw, qz, sc) if N * K * M <= 1 << 22 else None
-    _poison(monkeypatch)
-    dev = [t.cuda() for t in (x, qw, qz, sc)]
+    ref, cpu, dev = _offset_case(N, K, M, N * K + M, monkeypatch)
     dev[1] = w4a16.awq_gemv_pack(dev[1])
     for split in (1, 2, 3, 5, K // 128):
         run = partial(awq_gemv, *dev, num_warps=nw, split_k=split, ahead=ahead, block_m=block_m)
@@ -114,6 +106,20 @@ def test_w4a16_packed_cluster_sums_match(N: int, K: int, M: int, nw: int, ahead:
         awq_gemv(*dev, num_warps=nw, split_k=1, cluster=True)
 
 
+def _offset_case(N: int, K: int, M: int, seed: int, monkeypatch: pytest.MonkeyPatch
+                 ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
+    """A case with an offset in x (the folded zero subtracts z times the sum of x): float64 and CPU
+    results (small cases), outputs poisoned, and x, qweight, qzeros, scales on the GPU."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(N, K, generator=g) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, 128)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = (torch.randn(M, K, generator=g) * 2 + 3).to(torch.bfloat16)
+    cpu = _cpu_result(N, K, M, x, qw, qz, sc) if N * K * M <= 1 << 22 else None
+    _poison(monkeypatch)
+    return x.double() @ wd.t(), cpu, [t.cuda() for t in (x, qw, qz, sc)]
+
+
 def _poison(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs (torch.empty in w4a16) and the split-K partials (the scratch is kept per stream) NaN."""
     real_empty = torch.empty
@@ -142,3 +148,26 @@ def _check_counters() -> None:
     for _, counts in w4a16._SCRATCH.values():
         if counts.is_cuda:
             assert int(counts.abs().sum()) == 0
+
+
+@pytest.mark.parametrize(("N", "K", "M"), [(200, 512, 1), (1000, 1024, 3), (4096, 2048, 1), (520, 1024, 8),
+                                           (648, 512, 16)])
+@pytest.mark.parametrize(("nw", "stages"), [(4, None), (8, 3), (2, 4), (1, 2), (4, 0), (8, 0)])
+def test_w4a16_blocks_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: int, stages: int | None,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """awq_gemv_pack's blocks (words, scales and zeros of an octet's group in one block; the warps
+    of a program share K): streamed through each warp's ring of shared-memory slots by bulk copies
+    (stages None: 1 slot, or 3, 4 and 2), or read by plain loads (stages=0). Splits of K whose group
+    counts the warps do not divide (their last steps scale a group by zero), ragged N; the same sums
+    as the 4-D layout read by the same warps (warp_split)."""
+    ref, cpu, dev = _offset_case(N, K, M, N * K + M + 2, monkeypatch)
+    blocks = w4a16.awq_gemv_pack(dev[1], dev[2], dev[3])
+    packed = w4a16.awq_gemv_pack(dev[1])
+    for split in (1, 2, 3, K // 128):
+        run = partial(awq_gemv, dev[0], blocks, dev[2], dev[3], num_warps=nw, split_k=split, stages=stages,
+                      block_m=8)
+        _check_splits(run, ref, cpu)
+        same = awq_gemv(dev[0], packed, dev[2], dev[3], num_warps=nw, split_k=split, block_m=8, warp_split=True,
+                        ahead=1)
+        assert torch.equal(run(), same)
+    _check_counters()

@@ -26,7 +26,7 @@ from compiler.layouts import LANE, REGISTER, WARP
 from compiler.layouts.distributed import mma_v2_accumulator, mma_v2_operand
 from tools.kernels.int4 import AWQ_ORDER, awq_shift
 from tools.kernels.int4_mma import awq_gemv_mma_kernel, mma_chunk_ptx
-from tools.kernels.int4_packed import awq_gemv_packed_kernel, cluster_sum_ptx, fold_chunk_ptx
+from tools.kernels.int4_packed import awq_gemv_packed_kernel, cluster_sum_ptx, fold_chunk_ptx, ring_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ptx_loops import loop_spans  # noqa: E402
@@ -339,3 +339,33 @@ def test_fold_chunk_ptx_sums_codes_times_x(mb: int, nb: int) -> None:
                 k = 16 * nb + 4 * t + r
                 np.testing.assert_allclose(out[f"${k}"] - acc[k], xs[batch].sum(axis=1) * unit, rtol=1e-5,
                                            atol=1e-6 * unit)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+@pytest.mark.parametrize(("nw", "stages", "keven"), [(4, 1, 1), (8, 2, 1), (2, 3, 0)])
+def test_packed_kernel_streams_blocks_through_a_ring(nw: int, stages: int, keven: int) -> None:
+    """awq_gemv_pack's blocks with STAGES (the warps share K): per group a warp waits on its slot's
+    mbarrier, reads the words (8 shared loads of 16 bytes), the scales (16 bytes) and the zeros
+    word from the slot, refills the slot with one bulk copy (issued by lane 0 after bar.warp.sync
+    and the proxy fence, with the evict_first policy) before the group's 40 mma, and loads only x
+    from global memory; the ring lies in the kernel's shared memory; no spills, no local memory."""
+    sig = {k: v for k, v in SIG.items() if k != "GROUPS_PER_SPLIT"}
+    ck = awq_gemv_packed_kernel.compile(sig, {"N8": 1792, "G": 128, "NW": nw, "MB": 1, "NB": 1, "EVEN_N": True,
+                                              "EMULATE": False, "SB": 0, "AHEAD": 1, "EVICT": "evict_first", "WK": 1,
+                                              "KEVEN": keven, "BW": 1064, "STAGES": stages},
+                                        target="cuda:sm_90a", num_warps=nw)
+    ptx = ck.asm["ptx"]
+    loop = max(loop_spans(ptx), key=len)
+    assert loop.count("mbarrier.try_wait.parity.shared::cta.b64") == 1
+    assert len(re.findall(r"ld\.shared\.v4\.b32", loop)) == 9 and len(re.findall(r"ld\.shared\.b32", loop)) == 1
+    bulk = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+    assert loop.count(bulk) == 1 and ptx.count(bulk) == stages + 1
+    issue = loop.index(bulk)
+    assert loop.index("ld.shared.b32") < loop.index("bar.warp.sync") < loop.index("fence.proxy.async") < issue
+    assert issue < loop.index("mma.sync") and len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 40
+    assert "createpolicy.fractional.L2::evict_first" in loop
+    assert len(re.findall(r"ld\.global", loop)) == 8  # x: 8 pairs per group
+    assert ptx.count("mbarrier.init.shared::cta.b64") == stages
+    for bad in ("ld.local", "st.local", "bar.sync"):
+        assert bad not in loop, bad
+    assert ck.metadata["n_spills"] == 0 and ck.metadata["shared"] >= ring_bytes(stages, 4256, nw)

@@ -238,3 +238,61 @@ def test_launchers_reject_bad_shapes() -> None:
     q, s = fp8_quantize(torch.randn(8, 16))
     with pytest.raises(ValueError, match="K mismatch"):
         fp8_gemm(q, fp8_quantize(torch.randn(8, 32))[0], s, s)
+
+
+@pytest.mark.parametrize(("N", "K", "G"), [(200, 64, 32), (64, 128, 64)])
+def test_awq_gemv_pack_blocks_layout(N: int, K: int, G: int) -> None:
+    """awq_gemv_pack(qweight, qzeros, scales): block (o, g) is the 4-D layout's words of the group's
+    chunks, then the fp16 scales of columns 64o .. 64o + 63 and the zeros words of word columns
+    8o .. 8o + 7 (zero past N)."""
+    qw = torch.randint(-2**31, 2**31 - 1, (K, N // 8), dtype=torch.int32)
+    qz = torch.randint(-2**31, 2**31 - 1, (K // G, N // 8), dtype=torch.int32)
+    sc = torch.rand(K // G, N).half() + 0.5
+    words, b = awq_gemv_pack(qw), awq_gemv_pack(qw, qz, sc)
+    gu, octets = G // 16, -(-N // 64)
+    assert b.shape == (octets, K // G, gu * 128 + 40) and b.is_contiguous() and b.dtype == torch.int32
+    for o, g in itertools.product(range(octets), range(K // G)):
+        assert torch.equal(b[o, g, :gu * 128], words[g * gu:(g + 1) * gu, o].reshape(-1))
+        cols = [sc[g, c] if c < N else torch.tensor(0.0, dtype=torch.float16) for c in range(64 * o, 64 * o + 64)]
+        assert torch.equal(b[o, g, gu * 128:gu * 128 + 32].view(torch.float16), torch.stack(cols))
+        zeros = [int(qz[g, c]) if c < N // 8 else 0 for c in range(8 * o, 8 * o + 8)]
+        assert b[o, g, gu * 128 + 32:].tolist() == zeros
+    with pytest.raises(ValueError, match="both qzeros and scales"):
+        awq_gemv_pack(qw, qz)
+    with pytest.raises(ValueError, match="scales must be AutoAWQ's fp16"):
+        awq_gemv_pack(qw, qz, sc.float())
+
+
+@pytest.mark.parametrize(("N", "K", "M", "G", "opts"), [
+    (72, 96, 3, 32, {"split_k": 1, "num_warps": 4}),  # 3 groups for 4 warps: one warp scales its only step by zero
+    (136, 160, 1, 32, {"split_k": 2, "num_warps": 2, "ahead": 2}),  # splits of 2 and 3 groups, ragged N
+    (64, 256, 16, 64, {"split_k": 2, "num_warps": 2, "block_m": 16}),  # two 8-row B tiles per program
+])
+def test_awq_gemv_blocks_and_warp_split(N: int, K: int, M: int, G: int, opts: dict[str, Any]) -> None:
+    """The warps of a program sharing K (warp_split, and the blocks layout, which reads that way):
+    against float64 with an offset in x, and the same sums from both layouts."""
+    w = torch.randn(N, K) * 0.05
+    qw, qz, sc = awq_quantize_pack(w, G)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = (torch.randn(M, K) * 3 + 20).to(torch.bfloat16)
+    y = awq_gemv(x, awq_gemv_pack(qw, qz, sc), qz, sc, **opts)
+    assert y.shape == (M, N) and y.dtype == torch.bfloat16 and _rel(y, x.double() @ wd.t()) < 1e-2
+    assert torch.equal(y, awq_gemv(x, awq_gemv_pack(qw), qz, sc, warp_split=True, **opts))
+
+
+def test_awq_gemv_blocks_errors() -> None:
+    qw, qz, sc = awq_quantize_pack(torch.randn(64, 64), 32)
+    x = torch.randn(1, 64, dtype=torch.bfloat16)
+    b = awq_gemv_pack(qw, qz, sc)
+    with pytest.raises(ValueError, match="read with warp_split=True"):
+        awq_gemv(x, b, qz, sc, warp_split=False)
+    with pytest.raises(ValueError, match="ring slots per warp\\) must be 0 to 8"):
+        awq_gemv(x, b, qz, sc, stages=9)
+    with pytest.raises(ValueError, match="block_n must be 64 with warp_split"):
+        awq_gemv(x, b, qz, sc, block_n=128)
+    with pytest.raises(ValueError, match="is not awq_gemv_pack's blocks"):
+        awq_gemv(torch.randn(1, 32, dtype=torch.bfloat16), b, qz[:1], sc[:1])
+    with pytest.raises(ValueError, match="warp_split=True applies to the kernel of awq_gemv_pack's layout"):
+        awq_gemv(x, qw, qz, sc, mode="mma", unroll=2, warp_split=True)
+    with pytest.raises(ValueError, match="awq_gemm reads qweight in awq_gemv_pack's layout only"):
+        awq_gemm(x, b, qz, sc)

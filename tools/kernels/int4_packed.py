@@ -28,8 +28,12 @@ codes as q, the mma as the sum over the lanes of the fragment it describes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import compiler.language as tl
 from compiler import jit
+from compiler.language.extra.cuda import shared_memory
 
 from .int4_mma import _MMA, _f16_lanes, _finish, _lanes_f32, _load_words, _mma_emulated
 
@@ -109,16 +113,20 @@ def cluster_sum_ptx(ranks: int, threads: int, values: int) -> str:
 CLUSTER_ARRIVE = "barrier.cluster.arrive.relaxed.aligned;\n\tmov.b32 $0, $1;"
 
 
-class _ClusterSums(dict):  # type: ignore[type-arg]
-    """cluster_sum_ptx by (ranks, threads, values), made when a kernel first asks for it."""
+class _Ptx(dict):  # type: ignore[type-arg]
+    """PTX text of `build` by its arguments (one, or a tuple of them), made when a kernel first asks."""
 
-    def __missing__(self, key: tuple[int, int, int]) -> str:
-        text = self[key] = cluster_sum_ptx(*key)
+    def __init__(self, build: Callable[..., str]) -> None:
+        super().__init__()
+        self.build = build
+
+    def __missing__(self, key: Any) -> str:
+        text = self[key] = self.build(*key) if isinstance(key, tuple) else self.build(key)
         return text
 
 
 _PTX = {nb: fold_chunk_ptx(nb) for nb in (1, 2)}
-_CSUM = _ClusterSums()
+_CSUM = _Ptx(cluster_sum_ptx)
 # the constraints of cluster_sum_ptx: the 8 totals stored with one row of x per program, 16 with 2-8
 _CCONS = {v: ",".join(["=f"] * v + ["f"] * v) for v in (8, 16)}
 _CONS = {nb: ",".join(["=f"] * (20 * nb) + ["r"] * (7 + 2 * nb) + ["f"] * (20 * nb)) for nb in (1, 2)}
@@ -173,22 +181,41 @@ def _chunk(r0, r1, r2, r3, bx, d, dx, ones, c120, c116, tig, NB: tl.constexpr, E
 
 @jit
 def _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g, g0, gcol, g_ok, sl4, sl2, N8: tl.constexpr,
-                 G: tl.constexpr, O: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr, EVICT: tl.constexpr):
+                 G: tl.constexpr, O: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr, EVICT: tl.constexpr,
+                 BW: tl.constexpr = 0):
     """Group g's words (chunk u's R0..R3 at 4u..4u+3), x pairs (chunk u's two at 2u, 2u + 1; B tile
-    1's after tile 0's), zeros word and scale words (fp16 pairs of columns 2p, 2p + 1) of the thread."""
+    1's after tile 0's), zeros word and scale words (fp16 pairs of columns 2p, 2p + 1) of the thread.
+    BW > 0 (awq_gemv_pack's blocks of BW words): pw, qzeros_ptr and scales_ptr point into the
+    octet's first block (the thread's words, zeros word and first scale word)."""
     GU: tl.constexpr = G // 16
     w = ()
     for u in tl.static_range(GU):
-        w = w + _slots(tl.load(pw + ((g - g0) * GU + u) * (O * 128), eviction_policy=EVICT), sl4, 4)
+        if BW:
+            wp = pw + (g * BW + u * 128)
+        else:
+            wp = pw + ((g - g0) * GU + u) * (O * 128)
+        w = w + _slots(tl.load(wp, eviction_policy=EVICT), sl4, 4)
+    x = _x_loads(px0, px1, g, sl2, G, NB)
+    if BW:
+        zw = tl.load(qzeros_ptr + g * BW)
+        sw = _slots(tl.load(scales_ptr + (g * BW) + sl4), sl4, 4)
+    else:
+        zw = _load_words(qzeros_ptr + g * N8 + gcol, g_ok, EVEN_N)
+        sw = _slots(_load_words(scales_ptr + (g * (N8 * 4) + gcol * 4) + sl4, g_ok, EVEN_N), sl4, 4)
+    return w, x, zw, sw
+
+
+@jit
+def _x_loads(px0, px1, g, sl2, G: tl.constexpr, NB: tl.constexpr):
+    """Group g's x pairs of the thread (chunk u's two at 2u, 2u + 1; B tile 1's after tile 0's)."""
+    GU: tl.constexpr = G // 16
     x = ()
     for u in tl.static_range(GU):
         x = x + _slots(tl.load(px0 + (g * (G // 2) + 8 * u)), sl2, 2)
     if NB == 2:
         for u in tl.static_range(GU):
             x = x + _slots(tl.load(px1 + (g * (G // 2) + 8 * u)), sl2, 2)
-    zw = _load_words(qzeros_ptr + g * N8 + gcol, g_ok, EVEN_N)
-    sw = _slots(_load_words(scales_ptr + (g * (N8 * 4) + gcol * 4) + sl4, g_ok, EVEN_N), sl4, 4)
-    return w, x, zw, sw
+    return x
 
 
 @jit
@@ -227,7 +254,8 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
                            stride_ys, ws_ptr, count_ptr, N8: tl.constexpr, G: tl.constexpr,
                            NW: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr,
                            EMULATE: tl.constexpr, SB: tl.constexpr, AHEAD: tl.constexpr = 1,
-                           CLUSTER: tl.constexpr = 0, EVICT: tl.constexpr = ""):
+                           CLUSTER: tl.constexpr = 0, EVICT: tl.constexpr = "", WK: tl.constexpr = 0,
+                           KEVEN: tl.constexpr = 1, BW: tl.constexpr = 0, STAGES: tl.constexpr = 0):
     """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW octets, K split),
     as awq_gemv_mma_kernel (split K: the last program of a tile sums the partials) with qweight in
     awq_gemv_pack's layout; split s of S takes groups [s NG / S, (s + 1) NG / S). x and the scales
@@ -240,7 +268,18 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
 
     CLUSTER > 0 (NB = 1, SB = 0, launched with cluster_dims (1, 1, CLUSTER) and CLUSTER splits):
     the splits of a tile are one thread block cluster and sum their totals in split 0's shared
-    memory (cluster_sum_ptx), which stores them: no partials in global memory, no counter."""
+    memory (cluster_sum_ptx), which stores them: no partials in global memory, no counter.
+
+    WK = 1: the NW warps of a program share the K of one octet in place of reading NW octets (its
+    split's groups dealt round-robin: warp w takes the w-th, the (w + NW)-th, ...) and sum their
+    totals through shared memory at the end; KEVEN: every split's group count is a multiple of NW
+    (else a warp's steps past its split load its last group again and scale it by zero).
+
+    BW > 0 (WK = 1): qweight is awq_gemv_pack's blocks ([O, NG, BW] words: per octet and group the
+    chunks' words, then the octet's 64 scales and 8 zeros words; qzeros and scales are not read).
+    STAGES >= 1 (there, on the GPU): each warp streams its blocks through a ring of STAGES slots of
+    shared memory, filled by bulk copies (the TMA) that lane 0 issues, each slot refilled as soon as
+    the warp has read it: STAGES blocks in flight while one is computed, none held in registers."""
     x_ptr = x_ptr.to(tl.pointer_type(tl.int32))  # bf16 pairs (no view needed on the host)
     scales_ptr = scales_ptr.to(tl.pointer_type(tl.int32))  # fp16 pairs
     m0 = tl.program_id(0) * MB
@@ -253,17 +292,29 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     gid = tl.arange(0, 8)[None, :, None, None] + full
     tig = tl.arange(0, 4)[None, None, :, None] + full
     wid = tl.arange(0, NW)[:, None, None, None]
-    gcol = pid_n * (NW * 8) + wid * 8 + gid
+    if WK:
+        gcol = pid_n * 8 + gid
+    else:
+        gcol = pid_n * (NW * 8) + wid * 8 + gid
     g_ok = gcol < N8
     n_split = tl.num_programs(2)
     g0 = pid_s * NG // n_split  # the splits' group counts differ by at most one
     g1 = (pid_s + 1) * NG // n_split
     if CLUSTER > 0:  # this program has started (the cluster's shared memory is written at the end)
         full = tl.inline_asm_elementwise(CLUSTER_ARRIVE, "=r,r", [full], dtype=tl.int32, is_pure=False, pack=1)
-    octet = tl.minimum(pid_n * NW + wid, O - 1)
+    if WK:
+        octet = tl.minimum(pid_n + wid * 0, O - 1)
+    else:
+        octet = tl.minimum(pid_n * NW + wid, O - 1)
     sl4 = tl.arange(0, 4)[None, None, None, :]
     sl2 = tl.arange(0, 2)[None, None, None, :]
-    pw = qweight_ptr + ((octet * 32 + gid * 4 + tig) * 4 + sl4 + g0 * (GU * O * 128))
+    if BW:  # the octet's first block: the thread's words, its scale words, its zeros word
+        ob = octet * NG * BW
+        pw = qweight_ptr + (ob + (gid * 4 + tig) * 4 + sl4)
+        scales_ptr = qweight_ptr + (ob + GU * 128 + gid * 4)
+        qzeros_ptr = qweight_ptr + (ob + GU * 128 + 32 + gid)
+    else:
+        pw = qweight_ptr + ((octet * 32 + gid * 4 + tig) * 4 + sl4 + g0 * (GU * O * 128))
     # x pairs at rows 4tig .. 4tig + 3 of a chunk, of row 8t + gid mod TB of x for B tile t (rows
     # past M read a valid row and are not stored)
     px0 = x_ptr + (tl.minimum(m0 + gid % TB, M - 1) * stride_xm + 2 * tig + sl2)
@@ -274,23 +325,20 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     c116 = tl.full((NW, 8, 4, 1), 0x79807980, dtype=tl.int32)  # bf16x2 2^116
     zf = tl.zeros((NW, 8, 4, 1), dtype=tl.float32)
     t = (zf,) * (16 * NB)
-    if AHEAD == 2:
-        w, x, zw, sw = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g0, g0, gcol, g_ok, sl4, sl2, N8, G, O, NB,
-                                    EVEN_N, EVICT)
-        for g in range(g0, g1 - 1):  # the last group's compute is peeled off: no load past the split
-            wn, xn, zn, sn = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g + 1, g0, gcol, g_ok, sl4, sl2, N8, G,
-                                          O, NB, EVEN_N, EVICT)
-            t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
-            w = wn
-            x = xn
-            zw = zn
-            sw = sn
-        t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
-    else:
-        for g in range(g0, g1):
-            w, x, zw, sw = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g, g0, gcol, g_ok, sl4, sl2, N8, G, O,
-                                        NB, EVEN_N, EVICT)
-            t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+    if STAGES >= 1 and not EMULATE:
+        t = _ring_totals(t, qweight_ptr + ob, px0, px1, g0, g1, wid, gid, tig, sl2, ones, c120, c116, zf, G, NW, MB,
+                         NB, STAGES, BW, EVICT, KEVEN)
+    else:  # WK: warp w takes every NW-th group from g0 + w; else a warp takes them all
+        if WK:
+            gw = g0 + wid
+        else:
+            gw = g0
+        t = _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_ok, sl4, sl2, ones,
+                           c120, c116, tig, zf, N8, G, O, NW if WK else 1, MB, NB, EVEN_N, EVICT, AHEAD,
+                           KEVEN if WK else 1, EMULATE, BW)
+    if WK:  # the warps' totals summed (each warp then holds them all)
+        t = _sum_over_warps(t, MB, NB)
+        g_ok = g_ok & (wid == 0)
     if not EMULATE:  # the totals carry 2^-13
         t2 = ()
         for k in tl.static_range(16 * NB):
@@ -299,8 +347,8 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     if CLUSTER > 0:
         t = _cluster_sums(t, MB, CLUSTER, 32 * NW)
         g_ok = g_ok & (pid_s == 0)
-    _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig, MB, NB, NW * 8,
-            SB)
+    WPT: tl.constexpr = 8 if WK else NW * 8  # words per tile
+    _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig, MB, NB, WPT, SB)
 
 
 @jit
@@ -317,3 +365,175 @@ def _cluster_sums(t, MB: tl.constexpr, RANKS: tl.constexpr, THREADS: tl.constexp
     if MB == 1:
         return sums + t[8:]
     return sums
+
+
+@jit
+def _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_ok, sl4, sl2, ones, c120, c116,
+                   tig, zf, N8: tl.constexpr, G: tl.constexpr, O: tl.constexpr, NW: tl.constexpr,
+                   MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr, EVICT: tl.constexpr,
+                   AHEAD: tl.constexpr, KEVEN: tl.constexpr, EMULATE: tl.constexpr, BW: tl.constexpr):
+    """t plus the totals of the thread's groups gw, gw + NW, ... below g1, one group per step;
+    AHEAD = 2: the next step's loads are issued before this one is computed (the last step's
+    compute after the loop)."""
+    GU: tl.constexpr = G // 16
+    steps = (g1 - g0 + NW - 1) // NW
+    if AHEAD == 2:
+        w, x, zw, sw = _warp_group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, gw, g0, g1, gcol, g_ok, sl4, sl2, N8, G,
+                                         O, NB, EVEN_N, EVICT, KEVEN, BW)
+        for i in range(1, steps):
+            wn, xn, zn, sn = _warp_group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, gw + i * NW, g0, g1, gcol, g_ok,
+                                               sl4, sl2, N8, G, O, NB, EVEN_N, EVICT, KEVEN, BW)
+            t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+            w = wn
+            x = xn
+            zw = zn
+            sw = sn
+        t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+    else:
+        for i in range(0, steps):
+            w, x, zw, sw = _warp_group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, gw + i * NW, g0, g1, gcol, g_ok,
+                                             sl4, sl2, N8, G, O, NB, EVEN_N, EVICT, KEVEN, BW)
+            t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+    return t
+
+
+@jit
+def _warp_group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, g, g0, g1, gcol, g_ok, sl4, sl2, N8: tl.constexpr,
+                      G: tl.constexpr, O: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr, EVICT: tl.constexpr,
+                      KEVEN: tl.constexpr, BW: tl.constexpr):
+    """_group_loads of group g; past the split (not KEVEN) the last group's, its scales zero."""
+    w, x, zw, sw = _group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, _clamp(g, g1 - 1, KEVEN), g0, gcol, g_ok, sl4,
+                                sl2, N8, G, O, NB, EVEN_N, EVICT, BW)
+    if not KEVEN:
+        sw = _zero_past(sw, g < g1)
+    return w, x, zw, sw
+
+
+@jit
+def _clamp(g, g_last, KEVEN: tl.constexpr):
+    if KEVEN:
+        return g
+    return tl.minimum(g, g_last)
+
+
+@jit
+def _zero_past(sw, ok):
+    """A group's scale words, zero where `ok` is false (a step past the warp's last group)."""
+    out = ()
+    for s in tl.static_range(4):
+        out = out + (tl.where(ok, sw[s], 0),)
+    return out
+
+
+@jit
+def _sum_over_warps(t, MB: tl.constexpr, NB: tl.constexpr):
+    """The totals t summed over the warps (axis 0; the ones stored, see _finish)."""
+    out = ()
+    for k in tl.static_range(16 * NB):
+        if MB > 1 or (k // 8) % 2 == 0:
+            out = out + (tl.sum(t[k], axis=0, keep_dims=True),)
+        else:
+            out = out + (t[k],)
+    return out
+
+
+def ring_setup_ptx(stages: int, slot: int, nw: int) -> str:
+    """PTX that places a warp's ring of `stages` slots of `slot` bytes and one mbarrier per slot in
+    the program's shared memory ($2: its address; the `nw` warps' rings, then their mbarriers),
+    lane 0 of each warp initializing its mbarriers (arrival count 1: its own expect_tx). $0, $1
+    out: the warp's first slot and first mbarrier."""
+    lines = [".reg .b32 q<3>;", ".reg .pred p;", "mov.u32 q0, %tid.x;", "shr.u32 q1, q0, 5;", "and.b32 q2, q0, 31;",
+             "setp.eq.u32 p, q2, 0;", f"mad.lo.u32 $0, q1, {stages * slot}, $2;",
+             f"add.u32 q2, $2, {nw * stages * slot};", f"mad.lo.u32 $1, q1, {stages * 8}, q2;"]
+    lines += [f"@p mbarrier.init.shared::cta.b64 [$1+{8 * k}], 1;" for k in range(stages)]
+    lines += ["fence.mbarrier_init.release.cluster;", "bar.warp.sync -1;"]
+    return "{\n\t" + "\n\t".join(lines) + "\n\t}"
+
+
+def ring_bytes(stages: int, slot: int, nw: int) -> int:
+    """Shared memory of the `nw` warps' rings and mbarriers (ring_setup_ptx)."""
+    return nw * stages * (slot + 8)
+
+
+def ring_issue_ptx(slot: int, evict: str) -> str:
+    """PTX of one bulk copy (the TMA) of `slot` bytes from global memory into a slot, issued by lane
+    0 where $4 is nonzero, after the warp's reads of the slot (bar.warp.sync, then the proxy fence
+    that orders them before the copy's writes). Operands: $0 out (= $4); $1 the slot, $2 its
+    mbarrier, $3 the global address, $4 whether to copy, $5 a value computed from the slot's
+    contents (this asm waits for it)."""
+    hint = ".L2::cache_hint" if evict else ""
+    lines = [".reg .pred p;", ".reg .b32 q;", ".reg .b64 pol;", "mov.u32 q, %laneid;", "setp.eq.u32 p, q, 0;",
+             "setp.ne.and.u32 p, $4, 0, p;", "bar.warp.sync -1;", "fence.proxy.async.shared::cta;"]
+    if evict:
+        lines.append(f"createpolicy.fractional.L2::{evict}.b64 pol, 1.0;")
+    lines += [f"@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [$2], {slot};",
+              f"@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{hint} [$1], [$3], {slot}, [$2]"
+              + (", pol;" if evict else ";"), "mov.b32 $0, $4;"]
+    return "{\n\t" + "\n\t".join(lines) + "\n\t}"
+
+
+def ring_read_ptx(gu: int) -> str:
+    """PTX that waits for a slot's copy (its mbarrier's phase of parity $P, where $V is nonzero) and
+    reads a thread's part of the block: $0..$4gu-1 the chunks' words (16 bytes per lane and chunk,
+    512 per chunk), then the 4 scale words and the zeros word. Inputs after the outputs: the
+    thread's words, scale words and zeros word (shared addresses), the mbarrier, P and V."""
+    n = 4 * gu + 5
+    wa, sa, za, bar, par, valid = (f"${n + k}" for k in range(6))
+    lines = [".reg .pred p;", f"setp.ne.u32 p, {valid}, 0;", "@!p bra SKIP;", "WAIT:",
+             f"mbarrier.try_wait.parity.shared::cta.b64 p, [{bar}], {par};", "@!p bra WAIT;", "SKIP:"]
+    for u in range(gu):
+        regs = ", ".join(f"${4 * u + r}" for r in range(4))
+        lines.append(f"ld.shared.v4.b32 {{{regs}}}, [{wa}+{512 * u}];")
+    lines += [f"ld.shared.v4.b32 {{${4 * gu}, ${4 * gu + 1}, ${4 * gu + 2}, ${4 * gu + 3}}}, [{sa}];",
+              f"ld.shared.b32 ${4 * gu + 4}, [{za}];"]
+    return "{\n\t" + "\n\t".join(lines) + "\n\t}"
+
+
+_RING_SETUP = _Ptx(ring_setup_ptx)
+_RING_ISSUE = _Ptx(ring_issue_ptx)
+_RING_READ = _Ptx(ring_read_ptx)
+_RING_READ_CONS = _Ptx(lambda gu: ",".join(["=r"] * (4 * gu + 5) + ["r"] * 6))
+
+
+@jit
+def _ring_totals(t, blocks, px0, px1, g0, g1, wid, gid, tig, sl2, ones, c120, c116, zf, G: tl.constexpr,
+                 NW: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, S: tl.constexpr, BW: tl.constexpr,
+                 EVICT: tl.constexpr, KEVEN: tl.constexpr):
+    """The totals of warp w over its groups g0 + w, g0 + w + NW, ... below g1 (as
+    _stream_totals), each group's block brought into the warp's ring of S slots by a bulk copy
+    (`blocks`: the octet's first block). A slot is refilled as soon as the warp has read it: S
+    blocks in flight while one is computed."""
+    GU: tl.constexpr = G // 16
+    SLOT: tl.constexpr = BW * 4
+    base = shared_memory(NW * S * (SLOT + 8)) + gid * 0  # ring_bytes
+    ring, bars = tl.inline_asm_elementwise(_RING_SETUP[(S, SLOT, NW)], "=r,=r,r", [base], is_pure=False,
+                                           pack=1, dtype=(tl.int32, tl.int32))
+    n = (g1 - g0 + NW - 1 - wid) // NW  # this warp's groups
+    steps = (g1 - g0 + NW - 1) // NW
+    lane = gid * 4 + tig
+    for k in tl.static_range(S):
+        src = blocks + (g0 + wid + k * NW) * BW
+        tl.inline_asm_elementwise(_RING_ISSUE[(SLOT, EVICT)], "=r,r,r,l,r,r",
+                                  [ring + k * SLOT, bars + 8 * k, src, (n > k).to(tl.int32), gid], is_pure=False,
+                                  pack=1, dtype=tl.int32)
+    for i in range(0, steps):
+        k = i % S
+        slot = ring + k * SLOT
+        valid = i < n
+        g = g0 + wid + i * NW
+        x = _x_loads(px0, px1, tl.minimum(g, g1 - 1), sl2, G, NB)  # issued before the wait
+        out = tl.inline_asm_elementwise(_RING_READ[GU], _RING_READ_CONS[GU],
+                                        [slot + lane * 16, slot + (GU * 512 + 16 * gid),
+                                         slot + (GU * 512 + 128 + 4 * gid), bars + 8 * k, (i // S) % 2 + gid * 0,
+                                         valid.to(tl.int32)],
+                                        is_pure=False, pack=1, dtype=(tl.int32,) * (4 * GU + 5))
+        w = out[:4 * GU]
+        sw = out[4 * GU:4 * GU + 4]
+        src = blocks + (g + S * NW) * BW  # (the asm waits for the slot's last word in a register)
+        tl.inline_asm_elementwise(_RING_ISSUE[(SLOT, EVICT)], "=r,r,r,l,r,r",
+                                  [slot, bars + 8 * k, src, (i + S < n).to(tl.int32), out[4 * GU + 4]],
+                                  is_pure=False, pack=1, dtype=tl.int32)
+        if not KEVEN:
+            sw = _zero_past(sw, valid)
+        t = _group_total(t, w, x, out[4 * GU + 4], sw, zf, ones, c120, c116, tig, GU, MB, NB, False)
+    return t

@@ -24,14 +24,15 @@ from compiler.runtime.cuda import current_stream
 
 from .int4 import _check_awq, awq_gemm_kernel, awq_gemv_kernel, splitk_reduce_kernel
 from .int4_mma import awq_gemv_mma_kernel
-from .int4_packed import awq_gemv_packed_kernel
+from .int4_packed import awq_gemv_packed_kernel, ring_bytes
 
 __all__ = ["awq_gemv", "awq_gemv_pack", "awq_gemm", "awq_gemv_split", "awq_gemv_mode", "GEMV_MODES"]
 
 GEMV_MODES = ("f32", "f32-exact", "bf16x2", "bf16x2-sub", "mma", "mma-sub")
 
 
-def awq_gemv_pack(qweight: torch.Tensor) -> torch.Tensor:
+def awq_gemv_pack(qweight: torch.Tensor, qzeros: torch.Tensor | None = None,
+                  scales: torch.Tensor | None = None) -> torch.Tensor:
     """AutoAWQ's qweight [K, N/8] in the layout of awq_gemv's packed kernel (int4_packed.py): int32
     [K/16, ceil(N/64), 32, 4], element (c, o, l, s) the word R_s of lane l = 4 gid + tig for word
     column 8o + gid (zero past N) and rows r = 16c + 4tig + 0..3 (words w0..w3): R0 = the low
@@ -39,7 +40,13 @@ def awq_gemv_pack(qweight: torch.Tensor) -> torch.Tensor:
     lane's 4 words of a chunk are one 16-byte load, a warp reads 512 contiguous bytes, and the
     mma's A fragments come out of them with one logic op per two weights. qzeros and scales stay
     as they are. Pack once when the weights are loaded, as inference engines repack AWQ for their
-    kernels."""
+    kernels.
+
+    With qzeros and scales (fp16), the blocks layout: int32 [ceil(N/64), K/G, G/16 * 128 + 40],
+    one contiguous block per octet o and group g: the words above of the group's chunks (chunk-major,
+    512 bytes each), the scales of columns 64o .. 64o + 63 (32 words of fp16 pairs), the 8 zeros
+    words of word columns 8o .. 8o + 7 (scales and zeros zero past N). awq_gemv streams a block
+    per group and warp (bulk copies into shared memory on Hopper)."""
     if qweight.dim() != 2 or qweight.dtype != torch.int32:
         raise ValueError(f"qweight must be AutoAWQ's int32 [K, N/8], got {qweight.dtype} {list(qweight.shape)}")
     K, N8 = qweight.shape
@@ -53,7 +60,23 @@ def awq_gemv_pack(qweight: torch.Tensor) -> torch.Tensor:
     r = torch.stack([lo[..., 0] | lo[..., 1] << 16, hi[..., 0] | hi[..., 1] << 16,
                      lo[..., 2] | lo[..., 3] << 16, hi[..., 2] | hi[..., 3] << 16], dim=-1)
     r = torch.where(r >= 1 << 31, r - (1 << 32), r).to(torch.int32)
-    return r.reshape(K // 16, octets, 32, 4).contiguous()
+    if qzeros is None and scales is None:
+        return r.reshape(K // 16, octets, 32, 4).contiguous()
+    if qzeros is None or scales is None:
+        raise ValueError("the blocks layout takes both qzeros and scales (or neither, for the 4-D layout)")
+    if scales.dtype != torch.float16 or scales.dim() != 2 or scales.shape[1] != N8 * 8:
+        raise ValueError(f"scales must be AutoAWQ's fp16 [K/G, N] with N = {N8 * 8}, got {scales.dtype} "
+                         f"{list(scales.shape)}")
+    NG = scales.shape[0]
+    if qzeros.dtype != torch.int32 or tuple(qzeros.shape) != (NG, N8) or NG == 0 or K % NG or (K // NG) % 16:
+        raise ValueError(f"qzeros must be AutoAWQ's int32 [K/G, N/8] = {[NG, N8]} with the group size a multiple "
+                         f"of 16, got {qzeros.dtype} {list(qzeros.shape)}")
+    gu = K // NG // 16
+    words = r.view(NG, gu, octets, 128).permute(2, 0, 1, 3).reshape(octets, NG, gu * 128)
+    sc = torch.nn.functional.pad(scales, (0, octets * 64 - N8 * 8)).contiguous().view(torch.int32)
+    zz = torch.nn.functional.pad(qzeros, (0, octets * 8 - N8))
+    return torch.cat([words, sc.view(NG, octets, 32).permute(1, 0, 2), zz.view(NG, octets, 8).permute(1, 0, 2)],
+                     dim=2).contiguous()
 
 
 def _check_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor,
@@ -61,7 +84,13 @@ def _check_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor,
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [M, K], got shape {list(x.shape)}")
     M, K = x.shape
-    if qweight.dim() == 4 and scales is not None:  # awq_gemv_pack's layout; N from the scales
+    if qweight.dim() == 3 and scales is not None:  # awq_gemv_pack's blocks; N from the scales
+        N, NG = scales.shape[1], qzeros.shape[0]
+        want = [cdiv(N, 64), NG, K // max(NG, 1) // 16 * 128 + 40]
+        if list(qweight.shape) != want or NG == 0 or K % NG:
+            raise ValueError(f"qweight of shape {list(qweight.shape)} is not awq_gemv_pack's blocks for x with K={K} "
+                             f"and these scales: expected {want}")
+    elif qweight.dim() == 4 and scales is not None:  # awq_gemv_pack's layout; N from the scales
         N = scales.shape[1]
         if qweight.shape[0] * 16 != K or qweight.shape[1] != cdiv(N, 64) or qweight.shape[2:] != (32, 4):
             raise ValueError(f"packed qweight of shape {list(qweight.shape)} does not fit x with K={K} and "
@@ -69,7 +98,7 @@ def _check_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor,
         if qzeros.shape[1] * 8 != N:
             raise ValueError(f"qzeros has {qzeros.shape[1] * 8} columns, the scales {N}")
     elif qweight.dim() != 2:
-        raise ValueError(f"qweight must be AutoAWQ's [K, N/8] or awq_gemv_pack's 4-D layout, got shape "
+        raise ValueError(f"qweight must be AutoAWQ's [K, N/8] or awq_gemv_pack's 3-D or 4-D layout, got shape "
                          f"{list(qweight.shape)}")
     else:
         if qweight.shape[0] != K:
@@ -135,7 +164,8 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
              num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
              stages: int | None = None, block_m: int = 16, maxnreg: int | None = None,
-             cluster: bool | None = None, evict_first: bool | None = None) -> torch.Tensor:
+             cluster: bool | None = None, evict_first: bool | None = None,
+             warp_split: bool | None = None) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
 
     qweight is AutoAWQ's [K, N/8] or awq_gemv_pack's layout of it, which runs its own tensor-core
@@ -151,7 +181,16 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     L2 policy evict_first, so that the lines the call streams through L2 are the first replaced
     and the data of other kernels stays (its dirty lines are not written back during the call);
     None: where one program row covers every row of x (up to 8 rows, or 16 with block_m=16), so
-    that no other program reads the same words.
+    that no other program reads the same words. warp_split=True (that kernel): the num_warps
+    warps of a program share the K of one octet (64 columns; block_n 64) and sum their totals in
+    shared memory at the end, in place of reading an octet each (None: with the blocks layout).
+
+    qweight may also be awq_gemv_pack's blocks (awq_gemv_pack(qweight, qzeros, scales): each
+    octet's group one contiguous block of words, scales and zeros), read with warp_split: each warp
+    streams its groups' blocks through a ring of `stages` slots of shared memory by bulk copies
+    (the TMA; an NVIDIA GPU of sm_90 or newer), a slot refilled as soon as the warp has read it
+    (None: 1 slot there, plain loads elsewhere; 0: plain loads, as the 4-D layout's). The fastest
+    batch-1 GEMV on the H200 (benchmarks/RESULTS.md).
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
     - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
@@ -183,11 +222,11 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     the packed kernel with ahead=2, so that 16 warps fit on an SM)."""
     key = (x.shape, x.stride(), x.storage_offset() & 1, x.dtype, x.device, qweight.shape, qzeros.shape,
            scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m, maxnreg,
-           cluster, evict_first)
+           cluster, evict_first, warp_split)
     run = _PLANS.get(key)
     if run is None:
         run = _plan_gemv(x, qweight, qzeros, scales, block_n, block_k, split_k, unroll, num_warps, exact, mode,
-                         ahead, stages, block_m, maxnreg, cluster, evict_first)
+                         ahead, stages, block_m, maxnreg, cluster, evict_first, warp_split)
         if len(_PLANS) >= 1024:
             _PLANS.clear()
         _PLANS[key] = run
@@ -197,12 +236,20 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int,
                exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int,
-               maxnreg: int | None, cluster: bool | None = None, evict_first: bool | None = None) -> Run:
+               maxnreg: int | None, cluster: bool | None = None, evict_first: bool | None = None,
+               warp_split: bool | None = None) -> Run:
     """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
-    packed_w = qweight.dim() == 4
+    packed_w = qweight.dim() in (3, 4)
+    blocks = qweight.dim() == 3
+    if warp_split is None:
+        warp_split = blocks
+    if blocks and not warp_split:
+        raise ValueError("qweight in awq_gemv_pack's blocks layout is read with warp_split=True (or None)")
     if evict_first and not packed_w:
         raise ValueError("evict_first=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
+    if warp_split and not packed_w:
+        raise ValueError("warp_split=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
     if mode is None:
         mode = "mma" if packed_w else awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
     if mode not in GEMV_MODES:
@@ -215,10 +262,16 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         if mode != "mma":
             raise ValueError(f"qweight in awq_gemv_pack's layout runs its own tensor-core kernel: mode must be None or "
                              f"'mma', got {mode!r}")
-        if block_n not in (None, 64 * num_warps):
+        tile_n = 64 if warp_split else 64 * num_warps
+        if block_n not in (None, tile_n):
+            what = "64 with warp_split" if warp_split else f"64 * num_warps = {tile_n}"
             raise ValueError(f"qweight in awq_gemv_pack's layout takes one word column per thread: block_n must be "
-                             f"64 * num_warps = {64 * num_warps}, got {block_n}")
-        if stages not in (None, 1):
+                             f"{what}, got {block_n}")
+        block_n = tile_n
+        if blocks:
+            ring = _ring_stages(x, stages, num_warps, G)
+            stages = 1
+        elif stages not in (None, 1):
             raise ValueError(f"qweight in awq_gemv_pack's layout streams one group per step with the next one's loads "
                              f"issued ahead (ahead=2), not through stages: stages must be None or 1, got {stages}")
         stages = 1
@@ -238,7 +291,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     if G % step:
         what = "16 * unroll" if mma else "block_k * unroll"
         raise ValueError(f"{what} = {step} must divide the group size {G}")
-    words = 64 * num_warps  # mma: words of a program per word of a thread
+    words = 64 if warp_split else 64 * num_warps  # mma: words of a program per word of a thread
     if mma and block_n % words:
         raise ValueError(f"mode {mode!r} needs block_n a multiple of 64 * num_warps = {words}, got {block_n}")
     N8, NG = N // 8, K // G
@@ -252,13 +305,17 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         raise ValueError(f"mode {mode!r} with block_n = {block_n} (4 words per thread) needs N a multiple of 32, "
                          f"got N = {N}: use block_n <= {2 * words}")
     n_tiles = cdiv(N8, bn8)
-    split = awq_gemv_split(n_tiles, NG, x.device) if split_k is None else max(1, min(split_k, NG))
+    if split_k is None:  # a program per octet and SM at least where the warps share K
+        split = awq_gemv_split(n_tiles, NG, x.device, 1 if warp_split else 4)
+    else:
+        split = max(1, min(split_k, NG))
     per = cdiv(NG, split)
     if not packed_w:  # the packed kernel balances the groups over the splits itself
         split = cdiv(NG, per)
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
-                         ahead, stages, block_m, 1 if packed_w else 0, maxnreg, cluster, evict_first)
+                         ahead, stages, block_m, 1 if packed_w else 0, maxnreg, cluster, evict_first, warp_split,
+                         ring if blocks else 0, G // 16 * 128 + 40 if blocks else 0)
     if cluster:  # None: no
         raise ValueError(f"cluster=True sums the K splits of awq_gemv_pack's layout in a thread block cluster; mode "
                          f"{mode!r} does not take it")
@@ -285,7 +342,8 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
 def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int, bn8: int, n_tiles: int, split: int,
               per: int, mode: str, block_n: int, words: int, num_warps: int, unroll: int, ahead: int | None,
               stages: int | None, block_m: int, packed_w: int, maxnreg: int | None,
-              cluster: bool | None = None, evict_first: bool | None = None) -> Run:
+              cluster: bool | None = None, evict_first: bool | None = None, warp_split: bool = False,
+              ring: int = 0, bw: int = 0) -> Run:
     # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
     # weights for 9-16 rows
     if block_m not in (1, 2, 4, 8, 16):
@@ -312,7 +370,8 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
             ahead = 2 if nb == 1 else 1  # 16 rows: the weights are already in registers twice
         if evict_first is None:  # the words are read once where one program row covers x (NOTES-gpu.md, session 10)
             evict_first = grid[0] == 1
-        consts = dict(common, AHEAD=ahead, EVICT="evict_first" if evict_first else "")
+        consts = dict(common, AHEAD=ahead, EVICT="evict_first" if evict_first else "", WK=int(warp_split),
+                      KEVEN=int(NG % split == 0 and NG // split % num_warps == 0), BW=bw, STAGES=ring)
         if cluster:
             consts.update(CLUSTER=split, cluster_dims=(1, 1, split))
         if ahead == 2 and maxnreg is None:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM
@@ -336,6 +395,30 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         return y
 
     return run
+
+
+RING_SMEM = 112 * 1024  # shared memory of the rings: two programs fit on an SM
+
+
+def _ring_stages(x: torch.Tensor, stages: int | None, num_warps: int, G: int) -> int:
+    """Slots per warp of the blocks layout's ring (0: plain loads): stages 0 asks for plain loads,
+    1 or more for a ring that deep (an NVIDIA GPU of sm_90 or newer), None: 1 where there is one
+    (the H200's best: more blocks in flight make the L2 write back more of other kernels' lines)."""
+    slot = (G // 16 * 128 + 40) * 4
+    hopper = x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) >= (9, 0)
+    if stages is None:
+        return 1 if hopper and ring_bytes(1, slot, num_warps) <= RING_SMEM else 0
+    if not 0 <= stages <= 8:
+        raise ValueError(f"stages (the blocks layout's ring slots per warp) must be 0 to 8, got {stages}")
+    if stages == 0 or x.device.type != "cuda":
+        return 0
+    if not hopper:
+        raise ValueError(f"stages={stages} streams the blocks with bulk copies, which need an NVIDIA GPU of sm_90 or "
+                         f"newer: use stages=0")
+    if ring_bytes(stages, slot, num_warps) > RING_SMEM:
+        raise ValueError(f"a ring of {stages} slots of {slot} bytes for each of {num_warps} warps does not fit "
+                         f"{RING_SMEM} bytes of shared memory: use fewer stages or warps")
+    return stages
 
 
 def _check_cluster(x: torch.Tensor, packed_w: int, split: int, nb: int, smem: int) -> None:
@@ -366,7 +449,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     if mma_rows >= M and x.dtype == torch.bfloat16 and x.device.type == "cuda":
         return awq_gemv(x, qweight, qzeros, scales, mode="mma")
-    if qweight.dim() == 4:
+    if qweight.dim() in (3, 4):
         raise ValueError(f"awq_gemm reads qweight in awq_gemv_pack's layout only for bf16 x of at most mma_rows = "
                          f"{mma_rows} rows on an NVIDIA GPU (x: {x.dtype}, {M} rows, {x.device.type}): pass "
                          "AutoAWQ's qweight")
