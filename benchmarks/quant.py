@@ -128,8 +128,10 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                 pk: dict[str, Any] = {"packed": True}
                 pg = {**pk, "cluster": False}
                 b8 = {**pk, "block_m": 8}
-                cfgs = ([(128, 2, pk, 4), (512, 8, pk, 4), (512, 8, pg, 4), (64, 1, pk, 4), (512, 8, pk, 8),
-                         (128, 2, pk, 8), (64, 1, pk, 8), (512, 8, {"stages": 1}, 4)]
+                # (warp_split: the warps of a program share one octet's K)
+                cfgs = ([(128, 2, pk, 4), (64, 8, {**pk, "warp_split": True, "ahead": 1}, 1), (512, 8, pk, 4),
+                         (512, 8, pg, 4), (64, 1, pk, 4), (512, 8, pk, 8), (128, 2, pk, 8), (64, 1, pk, 8),
+                         (512, 8, {"stages": 1}, 4)]
                         if m == 1 else
                         [(256, 4, b8, 4), (128, 2, b8, 4), (64, 1, b8, 4), (128, 2, {**b8, "ahead": 1}, 4),
                          (256, 4, pk, 2), (128, 2, {"stages": 1, "block_m": 8}, 4)])
@@ -138,7 +140,7 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                 if not sweep:
                     cfgs = cfgs[:1]
                 short = {"stages": "S", "unroll": "U", "block_m": "BM", "packed": "packed", "ahead": "A",
-                         "cluster": "cluster"}
+                         "cluster": "cluster", "warp_split": "warp_split"}
                 variants = {}
                 for bn, nw, kw, sk in cfgs:
                     opts = {k: v for k, v in kw.items() if k != "packed"}

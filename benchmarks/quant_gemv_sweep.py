@@ -29,11 +29,12 @@ CONFIGS: list[dict[str, Any]] = [
     {"num_warps": 2, "split_k": 8},
     {"num_warps": 8, "split_k": 1, "warp_split": True, "ahead": 1},
     {"blocks": True},
+    {"blocks": True, "num_warps": 8, "split_k": 1},
     {"blocks": True, "num_warps": 4, "split_k": 1, "stages": 2},
     {"blocks": True, "num_warps": 2, "split_k": 1},
-    {"blocks": True, "num_warps": 8, "split_k": 1},
+    {"blocks": True, "num_warps": 8, "split_k": 1, "stages": 2},
+    {"blocks": True, "num_warps": 16, "split_k": 1},
     {"blocks": True, "num_warps": 4, "split_k": 2},
-    {"blocks": True, "num_warps": 4, "split_k": 1, "evict_first": False},
     {"blocks": True, "num_warps": 4, "split_k": 1, "stages": 0, "ahead": 1},
 ]
 
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default="14336x4096,28672x8192", help="comma-separated NxK")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--first", type=int, default=len(CONFIGS), help="time only the first N configs")
     args = ap.parse_args(argv)
     timer = Timer("cuda", reps=args.reps, warmup=10)
     torch.manual_seed(0)
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
         ref = x @ w_bf16.t()
         cases: dict[str, Any] = {"torch bf16": partial(torch.matmul, x, w_bf16.t())}
-        for cfg in CONFIGS:
+        for cfg in CONFIGS[:args.first]:
             opts = {k: v for k, v in cfg.items() if k != "blocks"}
             cases[name_of(cfg)] = partial(awq_gemv, x, qb if cfg.get("blocks") else qp, qz, sc, **opts)
         failed: set[str] = set()

@@ -368,4 +368,7 @@ def test_packed_kernel_streams_blocks_through_a_ring(nw: int, stages: int, keven
     assert ptx.count("mbarrier.init.shared::cta.b64") == stages
     for bad in ("ld.local", "st.local", "bar.sync"):
         assert bad not in loop, bad
-    assert ck.metadata["n_spills"] == 0 and ck.metadata["shared"] >= ring_bytes(stages, 4256, nw)
+    # the warps' totals: 8 per thread into shared memory, one barrier, every warp's read back
+    assert ptx.count("bar.sync") == 1 and ptx.count("st.shared.v4.f32") == 2
+    assert ptx.count("ld.shared.v4.f32") == 2 * nw
+    assert ck.metadata["n_spills"] == 0 and ck.metadata["shared"] >= ring_bytes(stages, 4256, nw) + nw * 1024

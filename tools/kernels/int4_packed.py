@@ -337,7 +337,7 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
                            c120, c116, tig, zf, N8, G, O, NW if WK else 1, MB, NB, EVEN_N, EVICT, AHEAD,
                            KEVEN if WK else 1, EMULATE, BW)
     if WK:  # the warps' totals summed (each warp then holds them all)
-        t = _sum_over_warps(t, MB, NB)
+        t = _sum_over_warps(t, gid, MB, NB, NW, EMULATE)
         g_ok = g_ok & (wid == 0)
     if not EMULATE:  # the totals carry 2^-13
         t2 = ()
@@ -426,15 +426,50 @@ def _zero_past(sw, ok):
 
 
 @jit
-def _sum_over_warps(t, MB: tl.constexpr, NB: tl.constexpr):
-    """The totals t summed over the warps (axis 0; the ones stored, see _finish)."""
-    out = ()
-    for k in tl.static_range(16 * NB):
-        if MB > 1 or (k // 8) % 2 == 0:
-            out = out + (tl.sum(t[k], axis=0, keep_dims=True),)
-        else:
-            out = out + (t[k],)
-    return out
+def _sum_over_warps(t, gid, MB: tl.constexpr, NB: tl.constexpr, NW: tl.constexpr, EMULATE: tl.constexpr):
+    """The totals t (the ones stored, see _finish) summed over the warps in warp order, each warp
+    then holding them all: on the GPU through the program's shared memory with one barrier
+    (warp_sum_ptx), else tl.sum over axis 0."""
+    V: tl.constexpr = 8 if MB == 1 else 16 * NB
+    if EMULATE:
+        out = ()
+        for k in tl.static_range(16 * NB):
+            if k < V:
+                out = out + (tl.sum(t[k], axis=0, keep_dims=True),)
+            else:
+                out = out + (t[k],)
+        return out
+    base = shared_memory(NW * 128 * V) + gid * 0
+    sums = tl.inline_asm_elementwise(_WSUM[(NW, V)], _WSUM_CONS[V], (base,) + t[:V], dtype=(tl.float32,) * V,
+                                     is_pure=False, pack=1)
+    return sums + t[V:]
+
+
+def warp_sum_ptx(nw: int, values: int) -> str:
+    """PTX summing `values` fp32 per thread over the `nw` warps of a program, in warp order, each
+    thread getting the sums of its lane: every thread writes its values into its warp's part of a
+    shared-memory buffer ($values: its address; 16 bytes per lane and row of 4, conflict-free), one
+    barrier, then each thread reads its lane's values of every warp. Operands: $0..$values-1 the
+    sums out, then the buffer and the values in."""
+    if values % 4:
+        raise ValueError(f"values must be a multiple of 4, got {values}")
+    rows = values // 4
+    lines = [".reg .b32 ws<3>;", ".reg .f32 wf<4>;", "mov.u32 ws0, %tid.x;", "and.b32 ws1, ws0, 31;",
+             "shr.u32 ws2, ws0, 5;", f"mad.lo.u32 ws2, ws2, {rows * 512}, ${values};", "mad.lo.u32 ws2, ws1, 16, ws2;"]
+    for q in range(rows):
+        regs = ", ".join(f"${values + 1 + 4 * q + r}" for r in range(4))
+        lines.append(f"st.shared.v4.f32 [ws2+{512 * q}], {{{regs}}};")
+    lines += ["bar.sync 0;", f"mad.lo.u32 ws1, ws1, 16, ${values};"]
+    for q in range(rows):
+        lines.append(f"ld.shared.v4.f32 {{{', '.join(f'${4 * q + r}' for r in range(4))}}}, [ws1+{512 * q}];")
+        for w in range(1, nw):
+            lines.append(f"ld.shared.v4.f32 {{wf0, wf1, wf2, wf3}}, [ws1+{w * rows * 512 + 512 * q}];")
+            lines += [f"add.f32 ${4 * q + r}, ${4 * q + r}, wf{r};" for r in range(4)]
+    return "{\n\t" + "\n\t".join(lines) + "\n\t}"
+
+
+_WSUM = _Ptx(warp_sum_ptx)
+_WSUM_CONS = _Ptx(lambda v: ",".join(["=f"] * v + ["r"] + ["f"] * v))
 
 
 def ring_setup_ptx(stages: int, slot: int, nw: int) -> str:
