@@ -158,16 +158,17 @@ def test_w4a16_blocks_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: in
     """awq_gemv_pack's blocks (words, scales and zeros of an octet's group in one block; the warps
     of a program share K): streamed through each warp's ring of shared-memory slots by bulk copies
     (stages None: 1 slot, or 3, 4 and 2), or read by plain loads (stages=0). Splits of K whose group
-    counts the warps do not divide (their last steps scale a group by zero), ragged N; the same sums
-    as the 4-D layout read by the same warps (warp_split)."""
+    counts the warps do not divide (their last steps scale a group by zero), ragged N, 16 rows of x
+    in one program; the same sums as the 4-D layout read by the same warps (warp_split)."""
     ref, cpu, dev = _offset_case(N, K, M, N * K + M + 2, monkeypatch)
     blocks = w4a16.awq_gemv_pack(dev[1], dev[2], dev[3])
     packed = w4a16.awq_gemv_pack(dev[1])
+    bm = 16 if M > 8 else 8  # 16 rows: two 8-row B tiles share the weights
     for split in (1, 2, 3, K // 128):
         run = partial(awq_gemv, dev[0], blocks, dev[2], dev[3], num_warps=nw, split_k=split, stages=stages,
-                      block_m=8)
+                      block_m=bm)
         _check_splits(run, ref, cpu)
-        same = awq_gemv(dev[0], packed, dev[2], dev[3], num_warps=nw, split_k=split, block_m=8, warp_split=True,
+        same = awq_gemv(dev[0], packed, dev[2], dev[3], num_warps=nw, split_k=split, block_m=bm, warp_split=True,
                         ahead=1)
         assert torch.equal(run(), same)
     _check_counters()
