@@ -24,6 +24,12 @@ columns are not stored); one loop step per group, all its loads at the top: a ch
 one 16-byte load, its x pairs in one 8-byte load, the group's zeros word and 4 scale words in a
 4- and a 16-byte load. EMULATE runs the same data flow with DSL ops on the CPU backend (the
 codes as q, the mma as the sum over the lanes of the fragment it describes).
+
+With WK the warps of a program share one octet's K and sum their totals in shared memory
+(warp_sum_ptx). awq_gemv_pack's blocks put an octet's group (its words, then its 64 scales and 8
+zeros words) in one contiguous block; on Hopper each warp streams its blocks through a ring of
+shared-memory slots that lane 0 refills with bulk copies (ring_*_ptx: mbarriers, cp.async.bulk),
+the ring in the program's shared memory (tl.extra.cuda.shared_memory).
 """
 
 from __future__ import annotations

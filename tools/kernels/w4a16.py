@@ -2,7 +2,8 @@
 
 awq_gemv (small batches, decoding) picks between the DSL kernels of int4.py (CUDA cores) and the
 tensor-core kernel of int4_mma.py; awq_gemm takes larger batches. awq_gemv_pack reorders qweight
-once for the tensor-core kernel's 16-byte loads.
+once for the tensor-core kernel's 16-byte loads, or with qzeros and scales into contiguous blocks
+that Hopper streams into shared memory by bulk copies (int4_packed.py).
 
 A call's work that depends only on shapes and options (checks, tile and split choice, grid, the
 kernel's constexprs, the bound launcher) is done once per distinct call and kept (_PLANS): a warm
