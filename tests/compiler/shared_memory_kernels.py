@@ -36,3 +36,19 @@ def held_regions(x_ptr, y_ptr, sum_ptr, addr_ptr, A: tl.constexpr, B: tl.constex
 @jit
 def bad_size(y_ptr, A: tl.constexpr):
     tl.store(y_ptr, tl.extra.cuda.shared_memory(A))
+
+
+@jit
+def held_with_pipeline(x_ptr, y_ptr, back_ptr, n, A: tl.constexpr, BLOCK: tl.constexpr):
+    """A held region of A bytes (each thread writes 3t + 1 at word t) beside a loop whose loads are
+    staged through shared memory (num_stages=3): y = the column sums of x [n / BLOCK, BLOCK], back =
+    the words read back after the loop."""
+    base = tl.extra.cuda.shared_memory(A)
+    t = tl.arange(0, BLOCK)
+    w = tl.inline_asm_elementwise(_ST, "=r,r,r", [base + 4 * t, 3 * t + 1], dtype=tl.int32, is_pure=False, pack=1)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in tl.range(0, n, BLOCK, num_stages=3):
+        acc += tl.load(x_ptr + i + t, mask=i + t < n, other=0.0)
+    tl.store(y_ptr + t, acc)
+    back = tl.inline_asm_elementwise(_LD, "=r,r", [base + 4 * t + w * 0], dtype=tl.int32, is_pure=False, pack=1)
+    tl.store(back_ptr + t, back)

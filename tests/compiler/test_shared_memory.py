@@ -13,7 +13,7 @@ import compiler
 from compiler.backends.nvidia.toolchain import find_ptxas
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shared_memory_kernels import bad_size, held_regions  # noqa: E402
+from shared_memory_kernels import bad_size, held_regions, held_with_pipeline  # noqa: E402
 
 SIG = {"x_ptr": "*i32", "y_ptr": "*i32", "sum_ptr": "*i32", "addr_ptr": "*i32"}
 
@@ -27,6 +27,17 @@ def test_regions_lie_below_the_scratch_in_dynamic_shared_memory() -> None:
     assert ".extern .shared .align 1024 .b8 __anvil_smem[]" in ptx
     assert re.search(r"add\.s32\s+%r\d+, %r\d+, 3072;", ptx)
     assert ck.metadata["shared"] >= 4096 + 4 * 32 * 4  # the regions, then 4 warps' partial sums
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+def test_pipeline_slots_lie_above_the_regions() -> None:
+    """A loop staged through shared memory (cp.async, 3 slots) in a kernel with a held region of
+    5000 bytes: its slots start at 5120, above the region."""
+    ck = held_with_pipeline.compile({"x_ptr": "*fp32", "y_ptr": "*fp32", "back_ptr": "*i32", "n": "i32"},
+                                    {"A": 5000, "BLOCK": 128}, target="cuda:sm_90a", num_warps=4)
+    ptx = ck.asm["ptx"]
+    assert "cp.async" in ptx and re.search(r"add\.s32\s+%r\d+, %r\d+, 5120;", ptx)
+    assert ck.metadata["shared"] >= 5120 + 3 * 128 * 4
 
 
 def test_shared_memory_errors() -> None:

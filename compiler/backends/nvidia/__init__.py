@@ -194,7 +194,7 @@ def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assem
     mark_kmajor_b(fn)
     if not debug:
         pipeline_dot_loads(fn, pipeline_stages(lw, fn, num_stages), functools.partial(reads_shared, lw),
-                           knobs.pipeline_in_flight(), private_sizer(lw, fn), PRIVATE_BUDGET)
+                           knobs.pipeline_in_flight(), private_sizer(lw, fn), PRIVATE_BUDGET - lw.held_bytes)
     prefetch_dot_operands(fn, num_warps)
     in_flight = any(op.attrs.get("in_flight") for op in fn.walk())
     while True:

@@ -148,7 +148,7 @@ def pipeline_stages(lw: NvLowering, fn: Function, wanted: int) -> int:
                                  if not c and not (r == 0 and a_regs)))
     if not per_stage:
         return wanted
-    return min(wanted, (_SMEM_LIMIT - 1024 - staged) // per_stage)
+    return min(wanted, (_SMEM_LIMIT - 1024 - staged - lw.held_bytes) // per_stage)
 
 
 def _loaded(v: Value) -> bool:
@@ -182,7 +182,7 @@ def plan_buffers(lw: NvLowering) -> dict[int, PipeBuffer]:
         if op.opcode != "async_wait":
             continue
         loop = id(op.parent.parent) if op.parent is not None else 0
-        top = tops.get(loop, 0)
+        top = tops.get(loop, lw.held_bytes)  # above tl.extra.cuda.shared_memory's regions
         if op.attrs.get("private"):
             privates.setdefault(loop, []).append(op)
             continue
@@ -246,7 +246,7 @@ def _buffer(lw: NvLowering, op: Op, reserve: bool = True) -> PipeBuffer:
         lw.pipes = plan_buffers(lw)
     buf = lw.pipes[op.attrs["buffer"]]
     if reserve:
-        lw.reserve(buf.end or buf.base + buf.slot_bytes * op.attrs["stages"])
+        lw.reserve(lw.held_bytes + buf.end if buf.end else buf.base + buf.slot_bytes * op.attrs["stages"])
     return buf
 
 
@@ -324,7 +324,7 @@ def _private_base(lw: NvLowering, buf: PipeBuffer, slot: ir.Value) -> tuple[ir.V
     b = lw.b
     run = buf.vec * buf.elem.bits // 8
     s = b.zext(slot, I32) if slot.type != I32 else slot
-    stage = b.add(lw.scratch_base(), b.mul(s, ir.Constant(I32, buf.slot_bytes)))
+    stage = b.add(lw.scratch_base(), b.add(ir.Constant(I32, lw.held_bytes), b.mul(s, ir.Constant(I32, buf.slot_bytes))))
     return b.add(stage, b.mul(lw.tid, ir.Constant(I32, run))), buf.base, run * 32 * lw.num_warps
 
 

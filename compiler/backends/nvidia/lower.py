@@ -260,9 +260,6 @@ class NvLowering:
     def reserve(self, nbytes: int) -> None:
         """Hold the bottom `nbytes` of shared memory (1024-byte aligned) until `release`."""
         self._smem_global().align = 1024
-        if self.held_bytes and self.pipes:
-            raise UnsupportedError("tl.extra.cuda.shared_memory cannot be combined with pipelined loads (num_stages) "
-                                   "in one kernel", None)
         self.scratch_floor = max(self.scratch_floor, -(-nbytes // 1024) * 1024)
         self.smem_bytes = max(self.smem_bytes, self.scratch_floor)
 
