@@ -491,6 +491,12 @@ def ring_setup_ptx(stages: int, slot: int, nw: int) -> str:
     return "{\n\t" + "\n\t".join(lines) + "\n\t}"
 
 
+def block_words(group_size: int) -> int:
+    """Words of one block of awq_gemv_pack's blocks layout: the group's chunks (128 words each),
+    the octet's 64 fp16 scales (32 words) and its 8 zeros words."""
+    return group_size // 16 * 128 + 40
+
+
 def ring_bytes(stages: int, slot: int, nw: int) -> int:
     """Shared memory of the `nw` warps' rings and mbarriers (ring_setup_ptx)."""
     return nw * stages * (slot + 8)

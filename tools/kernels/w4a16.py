@@ -25,7 +25,7 @@ from compiler.runtime.cuda import current_stream
 
 from .int4 import _check_awq, awq_gemm_kernel, awq_gemv_kernel, splitk_reduce_kernel
 from .int4_mma import awq_gemv_mma_kernel
-from .int4_packed import awq_gemv_packed_kernel, ring_bytes
+from .int4_packed import awq_gemv_packed_kernel, block_words, ring_bytes
 
 __all__ = ["awq_gemv", "awq_gemv_pack", "awq_gemm", "awq_gemv_split", "awq_gemv_mode", "GEMV_MODES"]
 
@@ -87,7 +87,7 @@ def _check_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor,
     M, K = x.shape
     if qweight.dim() == 3 and scales is not None:  # awq_gemv_pack's blocks; N from the scales
         N, NG = scales.shape[1], qzeros.shape[0]
-        want = [cdiv(N, 64), NG, K // max(NG, 1) // 16 * 128 + 40]
+        want = [cdiv(N, 64), NG, block_words(K // max(NG, 1))]
         if list(qweight.shape) != want or NG == 0 or K % NG:
             raise ValueError(f"qweight of shape {list(qweight.shape)} is not awq_gemv_pack's blocks for x with K={K} "
                              f"and these scales: expected {want}")
@@ -243,6 +243,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     packed_w = qweight.dim() in (3, 4)
     blocks = qweight.dim() == 3
+    ring = 0  # the blocks layout's ring slots per warp (0: plain loads)
     if warp_split is None:
         warp_split = blocks
     if blocks and not warp_split:
@@ -316,7 +317,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     if mma:
         return _plan_mma(x, M, N, K, G, NG, N8, bn8, n_tiles, split, per, mode, block_n, words, num_warps, unroll,
                          ahead, stages, block_m, 1 if packed_w else 0, maxnreg, cluster, evict_first, warp_split,
-                         ring if blocks else 0, G // 16 * 128 + 40 if blocks else 0)
+                         ring, block_words(G) if blocks else 0)
     if cluster:  # None: no
         raise ValueError(f"cluster=True sums the K splits of awq_gemv_pack's layout in a thread block cluster; mode "
                          f"{mode!r} does not take it")
@@ -405,7 +406,7 @@ def _ring_stages(x: torch.Tensor, stages: int | None, num_warps: int, G: int) ->
     """Slots per warp of the blocks layout's ring (0: plain loads): stages 0 asks for plain loads,
     1 or more for a ring that deep (an NVIDIA GPU of sm_90 or newer), None: 1 where there is one
     (the H200's best: more blocks in flight make the L2 write back more of other kernels' lines)."""
-    slot = (G // 16 * 128 + 40) * 4
+    slot = block_words(G) * 4
     hopper = x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) >= (9, 0)
     if stages is None:
         return 1 if hopper and ring_bytes(1, slot, num_warps) <= RING_SMEM else 0

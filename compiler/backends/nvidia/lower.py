@@ -253,7 +253,7 @@ class NvLowering:
         if self.smem is None:
             g = ir.GlobalVariable(self.m, ir.ArrayType(I8, 0), "__anvil_smem", addrspace=3)
             g.linkage = "external"
-            g.align = 16
+            g.align = 1024 if self.held_bytes else 16  # held regions are 1024-byte aligned
             self.smem = g
         return self.smem
 

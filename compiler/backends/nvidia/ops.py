@@ -214,7 +214,6 @@ def _barrier(lw: NvLowering, op: Op) -> None:
 
 def _shared_alloc(lw: NvLowering, op: Op) -> None:
     """tl.extra.cuda.shared_memory: the address of the region NvLowering placed for this op."""
-    lw._smem_global().align = 1024
     offset = lw.held[op]
     base = lw.scratch_base()
     lw.vals[op.result] = lw.entry.add(base, ir.Constant(I32, offset)) if offset else base
