@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--first", type=int, default=len(CONFIGS), help="time only the first N configs")
+    ap.add_argument("--pick", default="", help="comma-separated indices of CONFIGS to time (in place of --first)")
     args = ap.parse_args(argv)
+    configs = [CONFIGS[int(i)] for i in args.pick.split(",")] if args.pick else CONFIGS[:args.first]
     timer = Timer("cuda", reps=args.reps, warmup=10)
     torch.manual_seed(0)
     res: dict[tuple[str, str], list[float]] = {}
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
         ref = x @ w_bf16.t()
         cases: dict[str, Any] = {"torch bf16": partial(torch.matmul, x, w_bf16.t())}
-        for cfg in CONFIGS[:args.first]:
+        for cfg in configs:
             opts = {k: v for k, v in cfg.items() if k != "blocks"}
             cases[name_of(cfg)] = partial(awq_gemv, x, qb if cfg.get("blocks") else qp, qz, sc, **opts)
         failed: set[str] = set()

@@ -172,3 +172,19 @@ def test_w4a16_blocks_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: in
                         ahead=1)
         assert torch.equal(run(), same)
     _check_counters()
+
+
+@pytest.mark.parametrize("scale", [2.0 ** 70, 2.0 ** -36, 1.0])
+@pytest.mark.parametrize("M", [1, 16])
+def test_w4a16_packed_x_far_from_one(scale: float, M: int) -> None:
+    """The packed kernel scales x by 2^48 and takes the codes as subnormals (fold_chunk_ptx): x of
+    magnitude 2^70 (no overflow) and 2^-36 (normal products) gives the float64 result; both layouts."""
+    torch.manual_seed(7)
+    N, K = 520, 1024
+    qw, qz, sc = awq_quantize_pack(torch.randn(N, K, device="cuda") * 0.02, 128)
+    x = (torch.randn(M, K, device="cuda") * scale).to(torch.bfloat16)
+    ref = x.double() @ awq_dequantize(qw, qz, sc, torch.float32).double().t()
+    for qweight in (w4a16.awq_gemv_pack(qw), w4a16.awq_gemv_pack(qw, qz, sc)):
+        y = awq_gemv(x, qweight, qz, sc)
+        assert torch.isfinite(y).all()
+        assert _rel(y.double(), ref) < 1e-2

@@ -243,13 +243,13 @@ def test_mma_kernelinner_loop(subnormal: bool, per_weight: float, mb: int, sb: i
 def test_packed_kernel_loads_16_bytes_per_chunk(nw: int, ahead: int, evict: str) -> None:
     """awq_gemv_pack's layout (int4_packed.py): per group a thread's 32 words come in 8 loads of 16
     bytes, its x pairs in 8 of 8 bytes, the scales in one of 16 and the zeros in one word; 5 mma
-    per chunk; no shared or local memory, no spills (ahead=2 within the 128 registers awq_gemv
-    gives it). ahead=2: the last group is computed after the loop, which loads no group past the
-    split. EVICT: the words (only) carry the L2 policy, made once outside the loop."""
+    per chunk; no shared or local memory, no spills within the 128 registers awq_gemv gives it.
+    ahead=2: the last group is computed after the loop, which loads no group past the split.
+    EVICT: the words (only) carry the L2 policy, made once outside the loop."""
     sig = {k: v for k, v in SIG.items() if k != "GROUPS_PER_SPLIT"}
     ck = awq_gemv_packed_kernel.compile(sig, {"N8": 3584, "G": 128, "NW": nw, "MB": 1, "NB": 1, "EVEN_N": True,
                                               "EMULATE": False, "SB": 16, "AHEAD": ahead, "EVICT": evict},
-                                        target="cuda:sm_90a", num_warps=nw, maxnreg=128 if ahead == 2 else None)
+                                        target="cuda:sm_90a", num_warps=nw, maxnreg=128)
     ptx = ck.asm["ptx"]
     loop = min((span for span in loop_spans(ptx) if "mma.sync" in span), key=len)
     assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16", loop)) == 40
@@ -268,8 +268,7 @@ def test_packed_kernel_loads_16_bytes_per_chunk(nw: int, ahead: int, evict: str)
     for bad in ("bar.sync", "st.shared", "ld.shared", "ld.local", "st.local"):
         assert bad not in loop, bad
     assert ck.metadata["n_spills"] == 0
-    if ahead == 2:
-        assert ".maxnreg 128" in ptx and ck.metadata["n_regs"] <= 128
+    assert ".maxnreg 128" in ptx and ck.metadata["n_regs"] <= 128
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
@@ -306,8 +305,9 @@ def _pack_words(w: list[np.ndarray]) -> list[np.ndarray]:
 
 @pytest.mark.parametrize(("mb", "nb"), [(1, 1), (2, 1), (8, 1), (16, 2)])
 def test_fold_chunk_ptx_sums_codes_times_x(mb: int, nb: int) -> None:
-    """The packed kernel's chunk for 32 lanes: each column's sum of q x 2^-13 over the chunk's 16
-    rows (the K order permuted the same for the words and x) and the sum of x 2^-13."""
+    """The packed kernel's chunk for 32 lanes: each column's sum of q x 2^-85 over the chunk's 16
+    rows (16 q x 2^-85 for the columns of j odd; the K order permuted the same for the words and x)
+    and the sum of x 2^-85: the codes as bf16 subnormals, x scaled by 2^48."""
     rng = np.random.default_rng(1)
     q = rng.integers(0, 16, (16, 8, 8))  # [row of the chunk, word column = gid, column]
     xs = _bf16(_to_bf16(rng.standard_normal((mb, 16)) * 4))
@@ -321,9 +321,9 @@ def test_fold_chunk_ptx_sums_codes_times_x(mb: int, nb: int) -> None:
         xrow = xs[8 * t + gid % tb]
         regs[f"${bx + 2 * t}"] = _pack(xrow[lane, 4 * tig], xrow[lane, 4 * tig + 1])
         regs[f"${bx + 2 * t + 1}"] = _pack(xrow[lane, 4 * tig + 2], xrow[lane, 4 * tig + 3])
-    for k, c in enumerate((0x39003900, 0x7B807B80, 0x79807980)):
+    for k, c in enumerate((0x00010001, 0x57805780, 0)):
         regs[f"${one + k}"] = np.full(32, c, dtype=np.uint32)
-    unit = 2.0 ** -13
+    unit = 2.0 ** -85
     acc = (rng.standard_normal((w, 32)) * unit).astype(np.float32).astype(np.float64)
     for i in range(w):
         regs[f"${one + 3 + i}"] = acc[i]
@@ -333,7 +333,7 @@ def test_fold_chunk_ptx_sums_codes_times_x(mb: int, nb: int) -> None:
             batch = 8 * t + (2 * tig + i) % tb
             for j, h in itertools.product(range(4), range(2)):
                 k = 16 * t + 4 * j + 2 * h + i
-                want = (q[:, gid, 2 * j + h] * xs[batch].T).sum(axis=0) * unit
+                want = (q[:, gid, 2 * j + h] * xs[batch].T).sum(axis=0) * unit * (16 if j % 2 else 1)
                 np.testing.assert_allclose(out[f"${k}"] - acc[k], want, rtol=1e-5, atol=1e-6 * unit)
             for r in (i, i + 2):  # D rows gid and gid + 8: the same sums of x
                 k = 16 * nb + 4 * t + r

@@ -9,12 +9,15 @@ the 8 columns of word column 8o + gid at 4 rows. The chunk's K order is permuted
 rows are 16c + 4tig .. + 3 and its x pairs two adjacent words. awq_gemv_pack stores those 4 rows
 as 4 words ready for the A fragments: R0 holds the low halves of rows 0 and 1 (the even columns,
 nibble j = column 2j), R1 their high halves (the odd columns), R2 and R3 the same for rows 2 and
-3. Fragment register i of mma j is nibble j of both halves of R_i as a bf16x2 of q 2^-13 (see
-fold_chunk_ptx): no zero point in the loop, the mma sums q x 2^-13. A fifth mma per chunk
-multiplies a row of 2^-13 into x: X = the sum of x over the group on the same scale. Once per
-group, column c's total gets s (d - z X) = s sum of (q - z) x 2^-13 (the products exact, the
-sums fp32: the folded zero costs an error of about 2^-24 z sum |x| per group, far under the bf16
-result's rounding), and the totals are scaled by 2^13 at the end.
+3. Fragment register i of mma j is nibble j of both halves of R_i as it lies, masked: a bf16x2
+of subnormals q 2^-133 (16 q 2^-133 for j odd), which the tensor cores multiply and sum exactly;
+x is scaled by 2^48 (see fold_chunk_ptx): no zero point and one logic op per register in the
+loop, the mma sums q x 2^-85. A fifth mma per chunk multiplies a row of 2^-133 into x: X = the
+sum of x over the group on the same scale. Once per group, column c's total gets s (d - z X) = s
+sum of (q - z) x 2^-85 (d / 16 for j odd; the products exact, the sums fp32: the folded zero costs
+an error of about 2^-24 z sum |x| per group, far under the bf16 result's rounding), and the totals
+are scaled by 2^85 at the end. The scaled x overflows for |x| >= 2^80 and the products go
+subnormal (fewer bits) for |x| < 2^-41: far outside any activation's range.
 
     qweight [K / 16, O, 32, 4]: element (c, o, l, s) is R_s of lane l, octet o (word columns 8o
     .. 8o + 7) and chunk c; O = ceil(N / 64)
@@ -51,20 +54,22 @@ def fold_chunk_ptx(nb: int = 1) -> str:
     """PTX of one chunk of one lane: the 4 words R0..R3, 16 rows of K, 4 mma per B tile of 8 rows
     of x (`nb` tiles share the weights) and one more per tile for the sum of x.
 
-    The nibbles of j even are masked in place (q 2^-133, a bf16 subnormal), those of j odd one
-    nibble up (16 q 2^-133: bits 0-7 of a bf16 are q 2^-133 for any byte q, the smallest normal
-    being 128 2^-133), then multiplied by 2^120 / 2^116 (bf16x2): q 2^-13, exact and normal. One
-    shift per word (for j = 2, 3), one logic op and one bf16x2 multiply per register.
+    The nibbles of j even are masked in place: q 2^-133, a bf16 subnormal; those of j odd one
+    nibble up: 16 q 2^-133 (bits 0-7 of a bf16 are b 2^-133 for any byte b, the smallest normal
+    being 128 2^-133). The tensor cores take subnormal operands and sums exactly, so the codes go
+    to the mma as they are (one logic op per register, one shift per word for j = 2, 3); x is
+    scaled by 2^48 (one bf16x2 multiply per register of x), so that the products, q x 2^-85 (16 q
+    x 2^-85 for j odd), are normal fp32 for |x| >= 2^-41, and exact for |x| < 2^80.
 
     Operands (W = 20 nb): $0..$16nb-1 the sums out (tile t, column c = 2j + h, D column 2tig + i
     at 16t + 4j + 2h + i), $16nb..$W-1 the sums of x (tile t, D register r at 16nb + 4t + r);
     $W..$W+3 the words R0..R3; B tile t's fragment (x pairs) at $W+4+2t, +1; the A of the sums
-    of x at $W+4+2nb (bf16x2 2^-13: the sums of x come out on the codes' scale); the bf16x2
-    constants 2^120 and 2^116; then the sums in, as the sums out."""
+    of x at $W+4+2nb (bf16x2 2^-133: the sums of x come out on the codes' scale, 2^-85); the
+    bf16x2 scale of x (2^48) and an unused word; then the sums in, as the sums out."""
     w = 20 * nb
     bx, one = w + 4, w + 4 + 2 * nb
-    c120, c116, cin = one + 1, one + 2, one + 3
-    lines = [".reg .b32 fs<4>, fa<4>;"]
+    cx, cin = one + 1, one + 3
+    lines = [".reg .b32 fs<4>, fa<4>, fx<4>;"]
     for j in range(4):
         for i in range(4):
             src = f"${w + i}"
@@ -73,16 +78,18 @@ def fold_chunk_ptx(nb: int = 1) -> str:
             if j >= 2:
                 src = f"fs{i}"
             mask = "0x000F000F" if j % 2 == 0 else "0x00F000F0"
-            lines += [f"and.b32 fa{i}, {src}, {mask};", f"mul.rn.bf16x2 fa{i}, fa{i}, ${c116 if j % 2 else c120};"]
+            lines.append(f"and.b32 fa{i}, {src}, {mask};")
+        if j == 0:  # (after the first codes: placed first, ptxas spilled in the 4-warp 4-D kernel)
+            lines += [f"mul.rn.bf16x2 fx{r}, ${bx + r}, ${cx};" for r in range(2 * nb)]
         for t in range(nb):
             d = ", ".join(f"${16 * t + 4 * j + r}" for r in range(4))
             c = ", ".join(f"${cin + 16 * t + 4 * j + r}" for r in range(4))
-            lines.append(f"{_MMA} {{{d}}}, {{fa0, fa1, fa2, fa3}}, {{${bx + 2 * t}, ${bx + 2 * t + 1}}}, {{{c}}};")
+            lines.append(f"{_MMA} {{{d}}}, {{fa0, fa1, fa2, fa3}}, {{fx{2 * t}, fx{2 * t + 1}}}, {{{c}}};")
     for t in range(nb):
         d = ", ".join(f"${16 * nb + 4 * t + r}" for r in range(4))
         c = ", ".join(f"${cin + 16 * nb + 4 * t + r}" for r in range(4))
         o = f"${one}"
-        lines.append(f"{_MMA} {{{d}}}, {{{o}, {o}, {o}, {o}}}, {{${bx + 2 * t}, ${bx + 2 * t + 1}}}, {{{c}}};")
+        lines.append(f"{_MMA} {{{d}}}, {{{o}, {o}, {o}, {o}}}, {{fx{2 * t}, fx{2 * t + 1}}}, {{{c}}};")
     return "{\n\t" + "\n\t".join(lines) + "\n\t}"
 
 
@@ -228,8 +235,8 @@ def _x_loads(px0, px1, g, sl2, G: tl.constexpr, NB: tl.constexpr):
 def _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
                  EMULATE: tl.constexpr):
     """The totals t (16t' + 8i + c: tile t', D column 2tig + i, column c) plus a group's: column c =
-    2p + h gets s (d - z X), d its sum of q x, X the sum of x of the D column (both times 2^-13 on
-    the GPU)."""
+    2p + h gets s (d - z X), d its sum of q x, X the sum of x of the D column (both times 2^-85 on
+    the GPU, where d of p odd carries 16 more)."""
     d = (zf,) * (16 * NB)
     dx = (zf,) * (4 * NB)
     for u in tl.static_range(GU):
@@ -248,8 +255,13 @@ def _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU: tl.constexpr, M
         if MB > 1 or i == 0:  # D column 2tig + 1 only matters with more than one row of x per tile
             p = c // 2
             h = c % 2
-            zz = ((zw >> (4 * (4 * h + p))) & 0xF).to(tl.float32)  # AWQ's nibble of column c
-            out = out + (t[k] + fs[p][h] * (d[16 * tt + 4 * p + 2 * h + i] - zz * dx[4 * tt + i]),)
+            if EMULATE or p % 2 == 0:
+                zz = ((zw >> (4 * (4 * h + p))) & 0xF).to(tl.float32)  # AWQ's nibble of column c
+                sc = fs[p][h]
+            else:  # on the GPU the sums of j = p odd are 16 q x: 16 z, s / 16
+                zz = ((zw >> (4 * (4 * h + p) - 4)) & 0xF0).to(tl.float32)
+                sc = fs[p][h] * 0.0625
+            out = out + (t[k] + sc * (d[16 * tt + 4 * p + 2 * h + i] - zz * dx[4 * tt + i]),)
         else:
             out = out + (t[k],)
     return out
@@ -325,10 +337,10 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     # past M read a valid row and are not stored)
     px0 = x_ptr + (tl.minimum(m0 + gid % TB, M - 1) * stride_xm + 2 * tig + sl2)
     px1 = x_ptr + (tl.minimum(m0 + 8 + gid % TB, M - 1) * stride_xm + 2 * tig + sl2)
-    # the A of the sums of x: bf16x2 2^-13 on the GPU, where the codes come out as q 2^-13, else 1
-    ones = tl.full((NW, 8, 4, 1), 0x3F803F80 if EMULATE else 0x39003900, dtype=tl.int32)
-    c120 = tl.full((NW, 8, 4, 1), 0x7B807B80, dtype=tl.int32)  # bf16x2 2^120
-    c116 = tl.full((NW, 8, 4, 1), 0x79807980, dtype=tl.int32)  # bf16x2 2^116
+    # the A of the sums of x: bf16x2 2^-133 on the GPU, where the codes come out as q 2^-133, else 1
+    ones = tl.full((NW, 8, 4, 1), 0x3F803F80 if EMULATE else 0x00010001, dtype=tl.int32)
+    c120 = tl.full((NW, 8, 4, 1), 0x57805780, dtype=tl.int32)  # bf16x2 2^48: the scale of x (fold_chunk_ptx)
+    c116 = tl.full((NW, 8, 4, 1), 0, dtype=tl.int32)  # (unused)
     zf = tl.zeros((NW, 8, 4, 1), dtype=tl.float32)
     t = (zf,) * (16 * NB)
     if STAGES >= 1 and not EMULATE:
@@ -345,10 +357,10 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     if WK:  # the warps' totals summed (each warp then holds them all)
         t = _sum_over_warps(t, gid, MB, NB, NW, EMULATE)
         g_ok = g_ok & (wid == 0)
-    if not EMULATE:  # the totals carry 2^-13
+    if not EMULATE:  # the totals carry 2^-85
         t2 = ()
         for k in tl.static_range(16 * NB):
-            t2 = t2 + (t[k] * 8192.0,)
+            t2 = t2 + (t[k] * 3.8685626227668134e25,)  # 2^85
         t = t2
     if CLUSTER > 0:
         t = _cluster_sums(t, MB, CLUSTER, 32 * NW)

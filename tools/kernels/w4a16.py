@@ -220,7 +220,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     two): rows of x per program at most (16: two 8-row mma tiles share the dequantized weights; 8:
     the programs of the two row blocks each dequantize them, with half the registers). maxnreg
     (tensor-core modes on a GPU): registers per thread at most (None: ptxas's choice, or 128 for
-    the packed kernel with ahead=2, so that 16 warps fit on an SM)."""
+    the packed kernel, so that 16 warps fit on an SM)."""
     key = (x.shape, x.stride(), x.storage_offset() & 1, x.dtype, x.device, qweight.shape, qzeros.shape,
            scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m, maxnreg,
            cluster, evict_first, warp_split)
@@ -376,8 +376,8 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
                       KEVEN=int(NG % split == 0 and NG // split % num_warps == 0), BW=bw, STAGES=ring)
         if cluster:
             consts.update(CLUSTER=split, cluster_dims=(1, 1, split))
-        if ahead == 2 and maxnreg is None:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM
-            maxnreg = 128
+        if maxnreg is None:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM (and with
+            maxnreg = 128  # ptxas's own choice, 72, the 4-D layout's split-K sum spilled at 2-4 warps)
     else:
         launch = awq_gemv_mma_kernel[grid]
         consts = dict(common, V=block_n // words, U=unroll, SUBNORMAL=mode == "mma-sub", AHEAD=ahead or 1,
