@@ -153,9 +153,12 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                     variants[f"{mode} BN={bn} warps={nw} {name} split={sk}"] = partial(
                         awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc, block_n=bn, num_warps=nw,
                         split_k=sk, mode=mode, **opts)
-                if m == 1:  # the blocks layout (awq_gemv's defaults there: 4 warps sharing K, a ring of 1 slot)
-                    variants = {"blocks ring=1 BN=64 warps=4 split=1 evict_first": partial(awq_gemv, x, qw_blocks, qz,
-                                                                                           sc), **variants}
+                if m == 1:  # the blocks layout (awq_gemv's defaults there: 8 warps sharing K, a ring of 1 slot)
+                    variants = {"blocks ring=1 BN=64 warps=8 split=1 evict_first": partial(awq_gemv, x, qw_blocks, qz,
+                                                                                           sc),
+                                "blocks ring=1 BN=64 warps=4 split=1 evict_first": partial(awq_gemv, x, qw_blocks, qz,
+                                                                                           sc, num_warps=4),
+                                **variants}
                 if m > 1 and sweep:
                     variants["awq_gemm (default)"] = partial(awq_gemm, x, qw, qz, sc)
             err = _check(f"w4a16 {m}x{n}x{k}", next(iter(variants.values()))(), ref, 2e-2)

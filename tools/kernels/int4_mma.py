@@ -390,12 +390,20 @@ def _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stri
             ok = g_ok & (8 * tt + 2 * tig + i < MB) & (row < M)
             tl.store(dst + row * stride_ym + gcol * 8 + k % 8, t[k].to(ty), mask=ok)
     if SB > 0:
-        tl.debug_barrier()  # every thread's partial is written before the program counts itself
-        tile = tl.program_id(0) * tl.num_programs(1) + pid_n
-        n_split = tl.num_programs(2)
-        if tl.atomic_add(count_ptr + tile, 1, sem="acq_rel") == n_split - 1:
-            _sum_partials(ws_ptr, y_ptr, m0, pid_n * (WPT * 8), M, N, stride_ys, stride_ym, n_split, MB, WPT * 8, SB)
-            tl.store(count_ptr + tile, 0)
+        _last_split_sums(y_ptr, ws_ptr, count_ptr, m0, pid_n, M, N, stride_ym, stride_ys, MB, WPT, SB)
+
+
+@jit
+def _last_split_sums(y_ptr, ws_ptr, count_ptr, m0, pid_n, M, N, stride_ym, stride_ys, MB: tl.constexpr,
+                     WPT: tl.constexpr, SB: tl.constexpr):
+    """After this split's partial is stored: the last program of the tile to count itself sums the
+    partials into y (and resets the tile's counter)."""
+    tl.debug_barrier()  # every thread's partial is written before the program counts itself
+    tile = tl.program_id(0) * tl.num_programs(1) + pid_n
+    n_split = tl.num_programs(2)
+    if tl.atomic_add(count_ptr + tile, 1, sem="acq_rel") == n_split - 1:
+        _sum_partials(ws_ptr, y_ptr, m0, pid_n * (WPT * 8), M, N, stride_ys, stride_ym, n_split, MB, WPT * 8, SB)
+        tl.store(count_ptr + tile, 0)
 
 
 @jit

@@ -44,7 +44,7 @@ import compiler.language as tl
 from compiler import jit
 from compiler.language.extra.cuda import shared_memory
 
-from .int4_mma import _MMA, _f16_lanes, _finish, _lanes_f32, _load_words, _mma_emulated
+from .int4_mma import _MMA, _f16_lanes, _finish, _lanes_f32, _last_split_sums, _load_words, _mma_emulated
 
 __all__ = ["awq_gemv_packed_kernel", "fold_chunk_ptx"]
 
@@ -65,10 +65,10 @@ def fold_chunk_ptx(nb: int = 1) -> str:
     at 16t + 4j + 2h + i), $16nb..$W-1 the sums of x (tile t, D register r at 16nb + 4t + r);
     $W..$W+3 the words R0..R3; B tile t's fragment (x pairs) at $W+4+2t, +1; the A of the sums
     of x at $W+4+2nb (bf16x2 2^-133: the sums of x come out on the codes' scale, 2^-85); the
-    bf16x2 scale of x (2^48) and an unused word; then the sums in, as the sums out."""
+    bf16x2 scale of x (2^48); then the sums in, as the sums out."""
     w = 20 * nb
     bx, one = w + 4, w + 4 + 2 * nb
-    cx, cin = one + 1, one + 3
+    cx, cin = one + 1, one + 2
     lines = [".reg .b32 fs<4>, fa<4>, fx<4>;"]
     for j in range(4):
         for i in range(4):
@@ -142,7 +142,7 @@ _PTX = {nb: fold_chunk_ptx(nb) for nb in (1, 2)}
 _CSUM = _Ptx(cluster_sum_ptx)
 # the constraints of cluster_sum_ptx: the 8 totals stored with one row of x per program, 16 with 2-8
 _CCONS = {v: ",".join(["=f"] * v + ["f"] * v) for v in (8, 16)}
-_CONS = {nb: ",".join(["=f"] * (20 * nb) + ["r"] * (7 + 2 * nb) + ["f"] * (20 * nb)) for nb in (1, 2)}
+_CONS = {nb: ",".join(["=f"] * (20 * nb) + ["r"] * (6 + 2 * nb) + ["f"] * (20 * nb)) for nb in (1, 2)}
 
 
 @jit
@@ -179,7 +179,7 @@ def _chunk_emulated(r0, r1, r2, r3, b0, b1, d, dx, tig):
 
 
 @jit
-def _chunk(r0, r1, r2, r3, bx, d, dx, ones, c120, c116, tig, NB: tl.constexpr, EMULATE: tl.constexpr):
+def _chunk(r0, r1, r2, r3, bx, d, dx, ones, cx, tig, NB: tl.constexpr, EMULATE: tl.constexpr):
     """d (16 NB sums) and dx (4 NB sums of x) plus one chunk; bx: the B fragments, 2 per tile."""
     if EMULATE:
         d0, dx0 = _chunk_emulated(r0, r1, r2, r3, bx[0], bx[1], d[:16], dx[:4], tig)
@@ -187,7 +187,7 @@ def _chunk(r0, r1, r2, r3, bx, d, dx, ones, c120, c116, tig, NB: tl.constexpr, E
             d1, dx1 = _chunk_emulated(r0, r1, r2, r3, bx[2], bx[3], d[16:], dx[4:], tig)
             return d0 + d1, dx0 + dx1
         return d0, dx0
-    res = tl.inline_asm_elementwise(_PTX[NB], _CONS[NB], (r0, r1, r2, r3) + bx + (ones, c120, c116) + d + dx,
+    res = tl.inline_asm_elementwise(_PTX[NB], _CONS[NB], (r0, r1, r2, r3) + bx + (ones, cx) + d + dx,
                                     dtype=(tl.float32,) * (20 * NB), is_pure=True, pack=1)
     return res[:16 * NB], res[16 * NB:]
 
@@ -232,11 +232,14 @@ def _x_loads(px0, px1, g, sl2, G: tl.constexpr, NB: tl.constexpr):
 
 
 @jit
-def _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
-                 EMULATE: tl.constexpr):
+def _group_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
+                 EMULATE: tl.constexpr, LS: tl.constexpr = 0):
     """The totals t (16t' + 8i + c: tile t', D column 2tig + i, column c) plus a group's: column c =
     2p + h gets s (d - z X), d its sum of q x, X the sum of x of the D column (both times 2^-85 on
-    the GPU, where d of p odd carries 16 more)."""
+    the GPU, where d of p odd carries 16 more). LS (one row of x, the GPU): t holds the lane's two
+    columns 2 tig + h of its word column (the 4 lanes of a gid hold the same sums, each finishes
+    one mma's); sw is the lane's scale word (word tig) alone and lc the lane's constants
+    (_lane_consts)."""
     d = (zf,) * (16 * NB)
     dx = (zf,) * (4 * NB)
     for u in tl.static_range(GU):
@@ -244,8 +247,17 @@ def _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU: tl.constexpr, M
             bx = (x[2 * u], x[2 * u + 1], x[2 * GU + 2 * u], x[2 * GU + 2 * u + 1])
         else:
             bx = (x[2 * u], x[2 * u + 1])
-        d, dx = _chunk(w[4 * u], w[4 * u + 1], w[4 * u + 2], w[4 * u + 3], bx, d, dx, ones, c120, c116, tig, NB,
+        d, dx = _chunk(w[4 * u], w[4 * u + 1], w[4 * u + 2], w[4 * u + 3], bx, d, dx, ones, cx, tig, NB,
                        EMULATE)
+    if LS:
+        zsh, zmask, smul, odd, high = lc
+        fl = _f16_lanes(sw[0])
+        out = ()
+        for h in tl.static_range(2):  # column 2 tig + h: mma tig's D row gid + 8h (d 4 tig + 2h)
+            dh = tl.where(high, tl.where(odd, d[12 + 2 * h], d[8 + 2 * h]), tl.where(odd, d[4 + 2 * h], d[2 * h]))
+            zz = ((zw >> (zsh + 16 * h)) & zmask).to(tl.float32)
+            out = out + (t[h] + (fl[h] * smul) * (dh - zz * dx[0]),)
+        return out
     fs = (_f16_lanes(sw[0]), _f16_lanes(sw[1]), _f16_lanes(sw[2]), _f16_lanes(sw[3]))
     out = ()
     for k in tl.static_range(16 * NB):
@@ -265,6 +277,22 @@ def _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU: tl.constexpr, M
         else:
             out = out + (t[k],)
     return out
+
+
+@jit
+def _lane_consts(tig):
+    """The constants of _group_total's LS for lane tig, whose columns 2 tig + h come from mma j =
+    tig: the zeros word's shift (nibble 4h + tig; for tig odd one nibble lower, 16 z), its mask,
+    the scale's factor (1 / 16 for tig odd: those sums carry 16 q x), tig odd, tig >= 2."""
+    odd = (tig & 1) == 1
+    return (4 * tig - 4 * (tig & 1), tl.where(odd, 0xF0, 0xF), tl.where(odd, 0.0625, 1.0), odd, tig >= 2)
+
+
+@jit
+def _pick_scale(sw, lc):
+    """The lane's scale word (word tig of the 4) as a 1-tuple (see _group_total's LS)."""
+    odd = lc[3]
+    return (tl.where(lc[4], tl.where(odd, sw[3], sw[2]), tl.where(odd, sw[1], sw[0])),)
 
 
 @jit
@@ -306,6 +334,8 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     GU: tl.constexpr = G // 16
     O: tl.constexpr = (N8 + 7) // 8
     TB: tl.constexpr = MB if NB == 1 else 8  # rows of x per B tile
+    LS: tl.constexpr = 1 if MB == 1 and CLUSTER == 0 and not EMULATE else 0  # see _group_total
+    NT: tl.constexpr = 2 if LS else 16 * NB  # totals per thread
     full = tl.zeros((NW, 8, 4, 1), dtype=tl.int32)
     gid = tl.arange(0, 8)[None, :, None, None] + full
     tig = tl.arange(0, 4)[None, None, :, None] + full
@@ -339,34 +369,45 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     px1 = x_ptr + (tl.minimum(m0 + 8 + gid % TB, M - 1) * stride_xm + 2 * tig + sl2)
     # the A of the sums of x: bf16x2 2^-133 on the GPU, where the codes come out as q 2^-133, else 1
     ones = tl.full((NW, 8, 4, 1), 0x3F803F80 if EMULATE else 0x00010001, dtype=tl.int32)
-    c120 = tl.full((NW, 8, 4, 1), 0x57805780, dtype=tl.int32)  # bf16x2 2^48: the scale of x (fold_chunk_ptx)
-    c116 = tl.full((NW, 8, 4, 1), 0, dtype=tl.int32)  # (unused)
+    cx = tl.full((NW, 8, 4, 1), 0x57805780, dtype=tl.int32)  # bf16x2 2^48: the scale of x (fold_chunk_ptx)
     zf = tl.zeros((NW, 8, 4, 1), dtype=tl.float32)
-    t = (zf,) * (16 * NB)
+    if LS:
+        lc = _lane_consts(tig)
+    else:
+        lc = (zf,)
+    t = (zf,) * NT
     if STAGES >= 1 and not EMULATE:
-        t = _ring_totals(t, qweight_ptr + ob, px0, px1, g0, g1, wid, gid, tig, sl2, ones, c120, c116, zf, G, NW, MB,
-                         NB, STAGES, BW, EVICT, KEVEN)
+        t = _ring_totals(t, qweight_ptr + ob, px0, px1, g0, g1, wid, gid, tig, sl2, ones, cx, lc, zf, G, NW, MB,
+                         NB, STAGES, BW, EVICT, KEVEN, LS)
     else:  # WK: warp w takes every NW-th group from g0 + w; else a warp takes them all
         if WK:
             gw = g0 + wid
         else:
             gw = g0
         t = _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_ok, sl4, sl2, ones,
-                           c120, c116, tig, zf, N8, G, O, NW if WK else 1, MB, NB, EVEN_N, EVICT, AHEAD,
-                           KEVEN if WK else 1, EMULATE, BW)
+                           cx, lc, tig, zf, N8, G, O, NW if WK else 1, MB, NB, EVEN_N, EVICT, AHEAD,
+                           KEVEN if WK else 1, EMULATE, BW, LS)
     if WK:  # the warps' totals summed (each warp then holds them all)
-        t = _sum_over_warps(t, gid, MB, NB, NW, EMULATE)
+        t = _sum_over_warps(t, gid, MB, NB, NW, EMULATE, LS)
         g_ok = g_ok & (wid == 0)
     if not EMULATE:  # the totals carry 2^-85
         t2 = ()
-        for k in tl.static_range(16 * NB):
+        for k in tl.static_range(NT):
             t2 = t2 + (t[k] * 3.8685626227668134e25,)  # 2^85
         t = t2
     if CLUSTER > 0:
         t = _cluster_sums(t, MB, CLUSTER, 32 * NW)
         g_ok = g_ok & (pid_s == 0)
     WPT: tl.constexpr = 8 if WK else NW * 8  # words per tile
-    _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig, MB, NB, WPT, SB)
+    if LS:  # the lane's two columns
+        dst = y_ptr if SB == 0 else ws_ptr + pid_s * stride_ys
+        for h in tl.static_range(2):
+            tl.store(dst + m0 * stride_ym + gcol * 8 + 2 * tig + h, t[h].to(dst.dtype.element_ty), mask=g_ok)
+        if SB > 0:
+            _last_split_sums(y_ptr, ws_ptr, count_ptr, m0, pid_n, M, N, stride_ym, stride_ys, MB, WPT, SB)
+    else:
+        _finish(t, y_ptr, ws_ptr, count_ptr, m0, pid_n, pid_s, M, N, stride_ym, stride_ys, g_ok, gcol, tig, MB, NB,
+                WPT, SB)
 
 
 @jit
@@ -386,10 +427,11 @@ def _cluster_sums(t, MB: tl.constexpr, RANKS: tl.constexpr, THREADS: tl.constexp
 
 
 @jit
-def _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_ok, sl4, sl2, ones, c120, c116,
+def _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_ok, sl4, sl2, ones, cx, lc,
                    tig, zf, N8: tl.constexpr, G: tl.constexpr, O: tl.constexpr, NW: tl.constexpr,
                    MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr, EVICT: tl.constexpr,
-                   AHEAD: tl.constexpr, KEVEN: tl.constexpr, EMULATE: tl.constexpr, BW: tl.constexpr):
+                   AHEAD: tl.constexpr, KEVEN: tl.constexpr, EMULATE: tl.constexpr, BW: tl.constexpr,
+                   LS: tl.constexpr = 0):
     """t plus the totals of the thread's groups gw, gw + NW, ... below g1, one group per step;
     AHEAD = 2: the next step's loads are issued before this one is computed (the last step's
     compute after the loop)."""
@@ -401,18 +443,27 @@ def _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_
         for i in range(1, steps):
             wn, xn, zn, sn = _warp_group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, gw + i * NW, g0, g1, gcol, g_ok,
                                                sl4, sl2, N8, G, O, NB, EVEN_N, EVICT, KEVEN, BW)
-            t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+            t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS)
             w = wn
             x = xn
             zw = zn
             sw = sn
-        t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+        t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS)
     else:
         for i in range(0, steps):
             w, x, zw, sw = _warp_group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, gw + i * NW, g0, g1, gcol, g_ok,
                                              sl4, sl2, N8, G, O, NB, EVEN_N, EVICT, KEVEN, BW)
-            t = _group_total(t, w, x, zw, sw, zf, ones, c120, c116, tig, GU, MB, NB, EMULATE)
+            t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS)
     return t
+
+
+@jit
+def _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
+                  EMULATE: tl.constexpr, LS: tl.constexpr):
+    """_group_total of a group's loads (its 4 scale words: LS takes the lane's)."""
+    if LS:
+        sw = _pick_scale(sw, lc)
+    return _group_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS)
 
 
 @jit
@@ -438,17 +489,18 @@ def _clamp(g, g_last, KEVEN: tl.constexpr):
 def _zero_past(sw, ok):
     """A group's scale words, zero where `ok` is false (a step past the warp's last group)."""
     out = ()
-    for s in tl.static_range(4):
+    for s in tl.static_range(len(sw)):
         out = out + (tl.where(ok, sw[s], 0),)
     return out
 
 
 @jit
-def _sum_over_warps(t, gid, MB: tl.constexpr, NB: tl.constexpr, NW: tl.constexpr, EMULATE: tl.constexpr):
+def _sum_over_warps(t, gid, MB: tl.constexpr, NB: tl.constexpr, NW: tl.constexpr, EMULATE: tl.constexpr,
+                    LS: tl.constexpr = 0):
     """The totals t (the ones stored, see _finish) summed over the warps in warp order, each warp
     then holding them all: on the GPU through the program's shared memory with one barrier
     (warp_sum_ptx), else tl.sum over axis 0."""
-    V: tl.constexpr = 8 if MB == 1 else 16 * NB
+    V: tl.constexpr = 2 if LS else 8 if MB == 1 else 16 * NB
     if EMULATE:
         out = ()
         for k in tl.static_range(16 * NB):
@@ -466,23 +518,26 @@ def _sum_over_warps(t, gid, MB: tl.constexpr, NB: tl.constexpr, NW: tl.constexpr
 def warp_sum_ptx(nw: int, values: int) -> str:
     """PTX summing `values` fp32 per thread over the `nw` warps of a program, in warp order, each
     thread getting the sums of its lane: every thread writes its values into its warp's part of a
-    shared-memory buffer ($values: its address; 16 bytes per lane and row of 4, conflict-free), one
-    barrier, then each thread reads its lane's values of every warp. Operands: $0..$values-1 the
-    sums out, then the buffer and the values in."""
-    if values % 4:
-        raise ValueError(f"values must be a multiple of 4, got {values}")
-    rows = values // 4
+    shared-memory buffer ($values: its address; 4v bytes per lane and row of v = 4 values, or of 2
+    where `values` is 2: conflict-free), one barrier, then each thread reads its lane's values of
+    every warp. Operands: $0..$values-1 the sums out, then the buffer and the values in."""
+    if values % 4 and values != 2:
+        raise ValueError(f"values must be 2 or a multiple of 4, got {values}")
+    v = min(values, 4)
+    rows, row, vec = values // v, 128 * v, f".v{v}"
+    wf = ", ".join(f"wf{r}" for r in range(v))
     lines = [".reg .b32 ws<3>;", ".reg .f32 wf<4>;", "mov.u32 ws0, %tid.x;", "and.b32 ws1, ws0, 31;",
-             "shr.u32 ws2, ws0, 5;", f"mad.lo.u32 ws2, ws2, {rows * 512}, ${values};", "mad.lo.u32 ws2, ws1, 16, ws2;"]
+             "shr.u32 ws2, ws0, 5;", f"mad.lo.u32 ws2, ws2, {rows * row}, ${values};",
+             f"mad.lo.u32 ws2, ws1, {4 * v}, ws2;"]
     for q in range(rows):
-        regs = ", ".join(f"${values + 1 + 4 * q + r}" for r in range(4))
-        lines.append(f"st.shared.v4.f32 [ws2+{512 * q}], {{{regs}}};")
-    lines += ["bar.sync 0;", f"mad.lo.u32 ws1, ws1, 16, ${values};"]
+        regs = ", ".join(f"${values + 1 + v * q + r}" for r in range(v))
+        lines.append(f"st.shared{vec}.f32 [ws2+{row * q}], {{{regs}}};")
+    lines += ["bar.sync 0;", f"mad.lo.u32 ws1, ws1, {4 * v}, ${values};"]
     for q in range(rows):
-        lines.append(f"ld.shared.v4.f32 {{{', '.join(f'${4 * q + r}' for r in range(4))}}}, [ws1+{512 * q}];")
+        lines.append(f"ld.shared{vec}.f32 {{{', '.join(f'${v * q + r}' for r in range(v))}}}, [ws1+{row * q}];")
         for w in range(1, nw):
-            lines.append(f"ld.shared.v4.f32 {{wf0, wf1, wf2, wf3}}, [ws1+{w * rows * 512 + 512 * q}];")
-            lines += [f"add.f32 ${4 * q + r}, ${4 * q + r}, wf{r};" for r in range(4)]
+            lines.append(f"ld.shared{vec}.f32 {{{wf}}}, [ws1+{w * rows * row + row * q}];")
+            lines += [f"add.f32 ${v * q + r}, ${v * q + r}, wf{r};" for r in range(v)]
     return "{\n\t" + "\n\t".join(lines) + "\n\t}"
 
 
@@ -531,39 +586,44 @@ def ring_issue_ptx(slot: int, evict: str) -> str:
     return "{\n\t" + "\n\t".join(lines) + "\n\t}"
 
 
-def ring_read_ptx(gu: int) -> str:
+def ring_read_ptx(gu: int, scales: int = 4) -> str:
     """PTX that waits for a slot's copy (its mbarrier's phase of parity $P, where $V is nonzero) and
     reads a thread's part of the block: $0..$4gu-1 the chunks' words (16 bytes per lane and chunk,
-    512 per chunk), then the 4 scale words and the zeros word. Inputs after the outputs: the
-    thread's words, scale words and zeros word (shared addresses), the mbarrier, P and V."""
-    n = 4 * gu + 5
+    512 per chunk), then the `scales` scale words (4, or 1: the lane's) and the zeros word. Inputs
+    after the outputs: the thread's words, scale words and zeros word (shared addresses), the
+    mbarrier, P and V."""
+    n = 4 * gu + scales + 1
     wa, sa, za, bar, par, valid = (f"${n + k}" for k in range(6))
     lines = [".reg .pred p;", f"setp.ne.u32 p, {valid}, 0;", "@!p bra SKIP;", "WAIT:",
              f"mbarrier.try_wait.parity.shared::cta.b64 p, [{bar}], {par};", "@!p bra WAIT;", "SKIP:"]
     for u in range(gu):
         regs = ", ".join(f"${4 * u + r}" for r in range(4))
         lines.append(f"ld.shared.v4.b32 {{{regs}}}, [{wa}+{512 * u}];")
-    lines += [f"ld.shared.v4.b32 {{${4 * gu}, ${4 * gu + 1}, ${4 * gu + 2}, ${4 * gu + 3}}}, [{sa}];",
-              f"ld.shared.b32 ${4 * gu + 4}, [{za}];"]
+    if scales == 4:
+        lines.append(f"ld.shared.v4.b32 {{${4 * gu}, ${4 * gu + 1}, ${4 * gu + 2}, ${4 * gu + 3}}}, [{sa}];")
+    else:
+        lines.append(f"ld.shared.b32 ${4 * gu}, [{sa}];")
+    lines.append(f"ld.shared.b32 ${n - 1}, [{za}];")
     return "{\n\t" + "\n\t".join(lines) + "\n\t}"
 
 
 _RING_SETUP = _Ptx(ring_setup_ptx)
 _RING_ISSUE = _Ptx(ring_issue_ptx)
 _RING_READ = _Ptx(ring_read_ptx)
-_RING_READ_CONS = _Ptx(lambda gu: ",".join(["=r"] * (4 * gu + 5) + ["r"] * 6))
+_RING_READ_CONS = _Ptx(lambda gu, scales: ",".join(["=r"] * (4 * gu + scales + 1) + ["r"] * 6))
 
 
 @jit
-def _ring_totals(t, blocks, px0, px1, g0, g1, wid, gid, tig, sl2, ones, c120, c116, zf, G: tl.constexpr,
+def _ring_totals(t, blocks, px0, px1, g0, g1, wid, gid, tig, sl2, ones, cx, lc, zf, G: tl.constexpr,
                  NW: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, S: tl.constexpr, BW: tl.constexpr,
-                 EVICT: tl.constexpr, KEVEN: tl.constexpr):
+                 EVICT: tl.constexpr, KEVEN: tl.constexpr, LS: tl.constexpr = 0):
     """The totals of warp w over its groups g0 + w, g0 + w + NW, ... below g1 (as
     _stream_totals), each group's block brought into the warp's ring of S slots by a bulk copy
     (`blocks`: the octet's first block). A slot is refilled as soon as the warp has read it: S
     blocks in flight while one is computed."""
     GU: tl.constexpr = G // 16
     SLOT: tl.constexpr = BW * 4
+    NS: tl.constexpr = 1 if LS else 4  # scale words read (LS: the lane's)
     base = shared_memory(NW * S * (SLOT + 8)) + gid * 0  # ring_bytes
     ring, bars = tl.inline_asm_elementwise(_RING_SETUP[(S, SLOT, NW)], "=r,=r,r", [base], is_pure=False,
                                            pack=1, dtype=(tl.int32, tl.int32))
@@ -581,18 +641,19 @@ def _ring_totals(t, blocks, px0, px1, g0, g1, wid, gid, tig, sl2, ones, c120, c1
         valid = i < n
         g = g0 + wid + i * NW
         x = _x_loads(px0, px1, tl.minimum(g, g1 - 1), sl2, G, NB)  # issued before the wait
-        out = tl.inline_asm_elementwise(_RING_READ[GU], _RING_READ_CONS[GU],
-                                        [slot + lane * 16, slot + (GU * 512 + 16 * gid),
+        out = tl.inline_asm_elementwise(_RING_READ[(GU, NS)], _RING_READ_CONS[(GU, NS)],
+                                        [slot + lane * 16, slot + (GU * 512 + 16 * gid + 4 * tig * LS),
                                          slot + (GU * 512 + 128 + 4 * gid), bars + 8 * k, (i // S) % 2 + gid * 0,
                                          valid.to(tl.int32)],
-                                        is_pure=False, pack=1, dtype=(tl.int32,) * (4 * GU + 5))
+                                        is_pure=False, pack=1, dtype=(tl.int32,) * (4 * GU + NS + 1))
         w = out[:4 * GU]
-        sw = out[4 * GU:4 * GU + 4]
+        sw = out[4 * GU:4 * GU + NS]
+        zw = out[4 * GU + NS]
         src = blocks + (g + S * NW) * BW  # (the asm waits for the slot's last word in a register)
         tl.inline_asm_elementwise(_RING_ISSUE[(SLOT, EVICT)], "=r,r,r,l,r,r",
-                                  [slot, bars + 8 * k, src, (i + S < n).to(tl.int32), out[4 * GU + 4]],
+                                  [slot, bars + 8 * k, src, (i + S < n).to(tl.int32), zw],
                                   is_pure=False, pack=1, dtype=tl.int32)
         if not KEVEN:
             sw = _zero_past(sw, valid)
-        t = _group_total(t, w, x, out[4 * GU + 4], sw, zf, ones, c120, c116, tig, GU, MB, NB, False)
+        t = _group_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, False, LS)
     return t

@@ -163,7 +163,7 @@ _PLANS: dict[tuple[Any, ...], Run] = {}
 
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
              block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
-             num_warps: int = 4, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
+             num_warps: int | None = None, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
              stages: int | None = None, block_m: int = 16, maxnreg: int | None = None,
              cluster: bool | None = None, evict_first: bool | None = None,
              warp_split: bool | None = None) -> torch.Tensor:
@@ -191,7 +191,8 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     streams its groups' blocks through a ring of `stages` slots of shared memory by bulk copies
     (the TMA; an NVIDIA GPU of sm_90 or newer), a slot refilled as soon as the warp has read it
     (None: 1 slot there, plain loads elsewhere; 0: plain loads, as the 4-D layout's). The fastest
-    batch-1 GEMV on the H200 (benchmarks/RESULTS.md).
+    batch-1 GEMV on the H200 (benchmarks/RESULTS.md). num_warps: None is 8 for the blocks layout
+    (the H200's best on 14336x4096; within 1% on 28672x8192), else 4.
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
     - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
@@ -235,7 +236,7 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
 
 
 def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-               block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int,
+               block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int | None,
                exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int,
                maxnreg: int | None, cluster: bool | None = None, evict_first: bool | None = None,
                warp_split: bool | None = None) -> Run:
@@ -244,6 +245,8 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     packed_w = qweight.dim() in (3, 4)
     blocks = qweight.dim() == 3
     ring = 0  # the blocks layout's ring slots per warp (0: plain loads)
+    if num_warps is None:
+        num_warps = 8 if blocks else 4
     if warp_split is None:
         warp_split = blocks
     if blocks and not warp_split:
