@@ -29,13 +29,15 @@ CONFIGS: list[dict[str, Any]] = [
     {"num_warps": 2, "split_k": 8},
     {"num_warps": 8, "split_k": 1, "warp_split": True, "ahead": 1},
     {"blocks": True},
-    {"blocks": True, "num_warps": 8, "split_k": 1},
+    {"blocks": True, "num_warps": 4, "split_k": 1},
     {"blocks": True, "num_warps": 4, "split_k": 1, "stages": 2},
     {"blocks": True, "num_warps": 2, "split_k": 1},
     {"blocks": True, "num_warps": 8, "split_k": 1, "stages": 2},
     {"blocks": True, "num_warps": 16, "split_k": 1},
     {"blocks": True, "num_warps": 4, "split_k": 2},
     {"blocks": True, "num_warps": 4, "split_k": 1, "stages": 0, "ahead": 1},
+    {"num_warps": 16, "split_k": 1, "warp_split": True, "ahead": 1},
+    {"blocks": True, "num_warps": 8, "split_k": 2},
 ]
 
 
