@@ -236,7 +236,7 @@ def _group_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU: tl.constexpr, MB: t
                  EMULATE: tl.constexpr, LS: tl.constexpr = 0):
     """The totals t (16t' + 8i + c: tile t', D column 2tig + i, column c) plus a group's: column c =
     2p + h gets s (d - z X), d its sum of q x, X the sum of x of the D column (both times 2^-85 on
-    the GPU, where d of p odd carries 16 more). LS (one row of x, the GPU): t holds the lane's two
+    the GPU, where d of p odd carries 16 more). LS (one row of x, no cluster): t holds the lane's two
     columns 2 tig + h of its word column (the 4 lanes of a gid hold the same sums, each finishes
     one mma's); sw is the lane's scale word (word tig) alone and lc the lane's constants
     (_lane_consts)."""
@@ -280,11 +280,14 @@ def _group_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU: tl.constexpr, MB: t
 
 
 @jit
-def _lane_consts(tig):
+def _lane_consts(tig, EMULATE: tl.constexpr):
     """The constants of _group_total's LS for lane tig, whose columns 2 tig + h come from mma j =
-    tig: the zeros word's shift (nibble 4h + tig; for tig odd one nibble lower, 16 z), its mask,
-    the scale's factor (1 / 16 for tig odd: those sums carry 16 q x), tig odd, tig >= 2."""
+    tig: the zeros word's shift (nibble 4h + tig; on the GPU for tig odd one nibble lower, 16 z),
+    its mask, the scale's factor (on the GPU 1 / 16 for tig odd: those sums carry 16 q x), tig odd,
+    tig >= 2."""
     odd = (tig & 1) == 1
+    if EMULATE:  # the emulated mma sums q x for every j
+        return (4 * tig, tig * 0 + 0xF, (tig * 0).to(tl.float32) + 1.0, odd, tig >= 2)
     return (4 * tig - 4 * (tig & 1), tl.where(odd, 0xF0, 0xF), tl.where(odd, 0.0625, 1.0), odd, tig >= 2)
 
 
@@ -334,7 +337,7 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     GU: tl.constexpr = G // 16
     O: tl.constexpr = (N8 + 7) // 8
     TB: tl.constexpr = MB if NB == 1 else 8  # rows of x per B tile
-    LS: tl.constexpr = 1 if MB == 1 and CLUSTER == 0 and not EMULATE else 0  # see _group_total
+    LS: tl.constexpr = 1 if MB == 1 and CLUSTER == 0 else 0  # see _group_total
     NT: tl.constexpr = 2 if LS else 16 * NB  # totals per thread
     full = tl.zeros((NW, 8, 4, 1), dtype=tl.int32)
     gid = tl.arange(0, 8)[None, :, None, None] + full
@@ -372,7 +375,7 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     cx = tl.full((NW, 8, 4, 1), 0x57805780, dtype=tl.int32)  # bf16x2 2^48: the scale of x (fold_chunk_ptx)
     zf = tl.zeros((NW, 8, 4, 1), dtype=tl.float32)
     if LS:
-        lc = _lane_consts(tig)
+        lc = _lane_consts(tig, EMULATE)
     else:
         lc = (zf,)
     t = (zf,) * NT
@@ -503,7 +506,7 @@ def _sum_over_warps(t, gid, MB: tl.constexpr, NB: tl.constexpr, NW: tl.constexpr
     V: tl.constexpr = 2 if LS else 8 if MB == 1 else 16 * NB
     if EMULATE:
         out = ()
-        for k in tl.static_range(16 * NB):
+        for k in tl.static_range(len(t)):
             if k < V:
                 out = out + (tl.sum(t[k], axis=0, keep_dims=True),)
             else:
