@@ -1,8 +1,9 @@
-"""The CPU backend's LLVM pipeline (O3, loop unrolling only for modules of moderate size) and its exp."""
+"""The CPU backend's LLVM pipeline (O3; loop unrolling and the loop vectorizer only for modules of
+moderate size) and its exp."""
 
 from __future__ import annotations
 
-from compiler.backends.cpu.engine import UNROLL_MAX_LINES, optimize
+from compiler.backends.cpu.engine import LARGE_MODULE_LINES, optimize
 
 LOOP = """
 define void @fill(ptr %p) {
@@ -40,9 +41,38 @@ def test_small_modules_unroll_their_loops() -> None:
 
 
 def test_large_modules_keep_their_loops() -> None:
-    """Over UNROLL_MAX_LINES lines the loop stays a loop (unrolling huge kernels cost minutes)."""
-    body = _fill_body(LOOP + _filler(UNROLL_MAX_LINES))
+    """Over LARGE_MODULE_LINES lines the loop stays a loop (unrolling huge kernels cost minutes)."""
+    body = _fill_body(LOOP + _filler(LARGE_MODULE_LINES))
     assert "phi" in body and body.count("store volatile") == 1
+
+
+SCALE = """
+define void @fill(ptr noalias %p, ptr noalias %q, i64 %n) {
+entry:
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %exit
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %a = getelementptr i32, ptr %p, i64 %i
+  %b = getelementptr i32, ptr %q, i64 %i
+  %v = load i32, ptr %a
+  %w = mul i32 %v, 3
+  store i32 %w, ptr %b
+  %next = add i64 %i, 1
+  %done = icmp eq i64 %next, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+"""
+
+
+def test_loop_vectorizer_only_for_moderate_modules() -> None:
+    """A loop of n iterations is vectorized in an ordinary module; over LARGE_MODULE_LINES lines
+    it stays scalar (the loop vectorizer took most of the compile time of emulated tensor-core
+    kernels)."""
+    assert "x i32>" in _fill_body(SCALE)
+    assert "x i32>" not in _fill_body(SCALE + _filler(LARGE_MODULE_LINES))
 
 
 EXP_SRC = """

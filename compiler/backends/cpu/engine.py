@@ -52,25 +52,30 @@ def target_machine() -> llvm.TargetMachine:
                                         codemodel="jitdefault")
 
 
-# Modules above this many lines of IR are optimized without loop unrolling: unrolling the tile
-# loops of a kernel that large multiplies its code (an emulated tensor-core GEMV: 20 K lines of
-# IR became 72 K, O3 took 57 s instead of 7) for little speed, the code being long already.
-UNROLL_MAX_LINES = 10_000
+# Modules above this many lines of IR are optimized without loop unrolling and without the loop
+# vectorizer (the SLP vectorizer stays): kernels of ordinary DSL code lower to 200-2,100 lines,
+# an emulated tensor-core GEMV to 20-47 K. Unrolling the tile loops of such a kernel multiplied
+# its code (20 K lines became 72 K; O3 took 57 s instead of 7), and the loop vectorizer alone
+# took 14 of the 20 s that O3 and code generation took for a 47 K-line one (a first call of
+# awq_gemv on the CPU: 59-73 s with it, 17-23 s without; its run 2x slower, 40-90 ms for
+# 4096x4096: a compile costs a thousand runs).
+LARGE_MODULE_LINES = 10_000
 
 
 def optimize(text: str) -> llvm.ModuleRef:
     """Parse LLVM IR text, verify it, and run the O3 pipeline for the host (without loop
-    unrolling for modules over UNROLL_MAX_LINES)."""
+    unrolling and loop vectorization for modules over LARGE_MODULE_LINES)."""
     _init()
     tm = target_machine()
     mod = llvm.parse_assembly(text)
     mod.triple = host().triple
     mod.data_layout = str(tm.target_data)
     mod.verify()
+    moderate = text.count("\n") <= LARGE_MODULE_LINES
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
+    pto.loop_vectorization = moderate
     pto.slp_vectorization = True
-    pto.loop_unrolling = text.count("\n") <= UNROLL_MAX_LINES
+    pto.loop_unrolling = moderate
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     mpm.run(mod, pb)
