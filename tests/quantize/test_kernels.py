@@ -263,20 +263,22 @@ def test_awq_gemv_pack_blocks_layout(N: int, K: int, G: int) -> None:
         awq_gemv_pack(qw, qz, sc.float())
 
 
-@pytest.mark.parametrize(("N", "K", "G", "opts", "same"), [
-    (72, 96, 32, {"split_k": 1, "num_warps": 4}, False),  # 3 groups for 4 warps: one scales its only step by zero
-    (136, 160, 32, {"split_k": 2, "num_warps": 2, "ahead": 2}, True),  # splits of 2 and 3 groups, ragged N
+@pytest.mark.parametrize(("N", "K", "G", "M", "opts", "same"), [
+    (72, 96, 32, 1, {"split_k": 1, "num_warps": 4}, False),  # 3 groups for 4 warps: one scales its only step by zero
+    (136, 160, 32, 1, {"split_k": 2, "num_warps": 2, "ahead": 2}, True),  # splits of 2 and 3 groups, ragged N
+    (136, 256, 32, 16, {"split_k": 1, "num_warps": 4}, True),  # 16 rows: two B tiles share the weights
+    (72, 96, 32, 3, {"split_k": 2, "num_warps": 2}, False),  # 3 rows in a 4-row tile
 ])
-def test_awq_gemv_blocks_and_warp_split(N: int, K: int, G: int, opts: dict[str, Any], same: bool) -> None:
-    """The warps of a program sharing K (warp_split, and the blocks layout, which reads that way),
-    batch 1 (the emulated tensor cores compile slowly: more rows of x run in tests/gpu): against
-    float64 with an offset in x, and (same) the same sums from both layouts."""
+def test_awq_gemv_blocks_and_warp_split(N: int, K: int, G: int, M: int, opts: dict[str, Any], same: bool) -> None:
+    """The warps of a program sharing K (warp_split, and the blocks layout, which reads that way):
+    against float64 with an offset in x, and (same) the same sums from both layouts; one row of
+    x (each lane finishing 2 columns) and several (every lane all 8)."""
     w = torch.randn(N, K) * 0.05
     qw, qz, sc = awq_quantize_pack(w, G)
     wd = awq_dequantize(qw, qz, sc).double()
-    x = (torch.randn(1, K) * 3 + 20).to(torch.bfloat16)
+    x = (torch.randn(M, K) * 3 + 20).to(torch.bfloat16)
     y = awq_gemv(x, awq_gemv_pack(qw, qz, sc), qz, sc, **opts)
-    assert y.shape == (1, N) and y.dtype == torch.bfloat16 and _rel(y, x.double() @ wd.t()) < 1e-2
+    assert y.shape == (M, N) and y.dtype == torch.bfloat16 and _rel(y, x.double() @ wd.t()) < 1e-2
     if same:
         assert torch.equal(y, awq_gemv(x, awq_gemv_pack(qw), qz, sc, warp_split=True, **opts))
 
