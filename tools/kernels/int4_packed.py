@@ -26,7 +26,9 @@ Warp w of a program reads octet pid_n NW + w (the last octet for warps past the 
 columns are not stored); one loop step per group, all its loads at the top: a chunk's 4 words in
 one 16-byte load, its x pairs in one 8-byte load, the group's zeros word and 4 scale words in a
 4- and a 16-byte load. EMULATE runs the same data flow with DSL ops on the CPU backend (the
-codes as q, the mma as the sum over the lanes of the fragment it describes).
+codes as q, the mma as the sum over the lanes of the fragment it describes). With one row of x
+(and no cluster) the 4 lanes of a word column hold the same sums, so each finishes one mma's 2
+columns (their zero points and scales, 2 totals per lane to sum and store) in place of all 8.
 
 With WK the warps of a program share one octet's K and sum their totals in shared memory
 (warp_sum_ptx). awq_gemv_pack's blocks put an octet's group (its words, then its 64 scales and 8
