@@ -275,7 +275,6 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         block_n = tile_n
         if blocks:
             ring = _ring_stages(x, stages, num_warps, G)
-            stages = 1
         elif stages not in (None, 1):
             raise ValueError(f"qweight in awq_gemv_pack's layout streams one group per step with the next one's loads "
                              f"issued ahead (ahead=2), not through stages: stages must be None or 1, got {stages}")
