@@ -10,17 +10,18 @@ from compiler import jit
 
 @jit
 def row_sums(x_ptr, y_ptr, M, N, stride, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-             MASKED: tl.constexpr):
-    """y[m] = sum over n of x[m, n] in fp32, BN columns per iteration (masked: any M, N)."""
+             MASKED: tl.constexpr, EVICT: tl.constexpr = ""):
+    """y[m] = sum over n of x[m, n] in fp32, BN columns per iteration (masked: any M, N; EVICT: the
+    loads' eviction_policy)."""
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in tl.range(0, N, BN, num_stages=STAGES):
         cols = k + tl.arange(0, BN)
         p = x_ptr + rows[:, None] * stride + cols[None, :]
         if MASKED:
-            x = tl.load(p, mask=(rows[:, None] < M) & (cols[None, :] < N), other=0)
+            x = tl.load(p, mask=(rows[:, None] < M) & (cols[None, :] < N), other=0, eviction_policy=EVICT)
         else:
-            x = tl.load(p)
+            x = tl.load(p, eviction_policy=EVICT)
         acc += x.to(tl.float32)
     tl.store(y_ptr + rows, tl.sum(acc, axis=1), mask=rows < M)
 

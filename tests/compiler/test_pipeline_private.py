@@ -159,3 +159,21 @@ def test_sm90_two_byte_runs_stay_loads() -> None:
     assert "cp.async" not in ptx
     ptx, _ = _ptx(row_sums, {**ROWS_SIG, "x_ptr": "*bf16"}, {"BM": 16, "BN": 64, "STAGES": 3, "MASKED": False})
     assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16", ptx)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("evict", ["evict_first", "evict_last"])
+def test_sm90_copies_keep_the_loads_eviction_policy(masked: bool, evict: str) -> None:
+    """A staged load's eviction_policy goes with its cp.async: `.L2::cache_hint` and the policy
+    register of createpolicy (made outside the loop) after the source size (the copies past the
+    loop's end or the mask copy none); without a policy the copies are the plain ones."""
+    ptx, _ = _ptx(row_sums, ROWS_SIG, {"BM": 16, "BN": 64, "STAGES": 3, "MASKED": masked, "EVICT": evict})
+    copies = re.findall(r"cp\.async\.(?:ca|cg)\.shared\.global\.L2::cache_hint [^;]*;", ptx)
+    assert len(copies) == len(re.findall(r"cp\.async\.c[ag]\.", ptx))  # every copy
+    # [dst], [src], size, source size, policy
+    assert copies and all(re.search(r"\], \d+, %r\d+, %rd\d+;$", c) for c in copies)
+    assert re.search(rf"createpolicy\.fractional\.L2::{evict}\.b64 %rd\d+, 1\.0;", ptx)
+    assert "createpolicy" not in _loop_text(ptx)  # hoisted: one policy register for every copy
+    plain, _ = _ptx(row_sums, ROWS_SIG, {"BM": 16, "BN": 64, "STAGES": 3, "MASKED": masked, "EVICT": ""})
+    assert "cache_hint" not in plain and "createpolicy" not in plain

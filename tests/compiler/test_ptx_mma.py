@@ -221,3 +221,39 @@ def test_sequential_pipelined_loops_share_their_slots() -> None:
     one_loop = 3 * (128 * 128 + 64 * 128 * 2)  # 3 stages of A [128, 64] and B [64, 128] fp16
     assert one_loop <= ck.metadata["shared"] < 2 * one_loop  # type: ignore[attr-defined]
     assert ck.metadata["n_spills"] == 0 and ck.metadata["ptxas_notes"] == []  # type: ignore[attr-defined]
+
+
+@compiler.jit
+def evict_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+             EVICT_A: tl.constexpr, EVICT_B: tl.constexpr):
+    """c = a @ b (row-major, every access masked), each operand loaded with its eviction_policy."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
+                    other=0.0, eviction_policy=EVICT_A)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N),
+                    other=0.0, eviction_policy=EVICT_B)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_pipelined_operand_copies_keep_the_loads_eviction_policy() -> None:
+    """The K loop's cp.async copies of a wgmma operand carry its load's eviction_policy (the L2
+    policy register of createpolicy, `.L2::cache_hint`); the other operand's copies stay plain."""
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32:16", "N": "i32:16", "K": "i32:16"}
+    consts = {"BM": 128, "BN": 128, "BK": 64}
+    ck = evict_mm.compile(sig, {**consts, "EVICT_A": "evict_first", "EVICT_B": ""}, target="cuda:sm_90a",
+                          num_warps=8, num_stages=3)
+    ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
+    assert "wgmma.mma_async" in ptx
+    hinted = re.findall(r"cp\.async\.cg\.shared\.global\.L2::cache_hint [^;]*, (%rd\d+);", ptx)
+    plain = re.findall(r"cp\.async\.cg\.shared\.global \[", ptx)
+    assert hinted and plain and len(hinted) == len(plain)  # a's copies hinted, b's (as many) not
+    policy = re.findall(r"createpolicy\.fractional\.L2::evict_first\.b64 (%rd\d+), 1\.0;", ptx)
+    assert len(policy) == 1 and set(hinted) == set(policy)  # one register, made before the loop
+    none = evict_mm.compile(sig, {**consts, "EVICT_A": "", "EVICT_B": ""}, target="cuda:sm_90a", num_warps=8,
+                            num_stages=3).asm["ptx"]  # type: ignore[attr-defined]
+    assert "cache_hint" not in none and "createpolicy" not in none

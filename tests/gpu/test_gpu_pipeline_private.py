@@ -46,6 +46,21 @@ def test_row_sums(stages: int, dtype: str, M: int, N: int, masked: bool) -> None
     torch.testing.assert_close(y.cpu(), cpu, rtol=1e-5, atol=tol)
 
 
+@pytest.mark.parametrize("evict", ["evict_first", "evict_last"])
+@pytest.mark.parametrize(("M", "N", "masked"), [(37, 300, True), (32, 512, False)])
+def test_row_sums_with_an_eviction_policy(evict: str, M: int, N: int, masked: bool) -> None:
+    """The staged copies carry the load's L2 policy (cp.async ... .L2::cache_hint): the same sums."""
+    g = torch.Generator().manual_seed(M + N)
+    x = torch.randn(M, N, generator=g)
+    ref = x.double().sum(1)
+    xd = x.cuda()
+    y = torch.full((M,), float("nan"), device="cuda")
+    row_sums[(-(-M // 16),)](xd, y, M, N, xd.stride(0), BM=16, BN=64, STAGES=3, MASKED=masked, EVICT=evict,
+                             num_warps=4)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.cpu().double(), ref, rtol=1e-5, atol=1e-4 * float(ref.abs().max()))
+
+
 @pytest.mark.parametrize("stages", [2, 3, 5])
 @pytest.mark.parametrize("P", [0, 1, 2, 4, 9])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
