@@ -129,7 +129,7 @@ def make_front(launcher: Any) -> Callable[..., Any]:
     ns: dict[str, Any] = {"_ATensor": _Tensor, "_Aarg_key": arg_key, "_Acx": constexpr_token, "_Araw": raw_value,
                           "_Afast_get": launcher.fast.get, "_Amiss": launcher.miss, "_Aslow": launcher.slow,
                           "_Agrid3": _grid3_of(launcher), "_AM": MISSING,
-                          "_Aresult_of": result_of}
+                          "_Aresult_of": result_of, "_Atrue": constexpr_token(True), "_Afalse": constexpr_token(False)}
     sig = ["_Ag", "/"]
     for i, n in enumerate(names):
         if n in launcher.defaults:
@@ -157,8 +157,16 @@ def make_front(launcher: Any) -> Callable[..., Any]:
     keys: list[str] = []
     raws: list[str] = []
     for i, (n, p) in enumerate(zip(names, launcher.params, strict=True)):
-        if p.constexpr:
-            lines.append(f"    _Ak{i} = {n} if {n}.__class__ is int else _Acx({n})")
+        if p.constexpr:  # constexpr_token's tokens, those of bools and strings made here (no call)
+            lines += [f"    _At = {n}.__class__",
+                      "    if _At is int:",
+                      f"        _Ak{i} = {n}",
+                      "    elif _At is bool:",
+                      f"        _Ak{i} = _Atrue if {n} else _Afalse",
+                      "    elif _At is str:",
+                      f"        _Ak{i} = ('c', 'str', {n})",
+                      "    else:",
+                      f"        _Ak{i} = _Acx({n})"]
             keys.append(f"_Ak{i}")
             continue
         ns[f"_Ap{i}"] = p

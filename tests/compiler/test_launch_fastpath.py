@@ -79,6 +79,15 @@ def test_constexpr_values_of_different_types_are_different_kernels() -> None:
     for o in (o1, ot, of):
         torch.testing.assert_close(o, x * 2 + 1)
     assert _run(x, 100, FLAG=True)[0] is kt and _run(x, 100, FLAG=1)[0] is k1
+    # bools and strings (their tokens made in the front itself): False is not 0, "" is not "1"
+    kF, oF = _run(x, 100, FLAG=False)
+    ke, oe = _run(x, 100, FLAG="")
+    ks, os_ = _run(x, 100, FLAG="1")
+    assert len({id(k0), id(k1), id(kt), id(kf), id(kF), id(ke), id(ks)}) == 7
+    torch.testing.assert_close(oF, x * 2)
+    torch.testing.assert_close(oe, x * 2)
+    torch.testing.assert_close(os_, x * 2 + 1)
+    assert _run(x, 100, FLAG=False)[0] is kF and _run(x, 100, FLAG="")[0] is ke and _run(x, 100, FLAG="1")[0] is ks
 
 
 def test_num_warps_and_positional_or_keyword_calls() -> None:
