@@ -129,7 +129,8 @@ def make_front(launcher: Any) -> Callable[..., Any]:
     ns: dict[str, Any] = {"_ATensor": _Tensor, "_Aarg_key": arg_key, "_Acx": constexpr_token, "_Araw": raw_value,
                           "_Afast_get": launcher.fast.get, "_Amiss": launcher.miss, "_Aslow": launcher.slow,
                           "_Agrid3": _grid3_of(launcher), "_AM": MISSING,
-                          "_Aresult_of": result_of, "_Atrue": constexpr_token(True), "_Afalse": constexpr_token(False)}
+                          "_Aresult_of": result_of, "_Atrue": constexpr_token(True), "_Afalse": constexpr_token(False),
+                          "_Astr": constexpr_token("")[:-1]}
     sig = ["_Ag", "/"]
     for i, n in enumerate(names):
         if n in launcher.defaults:
@@ -164,7 +165,7 @@ def make_front(launcher: Any) -> Callable[..., Any]:
                       "    elif _At is bool:",
                       f"        _Ak{i} = _Atrue if {n} else _Afalse",
                       "    elif _At is str:",
-                      f"        _Ak{i} = ('c', 'str', {n})",
+                      f"        _Ak{i} = _Astr + ({n},)",
                       "    else:",
                       f"        _Ak{i} = _Acx({n})"]
             keys.append(f"_Ak{i}")
