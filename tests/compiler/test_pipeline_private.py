@@ -164,16 +164,13 @@ def test_sm90_two_byte_runs_stay_loads() -> None:
 @needs_ptxas
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("evict", ["evict_first", "evict_last"])
-def test_sm90_copies_keep_the_loads_eviction_policy(masked: bool, evict: str) -> None:
-    """A staged load's eviction_policy goes with its cp.async: `.L2::cache_hint` and the policy
-    register of createpolicy (made outside the loop) after the source size (the copies past the
-    loop's end or the mask copy none); without a policy the copies are the plain ones."""
+def test_sm90_copies_of_a_load_with_an_eviction_policy_are_plain(masked: bool, evict: str) -> None:
+    """A staged load's eviction_policy does not go with its cp.async (`.L2::cache_hint` there ran
+    into illegal instructions on the H200: async_copy.py): the copies are those of the load
+    without a policy, the source size after the size."""
     ptx, _ = _ptx(row_sums, ROWS_SIG, {"BM": 16, "BN": 64, "STAGES": 3, "MASKED": masked, "EVICT": evict})
-    copies = re.findall(r"cp\.async\.(?:ca|cg)\.shared\.global\.L2::cache_hint [^;]*;", ptx)
-    assert len(copies) == len(re.findall(r"cp\.async\.c[ag]\.", ptx))  # every copy
-    # [dst], [src], size, source size, policy
-    assert copies and all(re.search(r"\], \d+, %r\d+, %rd\d+;$", c) for c in copies)
-    assert re.search(rf"createpolicy\.fractional\.L2::{evict}\.b64 %rd\d+, 1\.0;", ptx)
-    assert "createpolicy" not in _loop_text(ptx)  # hoisted: one policy register for every copy
     plain, _ = _ptx(row_sums, ROWS_SIG, {"BM": 16, "BN": 64, "STAGES": 3, "MASKED": masked, "EVICT": ""})
-    assert "cache_hint" not in plain and "createpolicy" not in plain
+    copies = re.findall(r"cp\.async\.c[ag]\.shared\.global [^;]*;", ptx)
+    assert copies and all(re.search(r"\], \d+, %r\d+;$", c) for c in copies)
+    assert "cache_hint" not in ptx and "createpolicy" not in ptx
+    assert len(copies) == len(re.findall(r"cp\.async\.c[ag]\.shared\.global [^;]*;", plain))

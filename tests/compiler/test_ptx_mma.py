@@ -240,20 +240,13 @@ def evict_mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, B
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def test_pipelined_operand_copies_keep_the_loads_eviction_policy() -> None:
-    """The K loop's cp.async copies of a wgmma operand carry its load's eviction_policy (the L2
-    policy register of createpolicy, `.L2::cache_hint`); the other operand's copies stay plain."""
+def test_pipelined_operand_copies_carry_no_l2_policy() -> None:
+    """The K loop's cp.async copies of a wgmma operand loaded with an eviction_policy are the plain
+    copies: `.L2::cache_hint` on cp.async ran into illegal instructions on the H200 (async_copy.py)."""
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32:16", "N": "i32:16", "K": "i32:16"}
     consts = {"BM": 128, "BN": 128, "BK": 64}
     ck = evict_mm.compile(sig, {**consts, "EVICT_A": "evict_first", "EVICT_B": ""}, target="cuda:sm_90a",
                           num_warps=8, num_stages=3)
     ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
-    assert "wgmma.mma_async" in ptx
-    hinted = re.findall(r"cp\.async\.cg\.shared\.global\.L2::cache_hint [^;]*, (%rd\d+);", ptx)
-    plain = re.findall(r"cp\.async\.cg\.shared\.global \[", ptx)
-    assert hinted and plain and len(hinted) == len(plain)  # a's copies hinted, b's (as many) not
-    policy = re.findall(r"createpolicy\.fractional\.L2::evict_first\.b64 (%rd\d+), 1\.0;", ptx)
-    assert len(policy) == 1 and set(hinted) == set(policy)  # one register, made before the loop
-    none = evict_mm.compile(sig, {**consts, "EVICT_A": "", "EVICT_B": ""}, target="cuda:sm_90a", num_warps=8,
-                            num_stages=3).asm["ptx"]  # type: ignore[attr-defined]
-    assert "cache_hint" not in none and "createpolicy" not in none
+    assert "wgmma.mma_async" in ptx and re.search(r"cp\.async\.cg\.shared\.global \[", ptx)
+    assert "cache_hint" not in ptx and "createpolicy" not in ptx

@@ -49,7 +49,8 @@ def test_row_sums(stages: int, dtype: str, M: int, N: int, masked: bool) -> None
 @pytest.mark.parametrize("evict", ["evict_first", "evict_last"])
 @pytest.mark.parametrize(("M", "N", "masked"), [(37, 300, True), (32, 512, False)])
 def test_row_sums_with_an_eviction_policy(evict: str, M: int, N: int, masked: bool) -> None:
-    """The staged copies carry the load's L2 policy (cp.async ... .L2::cache_hint): the same sums."""
+    """A staged load with an L2 eviction policy (its copies carry none: `.L2::cache_hint` on cp.async
+    ran into illegal instructions here for 37 x 300): the same sums."""
     g = torch.Generator().manual_seed(M + N)
     x = torch.randn(M, N, generator=g)
     ref = x.double().sum(1)

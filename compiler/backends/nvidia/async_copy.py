@@ -14,9 +14,11 @@ operands from there with no trip through registers.
   then shared stores, fp32 rounded to tf32 on the way as the staging of unpipelined dots does):
   correct for any layout, only slower. Copies of an iteration past the loop's end
   are not issued (a uniform branch); the group is committed either way, so group counts stay exact.
-  The load's eviction_policy ('evict_first' / 'evict_last') goes with each copy as
-  `.L2::cache_hint` and the createpolicy register (cache_hints.l2_policy); cp.async has no L1
-  priority (`.cg` does not allocate in L1, `.ca` takes the default).
+  The load's eviction_policy does not go with the copies: `.L2::cache_hint` on them (a createpolicy
+  register made once or per copy alike) ran into "an illegal instruction" on the H200 for masked
+  4-byte copies of rows not a multiple of the block (ptxas 13.0, sm_90a; benchmarks/NOTES-gpu.md,
+  session 15), while the same PTX forms run in a CUDA probe. `.cg` does not allocate in L1,
+  `.ca` takes the default.
 - `async_wait`: `cp.async.wait_group` (the S-2 younger groups may stay in flight), a proxy fence so
   the tensor core (async proxy) sees the data, and a barrier: every thread's copies have landed
   and every warp has finished the dot that read the slot about to be overwritten.
@@ -43,7 +45,6 @@ from ...ir import types as T
 from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..cpu.scalar import I8, I32, I64
-from .cache_hints import l2_policy
 from .lower import GPUTile, SharedOperand, blocked_for, num_regs, nv_type
 
 if TYPE_CHECKING:
@@ -369,10 +370,9 @@ def _lower_private_copy(lw: NvLowering, op: Op, buf: PipeBuffer) -> None:
     if nbytes >= 4:
         ptr = lw.tile(ptr_v, layout)
         mask = lw.tile(mask_v, layout) if mask_v is not None else None
-        policy = l2_policy(lw, op.attrs.get("eviction"))
         for q, r0 in enumerate(range(0, n, buf.vec)):
             on = b.and_(pred, mask.regs[r0]) if mask is not None else pred
-            _cp_async(lw, base, ptr.regs[r0], on, nbytes, off + q * step, policy)
+            _cp_async(lw, base, ptr.regs[r0], on, nbytes, off + q * step)
     else:  # runs under 4 bytes: loaded into registers and stored (correct, not asynchronous)
         def through_registers() -> None:
             tile = load_tile(lw, ptr_v, mask_v, None, buf.elem)
@@ -436,8 +436,6 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
 
     vec = _copy_vec(lw, layout, ptr_v, mask_v, fast, esize)
     slot = _slot_addr(lw, buf, lw.scalar(slot_v))
-    # made where the copies are guarded, not under the guard, so that LLVM hoists it out of loops
-    policy = l2_policy(lw, op.attrs.get("eviction")) if vec else None
 
     def copies() -> None:
         if not vec:  # through registers: a vectorized load, then stores in the slot's layout
@@ -455,8 +453,7 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
         b = lw.b
         for r0, i, j in runs(lw, layout, vec):
             dst = b.add(slot, place(b, i, j))
-            _cp_async(lw, dst, ptr.regs[r0], mask.regs[r0] if mask is not None else None, vec * esize,
-                      policy=policy)
+            _cp_async(lw, dst, ptr.regs[r0], mask.regs[r0] if mask is not None else None, vec * esize)
 
     if lw.inflight:  # a carried group may still read the slot this copy refills
         lw.wait_inflight()
@@ -479,24 +476,20 @@ def _shared_ptr(lw: NvLowering, base: ir.Value, off: int, ty: ir.Type) -> ir.Val
 
 
 def _cp_async(lw: NvLowering, dst: ir.Value, src: ir.Value, mask: ir.Value | None, nbytes: int,
-              dst_off: int = 0, policy: ir.Value | None = None) -> None:
+              dst_off: int = 0) -> None:
     """One cp.async of `nbytes` from `src` to the shared address `dst` + `dst_off`; a constant
-    offset of `src` (getelementptrs by constants) goes into the instruction's address too. `policy`
-    (cache_hints.l2_policy: the load's eviction_policy) goes with `.L2::cache_hint`."""
+    offset of `src` (getelementptrs by constants) goes into the instruction's address too. No L2
+    cache policy (see the module docstring)."""
     b = lw.b
     kind = "cg" if nbytes == 16 else "ca"
-    hint = "" if policy is None else ".L2::cache_hint"
     src, src_off = _const_offset(src)
     d = f"[$0+{dst_off}]" if dst_off else "[$0]"
     s_ = f"[$1+{src_off}]" if src_off else "[$1]"  # "+-8" for a negative offset, as LLVM writes it
     args: list[ir.Value] = [dst, src]
-    text, cons = f"cp.async.{kind}.shared.global{hint} {d}, {s_}, {nbytes}", "r,l"
+    text, cons = f"cp.async.{kind}.shared.global {d}, {s_}, {nbytes}", "r,l"
     if mask is not None:  # the source size: 0 where the mask is off (cp.async fills zeros)
         args.append(b.select(mask, ir.Constant(I32, nbytes), ir.Constant(I32, 0)))
         text, cons = text + f", ${len(args) - 1}", cons + ",r"
-    if policy is not None:
-        args.append(policy)
-        text, cons = text + f", ${len(args) - 1}", cons + ",l"
     b.asm(ir.FunctionType(ir.VoidType(), [a.type for a in args]), text + ";", cons + ",~{memory}", args,
           side_effect=True)
 
