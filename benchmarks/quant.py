@@ -153,11 +153,12 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                     variants[f"{mode} BN={bn} warps={nw} {name} split={sk}"] = partial(
                         awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc, block_n=bn, num_warps=nw,
                         split_k=sk, mode=mode, **opts)
-                if m == 1:  # the blocks layout (awq_gemv's defaults there: 8 warps sharing K, a ring of 1 slot)
-                    variants = {"blocks ring=1 BN=64 warps=8 split=1 evict_first": partial(awq_gemv, x, qw_blocks, qz,
-                                                                                           sc),
-                                "blocks ring=1 BN=64 warps=4 split=1 evict_first": partial(awq_gemv, x, qw_blocks, qz,
-                                                                                           sc, num_warps=4),
+                if m == 1:  # the blocks layout (awq_gemv's defaults there: 8 warps sharing K, a ring of 1 slot,
+                    # the int8 arithmetic)
+                    blk = "blocks ring=1 BN=64 split=1 evict_first"
+                    variants = {f"{blk} int8 warps=8": partial(awq_gemv, x, qw_blocks, qz, sc),
+                                f"{blk} int8 warps=4": partial(awq_gemv, x, qw_blocks, qz, sc, num_warps=4),
+                                f"{blk} bf16 warps=8": partial(awq_gemv, x, qw_blocks, qz, sc, mode="mma"),
                                 **variants}
                 if m > 1 and sweep:
                     variants["awq_gemm (default)"] = partial(awq_gemm, x, qw, qz, sc)

@@ -1,7 +1,8 @@
 """W4A16 AWQ GEMV/GEMM (tools/kernels/int4.py, the tensor-core kernels of int4_mma.py and
-int4_packed.py) on the GPU: against float64 and the CPU backend, batch 1 to 16, ragged N, every K
-split (the last program of each tile sums the partials: the counters must come back to zero and
-the result must not depend on which program arrives last), outputs poisoned."""
+int4_packed.py, their int8 arithmetic in int4_i8.py) on the GPU: against float64 and the CPU
+backend, batch 1 to 16, ragged N, every K split (the last program of each tile sums the partials:
+the counters must come back to zero and the result must not depend on which program arrives
+last), outputs poisoned."""
 
 from __future__ import annotations
 
@@ -159,18 +160,50 @@ def test_w4a16_blocks_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: in
     of a program share K): streamed through each warp's ring of shared-memory slots by bulk copies
     (stages None: 1 slot, or 3, 4 and 2), or read by plain loads (stages=0). Splits of K whose group
     counts the warps do not divide (their last steps scale a group by zero), ragged N, 16 rows of x
-    in one program; the same sums as the 4-D layout read by the same warps (warp_split)."""
+    in one program; the same sums as the 4-D layout read by the same warps (warp_split) in the bf16
+    arithmetic (the blocks' permuted words brought back)."""
     ref, cpu, dev = _offset_case(N, K, M, N * K + M + 2, monkeypatch)
     blocks = w4a16.awq_gemv_pack(dev[1], dev[2], dev[3])
     packed = w4a16.awq_gemv_pack(dev[1])
     bm = 16 if M > 8 else 8  # 16 rows: two 8-row B tiles share the weights
     for split in (1, 2, 3, K // 128):
         run = partial(awq_gemv, dev[0], blocks, dev[2], dev[3], num_warps=nw, split_k=split, stages=stages,
-                      block_m=bm)
+                      block_m=bm, mode="mma")
         _check_splits(run, ref, cpu)
         same = awq_gemv(dev[0], packed, dev[2], dev[3], num_warps=nw, split_k=split, block_m=bm, warp_split=True,
                         ahead=1)
         assert torch.equal(run(), same)
+    _check_counters()
+
+
+@pytest.mark.parametrize(("N", "K", "nw", "split", "stages"), [(200, 512, 8, 1, None), (200, 512, 4, 3, 2),
+                                                             (1000, 1024, 2, 2, None), (4096, 2048, 8, 1, None)])
+def test_w4a16_int8_gpu_against_cpu_bits(N: int, K: int, nw: int, split: int, stages: int | None,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mode "mma-int8" (the blocks layout's batch-1 default for groups of 128): the GPU's sums are the
+    CPU backend's bit for bit (the same integers, the same fp32 folds in the same order), within
+    the cut's bound of float64 and repeatable (K splits: the counters come back to zero)."""
+    g = torch.Generator().manual_seed(N + K + nw)
+    qw, qz, sc = awq_quantize_pack(torch.randn(N, K, generator=g) * 0.05, 128)
+    wd = awq_dequantize(qw, qz, sc).double()
+    x = (torch.randn(1, K, generator=g) * 2 + 3).to(torch.bfloat16)
+    x[0, 3] = 700.0  # a group whose small elements are cut
+    blocks = w4a16.awq_gemv_pack(qw, qz, sc)
+    cpu = awq_gemv(x, blocks, qz, sc, mode="mma-int8", num_warps=nw, split_k=split) if N * K <= 1 << 20 else None
+    _poison(monkeypatch)
+    dev = [t.cuda() for t in (x, blocks, qz, sc)]
+    run = partial(awq_gemv, *dev, num_warps=nw, split_k=split, stages=stages)
+    y = run()
+    assert torch.equal(y, awq_gemv(*dev, mode="mma-int8", num_warps=nw, split_k=split, stages=stages))
+    for _ in range(3):
+        assert torch.equal(y, run())
+    if cpu is not None:
+        assert torch.equal(y.cpu(), cpu)
+    xg = x.double().view(-1, 128)
+    unit = (2.0 ** (torch.floor(torch.log2(xg.abs().amax(dim=1))) - 14)).repeat_interleave(128)
+    ref = (x.double() @ wd.t())[0]
+    bound = wd.abs() @ unit + ref.abs() * 2 ** -8 + (wd.abs() @ x.double().abs()[0]) * 2 ** -20
+    assert ((y[0].cpu().double() - ref).abs() <= bound).all()
     _check_counters()
 
 

@@ -150,7 +150,7 @@ def test_awq_gemv_packed_weights_errors() -> None:
     qw, qz, sc = awq_quantize_pack(torch.randn(64, 64), 32)
     x = torch.randn(1, 64, dtype=torch.bfloat16)
     for mode in ("f32", "mma-sub"):
-        with pytest.raises(ValueError, match="mode must be None or 'mma'"):
+        with pytest.raises(ValueError, match="mode must be None, 'mma' or 'mma-int8'"):
             awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode=mode)
     with pytest.raises(ValueError, match="stages must be None or 1"):
         awq_gemv(x, awq_gemv_pack(qw), qz, sc, stages=2)
@@ -243,8 +243,9 @@ def test_launchers_reject_bad_shapes() -> None:
 @pytest.mark.parametrize(("N", "K", "G"), [(200, 64, 32), (64, 128, 64)])
 def test_awq_gemv_pack_blocks_layout(N: int, K: int, G: int) -> None:
     """awq_gemv_pack(qweight, qzeros, scales): block (o, g) is the 4-D layout's words of the group's
-    chunks, then the fp16 scales of columns 64o .. 64o + 63 and the zeros words of word columns
-    8o .. 8o + 7 (zero past N)."""
+    chunks with their bytes permuted (P0 = bytes 0, 2 of R0 then of R2; P1 = bytes 1, 3; P2, P3 the
+    same of R1, R3), then the fp16 scales of columns 64o .. 64o + 63 and the zeros words of word
+    columns 8o .. 8o + 7 (zero past N)."""
     qw = torch.randint(-2**31, 2**31 - 1, (K, N // 8), dtype=torch.int32)
     qz = torch.randint(-2**31, 2**31 - 1, (K // G, N // 8), dtype=torch.int32)
     sc = torch.rand(K // G, N).half() + 0.5
@@ -252,7 +253,12 @@ def test_awq_gemv_pack_blocks_layout(N: int, K: int, G: int) -> None:
     gu, octets = G // 16, -(-N // 64)
     assert b.shape == (octets, K // G, gu * 128 + 40) and b.is_contiguous() and b.dtype == torch.int32
     for o, g in itertools.product(range(octets), range(K // G)):
-        assert torch.equal(b[o, g, :gu * 128], words[g * gu:(g + 1) * gu, o].reshape(-1))
+        r = words[g * gu:(g + 1) * gu, o].to(torch.int64) & 0xFFFFFFFF  # [chunk, lane, R0..R3]
+        got = b[o, g, :gu * 128].to(torch.int64).view(gu, 32, 4) & 0xFFFFFFFF
+        for s, (a, c, i) in enumerate(((0, 2, 0), (0, 2, 1), (1, 3, 0), (1, 3, 1))):
+            want = sum(((r[..., src] >> (8 * i + 16 * half)) & 255) << (8 * (2 * k + half))
+                       for k, src in enumerate((a, c)) for half in (0, 1))
+            assert torch.equal(got[..., s], want)
         cols = [sc[g, c] if c < N else torch.tensor(0.0, dtype=torch.float16) for c in range(64 * o, 64 * o + 64)]
         assert torch.equal(b[o, g, gu * 128:gu * 128 + 32].view(torch.float16), torch.stack(cols))
         zeros = [int(qz[g, c]) if c < N // 8 else 0 for c in range(8 * o, 8 * o + 8)]

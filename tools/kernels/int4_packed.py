@@ -46,6 +46,7 @@ import compiler.language as tl
 from compiler import jit
 from compiler.language.extra.cuda import shared_memory
 
+from .int4_i8 import I8_X_BYTES, _i8_cut, _i8_fold, _i8_sums, _i8_total, _r_words
 from .int4_mma import _MMA, _f16_lanes, _finish, _lanes_f32, _last_split_sums, _load_words, _mma_emulated
 
 __all__ = ["awq_gemv_packed_kernel", "fold_chunk_ptx"]
@@ -306,7 +307,8 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
                            NW: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr,
                            EMULATE: tl.constexpr, SB: tl.constexpr, AHEAD: tl.constexpr = 1,
                            CLUSTER: tl.constexpr = 0, EVICT: tl.constexpr = "", WK: tl.constexpr = 0,
-                           KEVEN: tl.constexpr = 1, BW: tl.constexpr = 0, STAGES: tl.constexpr = 0):
+                           KEVEN: tl.constexpr = 1, BW: tl.constexpr = 0, STAGES: tl.constexpr = 0,
+                           I8: tl.constexpr = 0):
     """y[m, n] for rows m of x in [m0, m0 + MB); program (m0 / MB, n tile of NW octets, K split),
     as awq_gemv_mma_kernel (split K: the last program of a tile sums the partials) with qweight in
     awq_gemv_pack's layout; split s of S takes groups [s NG / S, (s + 1) NG / S). x and the scales
@@ -330,7 +332,10 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
     chunks' words, then the octet's 64 scales and 8 zeros words; qzeros and scales are not read).
     STAGES >= 1 (there, on the GPU): each warp streams its blocks through a ring of STAGES slots of
     shared memory, filled by bulk copies (the TMA) that lane 0 issues, each slot refilled as soon as
-    the warp has read it: STAGES blocks in flight while one is computed, none held in registers."""
+    the warp has read it: STAGES blocks in flight while one is computed, none held in registers.
+
+    I8 (one row of x, no cluster, G = 128; on the GPU with STAGES >= 1): the int8 arithmetic of
+    int4_i8.py in place of the bf16 mma (its totals carry no 2^-85)."""
     x_ptr = x_ptr.to(tl.pointer_type(tl.int32))  # bf16 pairs (no view needed on the host)
     scales_ptr = scales_ptr.to(tl.pointer_type(tl.int32))  # fp16 pairs
     m0 = tl.program_id(0) * MB
@@ -382,8 +387,10 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
         lc = (zf,)
     t = (zf,) * NT
     if STAGES >= 1 and not EMULATE:
+        if I8:  # the lane's 4 values of a group: pairs 2 lane, 2 lane + 1 of the row
+            px0 = x_ptr + (m0 * stride_xm + 2 * (gid * 4 + tig) + sl2)
         t = _ring_totals(t, qweight_ptr + ob, px0, px1, g0, g1, wid, gid, tig, sl2, ones, cx, lc, zf, G, NW, MB,
-                         NB, STAGES, BW, EVICT, KEVEN, LS)
+                         NB, STAGES, BW, EVICT, KEVEN, LS, I8)
     else:  # WK: warp w takes every NW-th group from g0 + w; else a warp takes them all
         if WK:
             gw = g0 + wid
@@ -391,11 +398,11 @@ def awq_gemv_packed_kernel(x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, y_ptr, M,
             gw = g0
         t = _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_ok, sl4, sl2, ones,
                            cx, lc, tig, zf, N8, G, O, NW if WK else 1, MB, NB, EVEN_N, EVICT, AHEAD,
-                           KEVEN if WK else 1, EMULATE, BW, LS)
+                           KEVEN if WK else 1, EMULATE, BW, LS, I8)
     if WK:  # the warps' totals summed (each warp then holds them all)
         t = _sum_over_warps(t, gid, MB, NB, NW, EMULATE, LS)
         g_ok = g_ok & (wid == 0)
-    if not EMULATE:  # the totals carry 2^-85
+    if not EMULATE and not I8:  # the totals carry 2^-85
         t2 = ()
         for k in tl.static_range(NT):
             t2 = t2 + (t[k] * 3.8685626227668134e25,)  # 2^85
@@ -436,7 +443,7 @@ def _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_
                    tig, zf, N8: tl.constexpr, G: tl.constexpr, O: tl.constexpr, NW: tl.constexpr,
                    MB: tl.constexpr, NB: tl.constexpr, EVEN_N: tl.constexpr, EVICT: tl.constexpr,
                    AHEAD: tl.constexpr, KEVEN: tl.constexpr, EMULATE: tl.constexpr, BW: tl.constexpr,
-                   LS: tl.constexpr = 0):
+                   LS: tl.constexpr = 0, I8: tl.constexpr = 0):
     """t plus the totals of the thread's groups gw, gw + NW, ... below g1, one group per step;
     AHEAD = 2: the next step's loads are issued before this one is computed (the last step's
     compute after the loop)."""
@@ -448,26 +455,31 @@ def _stream_totals(t, pw, px0, px1, qzeros_ptr, scales_ptr, g0, g1, gw, gcol, g_
         for i in range(1, steps):
             wn, xn, zn, sn = _warp_group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, gw + i * NW, g0, g1, gcol, g_ok,
                                                sl4, sl2, N8, G, O, NB, EVEN_N, EVICT, KEVEN, BW)
-            t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS)
+            t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS, I8, BW)
             w = wn
             x = xn
             zw = zn
             sw = sn
-        t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS)
+        t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS, I8, BW)
     else:
         for i in range(0, steps):
             w, x, zw, sw = _warp_group_loads(pw, px0, px1, qzeros_ptr, scales_ptr, gw + i * NW, g0, g1, gcol, g_ok,
                                              sl4, sl2, N8, G, O, NB, EVEN_N, EVICT, KEVEN, BW)
-            t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS)
+            t = _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS, I8, BW)
     return t
 
 
 @jit
 def _stream_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr,
-                  EMULATE: tl.constexpr, LS: tl.constexpr):
-    """_group_total of a group's loads (its 4 scale words: LS takes the lane's)."""
+                  EMULATE: tl.constexpr, LS: tl.constexpr, I8: tl.constexpr = 0, BW: tl.constexpr = 0):
+    """_group_total of a group's loads (its 4 scale words: LS takes the lane's; BW: the blocks' words
+    brought back to R0..R3); I8 (the CPU's emulation of the int8 arithmetic): _i8_total."""
+    if BW:
+        w = _r_words(w, EMULATE)
     if LS:
         sw = _pick_scale(sw, lc)
+    if I8:
+        return _i8_total(t, w, x, zw, sw, lc, tig)
     return _group_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, EMULATE, LS)
 
 
@@ -621,11 +633,13 @@ _RING_READ_CONS = _Ptx(lambda gu, scales: ",".join(["=r"] * (4 * gu + scales + 1
 @jit
 def _ring_totals(t, blocks, px0, px1, g0, g1, wid, gid, tig, sl2, ones, cx, lc, zf, G: tl.constexpr,
                  NW: tl.constexpr, MB: tl.constexpr, NB: tl.constexpr, S: tl.constexpr, BW: tl.constexpr,
-                 EVICT: tl.constexpr, KEVEN: tl.constexpr, LS: tl.constexpr = 0):
+                 EVICT: tl.constexpr, KEVEN: tl.constexpr, LS: tl.constexpr = 0, I8: tl.constexpr = 0):
     """The totals of warp w over its groups g0 + w, g0 + w + NW, ... below g1 (as
     _stream_totals), each group's block brought into the warp's ring of S slots by a bulk copy
     (`blocks`: the octet's first block). A slot is refilled as soon as the warp has read it: S
-    blocks in flight while one is computed."""
+    blocks in flight while one is computed. I8: the int8 arithmetic (int4_i8.py), x read as the
+    lane's 4 values of each group (px0: the lane's first pair of the row) and cut in the warp's
+    area of shared memory."""
     GU: tl.constexpr = G // 16
     SLOT: tl.constexpr = BW * 4
     NS: tl.constexpr = 1 if LS else 4  # scale words read (LS: the lane's)
@@ -635,6 +649,9 @@ def _ring_totals(t, blocks, px0, px1, g0, g1, wid, gid, tig, sl2, ones, cx, lc, 
     n = (g1 - g0 + NW - 1 - wid) // NW  # this warp's groups
     steps = (g1 - g0 + NW - 1) // NW
     lane = gid * 4 + tig
+    if I8:  # the warp's area of cut x; x loaded a step ahead, cut while the block is in flight
+        xs = shared_memory(NW * I8_X_BYTES) + wid * I8_X_BYTES + gid * 0
+        xn = _slots(tl.load(px0 + tl.minimum(g0 + wid, g1 - 1) * (G // 2)), sl2, 2)
     for k in tl.static_range(S):
         src = blocks + (g0 + wid + k * NW) * BW
         tl.inline_asm_elementwise(_RING_ISSUE[(SLOT, EVICT)], "=r,r,r,l,r,r",
@@ -645,7 +662,10 @@ def _ring_totals(t, blocks, px0, px1, g0, g1, wid, gid, tig, sl2, ones, cx, lc, 
         slot = ring + k * SLOT
         valid = i < n
         g = g0 + wid + i * NW
-        x = _x_loads(px0, px1, tl.minimum(g, g1 - 1), sl2, G, NB)  # issued before the wait
+        if I8:
+            X, fs = _i8_cut(xn, xs)
+        else:  # issued before the wait
+            x = _x_loads(px0, px1, tl.minimum(g, g1 - 1), sl2, G, NB)
         out = tl.inline_asm_elementwise(_RING_READ[(GU, NS)], _RING_READ_CONS[(GU, NS)],
                                         [slot + lane * 16, slot + (GU * 512 + 16 * gid + 4 * tig * LS),
                                          slot + (GU * 512 + 128 + 4 * gid), bars + 8 * k, (i // S) % 2 + gid * 0,
@@ -660,5 +680,9 @@ def _ring_totals(t, blocks, px0, px1, g0, g1, wid, gid, tig, sl2, ones, cx, lc, 
                                   is_pure=False, pack=1, dtype=tl.int32)
         if not KEVEN:
             sw = _zero_past(sw, valid)
-        t = _group_total(t, w, x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, False, LS)
+        if I8:
+            xn = _slots(tl.load(px0 + tl.minimum(g + NW, g1 - 1) * (G // 2)), sl2, 2)
+            t = _i8_fold(t, _i8_sums(w, xs), X, fs, zw, sw, lc)
+        else:
+            t = _group_total(t, _r_words(w, False), x, zw, sw, zf, ones, cx, lc, tig, GU, MB, NB, False, LS)
     return t

@@ -24,12 +24,13 @@ from compiler import cdiv
 from compiler.runtime.cuda import current_stream
 
 from .int4 import _check_awq, awq_gemm_kernel, awq_gemv_kernel, splitk_reduce_kernel
+from .int4_i8 import permute_block_words
 from .int4_mma import awq_gemv_mma_kernel
 from .int4_packed import awq_gemv_packed_kernel, block_words, ring_bytes
 
 __all__ = ["awq_gemv", "awq_gemv_pack", "awq_gemm", "awq_gemv_split", "awq_gemv_mode", "GEMV_MODES"]
 
-GEMV_MODES = ("f32", "f32-exact", "bf16x2", "bf16x2-sub", "mma", "mma-sub")
+GEMV_MODES = ("f32", "f32-exact", "bf16x2", "bf16x2-sub", "mma", "mma-sub", "mma-int8")
 
 
 def awq_gemv_pack(qweight: torch.Tensor, qzeros: torch.Tensor | None = None,
@@ -44,10 +45,13 @@ def awq_gemv_pack(qweight: torch.Tensor, qzeros: torch.Tensor | None = None,
     kernels.
 
     With qzeros and scales (fp16), the blocks layout: int32 [ceil(N/64), K/G, G/16 * 128 + 40],
-    one contiguous block per octet o and group g: the words above of the group's chunks (chunk-major,
-    512 bytes each), the scales of columns 64o .. 64o + 63 (32 words of fp16 pairs), the 8 zeros
-    words of word columns 8o .. 8o + 7 (scales and zeros zero past N). awq_gemv streams a block
-    per group and warp (bulk copies into shared memory on Hopper)."""
+    one contiguous block per octet o and group g: the group's chunks (chunk-major, 512 bytes each),
+    a lane's 4 words of a chunk those above with their bytes permuted (int4_i8.permute_block_words:
+    P0..P3, each a word column's 4 rows of 2 columns, a byte per row: the int8 mma's A operand as
+    it lies; the bf16 arithmetic permutes them back), then the scales of columns 64o .. 64o + 63
+    (32 words of fp16 pairs), the 8 zeros words of word columns 8o .. 8o + 7 (scales and zeros zero
+    past N). awq_gemv streams a block per group and warp (bulk copies into shared memory on
+    Hopper)."""
     if qweight.dim() != 2 or qweight.dtype != torch.int32:
         raise ValueError(f"qweight must be AutoAWQ's int32 [K, N/8], got {qweight.dtype} {list(qweight.shape)}")
     K, N8 = qweight.shape
@@ -73,7 +77,7 @@ def awq_gemv_pack(qweight: torch.Tensor, qzeros: torch.Tensor | None = None,
         raise ValueError(f"qzeros must be AutoAWQ's int32 [K/G, N/8] = {[NG, N8]} with the group size a multiple "
                          f"of 16, got {qzeros.dtype} {list(qzeros.shape)}")
     gu = K // NG // 16
-    words = r.view(NG, gu, octets, 128).permute(2, 0, 1, 3).reshape(octets, NG, gu * 128)
+    words = permute_block_words(r).view(NG, gu, octets, 128).permute(2, 0, 1, 3).reshape(octets, NG, gu * 128)
     sc = torch.nn.functional.pad(scales, (0, octets * 64 - N8 * 8)).contiguous().view(torch.int32)
     zz = torch.nn.functional.pad(qzeros, (0, octets * 8 - N8))
     return torch.cat([words, sc.view(NG, octets, 32).permute(1, 0, 2), zz.view(NG, octets, 8).permute(1, 0, 2)],
@@ -190,9 +194,9 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     octet's group one contiguous block of words, scales and zeros), read with warp_split: each warp
     streams its groups' blocks through a ring of `stages` slots of shared memory by bulk copies
     (the TMA; an NVIDIA GPU of sm_90 or newer), a slot refilled as soon as the warp has read it
-    (None: 1 slot there, plain loads elsewhere; 0: plain loads, as the 4-D layout's). The fastest
-    batch-1 GEMV on the H200 (benchmarks/RESULTS.md). num_warps: None is 8 for the blocks layout
-    (the H200's best on 14336x4096; within 1% on 28672x8192), else 4.
+    (None: 1 slot there, plain loads elsewhere; 0: plain loads, as the 4-D layout's). num_warps:
+    None is 8 for the blocks layout (the H200's best on 14336x4096; 4 is 1% faster on 28672x8192),
+    else 4.
 
     mode (None: awq_gemv_mode(x)) picks the arithmetic:
     - "f32": every weight dequantized to fp32 (two nibbles per shift; about 8 fewer bits for
@@ -203,9 +207,14 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     - "mma" (bf16 x): the products on tensor cores (tools/kernels/int4_mma.py), summed in fp32,
       the weights dequantized exactly into the mma's registers (q - z via the bf16 magic 128);
       up to 16 rows of x per program; "mma-sub": the codes as bf16 subnormals, scaled back by one
-      bf16x2 FMA, one shift per four weights.
-    The bf16x2 and mma modes use inline PTX on NVIDIA GPUs and a DSL emulation on the CPU. exact
-    is the older spelling of mode "f32-exact" / "f32".
+      bf16x2 FMA, one shift per four weights;
+    - "mma-int8" (awq_gemv_pack's blocks, one row of x, groups of 128; None picks it there on the
+      CPU and on GPUs of sm_90 or newer, where the blocks stream by bulk copies): x cut per group
+      into 15-bit fixed point on the group's largest exponent (exact within 2^-6 of it, else within
+      half a unit of 2^(E - 13)), the products on the int8 tensor cores as exact integer sums
+      (tools/kernels/int4_i8.py); the H200's fastest batch-1 GEMV (benchmarks/RESULTS.md).
+    The bf16x2 and mma modes use inline PTX on NVIDIA GPUs and a DSL emulation on the CPU (the same
+    bits as the GPU for "mma-int8"). exact is the older spelling of mode "f32-exact" / "f32".
 
     Tiles: block_n columns per program, a power of two (None: 64 * num_warps for the mma modes,
     where a thread holds one word (8 columns) of 4 rows per 16-row chunk; else 512 on a GPU, where a
@@ -255,27 +264,33 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         raise ValueError("evict_first=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
     if warp_split and not packed_w:
         raise ValueError("warp_split=True applies to the kernel of awq_gemv_pack's layout: pack qweight first")
+    if blocks:
+        ring = _ring_stages(x, stages, num_warps, G)
     if mode is None:
-        mode = "mma" if packed_w else awq_gemv_mode(x) if exact is None else ("f32-exact" if exact else "f32")
+        # the blocks layout's batch 1 (groups of 128): the int8 arithmetic where it streams (benchmarks/RESULTS.md)
+        int8 = blocks and M == 1 and G == 128 and not cluster and (ring > 0 or x.device.type != "cuda")
+        mode = ("mma-int8" if int8 else "mma") if packed_w else awq_gemv_mode(x) if exact is None else (
+            "f32-exact" if exact else "f32")
     if mode not in GEMV_MODES:
         raise ValueError(f"mode must be one of {GEMV_MODES}, got {mode!r}")
     packed = mode.startswith("bf16x2")
     mma = mode.startswith("mma")
     if (packed or mma) and x.dtype != torch.bfloat16:
         raise ValueError(f"mode {mode!r} needs bf16 x, got {x.dtype}")
+    if mode == "mma-int8":
+        _check_int8(x, blocks, M, G, ring, cluster)
+        cluster = False
     if packed_w:
-        if mode != "mma":
-            raise ValueError(f"qweight in awq_gemv_pack's layout runs its own tensor-core kernel: mode must be None or "
-                             f"'mma', got {mode!r}")
+        if mode not in ("mma", "mma-int8"):
+            raise ValueError(f"qweight in awq_gemv_pack's layout runs its own tensor-core kernel: mode must be None, "
+                             f"'mma' or 'mma-int8', got {mode!r}")
         tile_n = 64 if warp_split else 64 * num_warps
         if block_n not in (None, tile_n):
             what = "64 with warp_split" if warp_split else f"64 * num_warps = {tile_n}"
             raise ValueError(f"qweight in awq_gemv_pack's layout takes one word column per thread: block_n must be "
                              f"{what}, got {block_n}")
         block_n = tile_n
-        if blocks:
-            ring = _ring_stages(x, stages, num_warps, G)
-        elif stages not in (None, 1):
+        if not blocks and stages not in (None, 1):
             raise ValueError(f"qweight in awq_gemv_pack's layout streams one group per step with the next one's loads "
                              f"issued ahead (ahead=2), not through stages: stages must be None or 1, got {stages}")
         stages = 1
@@ -375,7 +390,8 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         if evict_first is None:  # the words are read once where one program row covers x (NOTES-gpu.md, session 10)
             evict_first = grid[0] == 1
         consts = dict(common, AHEAD=ahead, EVICT="evict_first" if evict_first else "", WK=int(warp_split),
-                      KEVEN=int(NG % split == 0 and NG // split % num_warps == 0), BW=bw, STAGES=ring)
+                      KEVEN=int(NG % split == 0 and NG // split % num_warps == 0), BW=bw, STAGES=ring,
+                      I8=int(mode == "mma-int8"))
         if cluster:
             consts.update(CLUSTER=split, cluster_dims=(1, 1, split))
         if maxnreg is None:  # at most 128 registers: two programs of 8 warps (or 16 warps) per SM (and with
@@ -423,6 +439,22 @@ def _ring_stages(x: torch.Tensor, stages: int | None, num_warps: int, G: int) ->
         raise ValueError(f"a ring of {stages} slots of {slot} bytes for each of {num_warps} warps does not fit "
                          f"{RING_SMEM} bytes of shared memory: use fewer stages or warps")
     return stages
+
+
+def _check_int8(x: torch.Tensor, blocks: bool, M: int, G: int, ring: int, cluster: bool | None) -> None:
+    """mode "mma-int8" takes awq_gemv_pack's blocks, one row of x, groups of 128, no cluster, and on
+    a GPU the blocks' ring (sm_90 or newer)."""
+    if not blocks:
+        raise ValueError("mode 'mma-int8' reads awq_gemv_pack's blocks: pack with awq_gemv_pack(qweight, qzeros, "
+                         "scales)")
+    if M != 1 or G != 128:
+        raise ValueError(f"mode 'mma-int8' takes one row of x and groups of 128, got {M} rows and groups of {G}: "
+                         "use mode 'mma'")
+    if cluster:
+        raise ValueError("mode 'mma-int8' sums K splits through global memory: cluster must be None or False")
+    if x.device.type == "cuda" and not ring:
+        raise ValueError("mode 'mma-int8' on a GPU streams the blocks through shared memory by bulk copies (an NVIDIA "
+                         "GPU of sm_90 or newer, stages >= 1): use mode 'mma'")
 
 
 def _check_cluster(x: torch.Tensor, packed_w: int, split: int, nb: int, smem: int) -> None:
