@@ -148,8 +148,7 @@ def _copies(loads: list[tuple[Op, Op | None, int]], ids: list[int], mapping: dic
         if ld.attrs.get("has_mask"):
             ops.append(mapping.get(ld.operands[1], ld.operands[1]))
         attrs = {"buffer": buf, "stages": stages, "has_mask": bool(ld.attrs.get("has_mask")),
-                 "commit": n == len(loads) - 1, "transposed": trans is not None, "private": k < 0,
-                 "eviction": ld.attrs.get("eviction")}
+                 "commit": n == len(loads) - 1, "transposed": trans is not None, "private": k < 0}
         out.append(Op("async_copy", [*ops, pred, slot], [], attrs, loc=ld.loc))
 
 
