@@ -268,7 +268,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         ring = _ring_stages(x, stages, num_warps, G)
     if mode is None:
         # the blocks layout's batch 1 (groups of 128): the int8 arithmetic where it streams (benchmarks/RESULTS.md)
-        int8 = blocks and M == 1 and G == 128 and not cluster and (ring > 0 or x.device.type != "cuda")
+        int8 = _int8_refusal(x, blocks, M, G, ring, cluster) is None
         mode = ("mma-int8" if int8 else "mma") if packed_w else awq_gemv_mode(x) if exact is None else (
             "f32-exact" if exact else "f32")
     if mode not in GEMV_MODES:
@@ -278,7 +278,9 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     if (packed or mma) and x.dtype != torch.bfloat16:
         raise ValueError(f"mode {mode!r} needs bf16 x, got {x.dtype}")
     if mode == "mma-int8":
-        _check_int8(x, blocks, M, G, ring, cluster)
+        refusal = _int8_refusal(x, blocks, M, G, ring, cluster)
+        if refusal:
+            raise ValueError(refusal)
         cluster = False
     if packed_w:
         if mode not in ("mma", "mma-int8"):
@@ -441,20 +443,19 @@ def _ring_stages(x: torch.Tensor, stages: int | None, num_warps: int, G: int) ->
     return stages
 
 
-def _check_int8(x: torch.Tensor, blocks: bool, M: int, G: int, ring: int, cluster: bool | None) -> None:
-    """mode "mma-int8" takes awq_gemv_pack's blocks, one row of x, groups of 128, no cluster, and on
-    a GPU the blocks' ring (sm_90 or newer)."""
+def _int8_refusal(x: torch.Tensor, blocks: bool, M: int, G: int, ring: int, cluster: bool | None) -> str | None:
+    """Why mode "mma-int8" does not take this call (None: it does): it takes awq_gemv_pack's blocks,
+    one row of x, groups of 128, no cluster, and on a GPU the blocks' ring (sm_90 or newer)."""
     if not blocks:
-        raise ValueError("mode 'mma-int8' reads awq_gemv_pack's blocks: pack with awq_gemv_pack(qweight, qzeros, "
-                         "scales)")
+        return "mode 'mma-int8' reads awq_gemv_pack's blocks: pack with awq_gemv_pack(qweight, qzeros, scales)"
     if M != 1 or G != 128:
-        raise ValueError(f"mode 'mma-int8' takes one row of x and groups of 128, got {M} rows and groups of {G}: "
-                         "use mode 'mma'")
+        return f"mode 'mma-int8' takes one row of x and groups of 128, got {M} rows and groups of {G}: use mode 'mma'"
     if cluster:
-        raise ValueError("mode 'mma-int8' sums K splits through global memory: cluster must be None or False")
+        return "mode 'mma-int8' sums K splits through global memory: cluster must be None or False"
     if x.device.type == "cuda" and not ring:
-        raise ValueError("mode 'mma-int8' on a GPU streams the blocks through shared memory by bulk copies (an NVIDIA "
-                         "GPU of sm_90 or newer, stages >= 1): use mode 'mma'")
+        return ("mode 'mma-int8' on a GPU streams the blocks through shared memory by bulk copies (an NVIDIA GPU of "
+                "sm_90 or newer, stages >= 1): use mode 'mma'")
+    return None
 
 
 def _check_cluster(x: torch.Tensor, packed_w: int, split: int, nb: int, smem: int) -> None:

@@ -75,17 +75,11 @@ def _hint(lw: NvLowering, operator: str, eviction: str | None) -> Hint:
     suffix = operator
     if not operator and arch >= 70:
         suffix += f".L1::{eviction}"
-    policy = l2_policy(lw, eviction)
-    if policy is not None:
+    policy = None
+    if arch >= 80:
+        # no side effect: LLVM may share it between accesses and hoist it out of loops
+        fty = ir.FunctionType(I64, [])
+        policy = lw.b.asm(fty, f"createpolicy.fractional.L2::{eviction}.b64 $0, 1.0;", "=l", [],
+                          side_effect=False)
         suffix += ".L2::cache_hint"
     return Hint(suffix=suffix, policy=policy) if suffix else PLAIN
-
-
-def l2_policy(lw: NvLowering, eviction: str | None) -> ir.Value | None:
-    """The L2 cache policy register of eviction_policy 'evict_first' / 'evict_last' on sm_80 and
-    newer (what `.L2::cache_hint` takes); None for any other policy or an older target."""
-    if eviction not in ("evict_first", "evict_last") or arch_number(lw.arch) < 80:
-        return None
-    # no side effect: LLVM may share it between accesses and hoist it out of loops
-    fty = ir.FunctionType(I64, [])
-    return lw.b.asm(fty, f"createpolicy.fractional.L2::{eviction}.b64 $0, 1.0;", "=l", [], side_effect=False)
