@@ -10,8 +10,9 @@ from __future__ import annotations
 import ast
 import builtins as py
 import operator
+import types
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import errors as E
@@ -20,6 +21,23 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Location
 from ..language import TENSOR_METHODS
 from ..language import core as lc
+from .closed import (
+    MAX_INLINE_DEPTH,
+    MISSING,
+    Budget,
+    CompileTimeMethod,
+    LimitError,
+    admit_data,
+    allowed_function,
+    bounded_binary,
+    bounded_format,
+    bounded_str_source,
+    check_value,
+    is_closed,
+    leaves,
+    module_export,
+    value_attribute,
+)
 from .semantic import Semantic
 from .source import FunctionSource, is_constexpr_annotation
 
@@ -42,6 +60,7 @@ class GenContext:
     options: GenOptions
     resolve_jit: Callable[[Any], FunctionSource | None]
     depth: int = 0
+    budget: Budget = field(default_factory=Budget)
 
 
 @dataclass
@@ -64,8 +83,19 @@ _CMPOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne), ast.Lt: ("lt", operator.lt),
     ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt), ast.GtE: ("ge", operator.ge),
 }
-_PY_BUILTINS = {"len", "min", "max", "int", "float", "bool", "abs", "print", "isinstance", "tuple",
-                "list", "range", "getattr", "hasattr", "enumerate", "zip", "type", "str", "round"}
+# The Python builtins kernel code may call (by identity), each on compile-time values only.
+_PY_BUILTINS: dict[str, Any] = {name: getattr(py, name) for name in (
+    "len", "min", "max", "int", "float", "bool", "abs", "print", "isinstance", "tuple", "list", "range",
+    "getattr", "hasattr", "enumerate", "zip", "str", "round")}
+_PY_BUILTIN_SET = frozenset(id(f) for f in _PY_BUILTINS.values())
+# Builtins that would reach outside the closed world of compile-time values (closed.py).
+_REFUSED_BUILTINS = frozenset((
+    "type", "setattr", "delattr", "vars", "globals", "locals", "eval", "exec", "compile", "open", "__import__",
+    "breakpoint", "input", "dir", "id", "object", "super", "memoryview", "bytearray", "bytes", "help", "exit",
+    "quit", "classmethod", "staticmethod", "property", "iter", "next", "map", "filter", "format", "repr",
+    "ascii", "chr", "ord", "hash", "callable", "issubclass", "sorted", "reversed", "sum", "pow", "divmod",
+    "any", "all", "set", "frozenset", "dict", "slice", "__build_class__", "__builtins__", "__loader__",
+    "__spec__"))
 
 
 def is_tensor(x: Any) -> bool:
@@ -99,6 +129,10 @@ class CodeGenerator(ast.NodeVisitor):
     def visit(self, node: ast.AST) -> Any:
         if not hasattr(node, "lineno"):
             return super().visit(node)
+        stop = self.ctx.budget.step(self.b.ops)
+        if stop is not None:
+            raise self.error(LimitError, node, stop, "unroll less (tl.static_range over fewer iterations, smaller "
+                             "constexpr tuples), or use a runtime range() loop")
         saved = self.b.loc
         self.b.loc = self.loc(node)
         try:
@@ -108,10 +142,12 @@ class CodeGenerator(ast.NodeVisitor):
                 raise type(e)(e.message, self.b.loc, self.src.source_line(self.b.loc), e.hint) from None
             raise
         except RecursionError:
-            raise self.error(E.UnsupportedError, node, "recursion is too deep (recursive @jit calls are "
-                             "not supported)") from None
-        except (TypeError, ValueError, ZeroDivisionError, IndexError, KeyError, OverflowError) as e:
-            raise self.error(E.CompilationError, node, f"{type(e).__name__}: {e}") from e
+            raise self.error(LimitError, node, "the kernel nests too deeply to compile (deep expressions or "
+                             "recursive @jit calls)", "split long expressions into several assignments") from None
+        except MemoryError:
+            raise self.error(LimitError, node, "compile-time evaluation ran out of memory") from None
+        except (TypeError, ValueError, ZeroDivisionError, IndexError, KeyError, OverflowError, AttributeError) as e:
+            raise self.error(E.CompilationError, node, f"{type(e).__name__}: {_short(e)}") from None
         finally:
             self.b.loc = saved
 
@@ -125,23 +161,41 @@ class CodeGenerator(ast.NodeVisitor):
             return self.scope[name]
         g = self.src.globals
         if name in g:
-            return _normalize_global(g[name])
+            return self.admit_global(name, g[name], node)
         if name in _PY_BUILTINS:
-            return getattr(py, name)
+            return _PY_BUILTINS[name]
+        if name in _REFUSED_BUILTINS:
+            raise self.error(E.UnsupportedError, node, f"{name!r} is not available in kernels",
+                             "kernel code can call tl.* functions, @jit functions and len, min, max, int, float, "
+                             "bool, abs, round, str, tuple, list, isinstance, getattr, hasattr, enumerate, zip, "
+                             "range and print")
         raise self.error(E.UndefinedNameError, node, f"name {name!r} is not defined",
                          "define it before use, pass it as a parameter, or make it a module-level constant")
 
     def visit_Name(self, node: ast.Name) -> Any:
         return self.lookup(node.id, node)
 
+    def admit_global(self, name: str, value: Any, node: ast.AST) -> Any:
+        """A global of the kernel's module as a compile-time value, if it is one of the closed world."""
+        v = admit_data(_normalize_global(value))
+        if v is not MISSING:
+            return v
+        v = _normalize_global(value)
+        raise self.error(E.UnsupportedError, node, f"global {name!r} is a {type(v).__name__}, which kernels "
+                         "cannot use", "kernels read numbers, strings, tuples, dicts of those, dtypes, tl.constexpr "
+                         "values, @jit functions and modules from their module")
+
     def visit_Constant(self, node: ast.Constant) -> Any:
-        return node.value
+        v = node.value
+        if isinstance(v, (bytes, complex)):
+            raise self.error(E.UnsupportedError, node, f"{type(v).__name__} literals are not supported in kernels")
+        return check_value(v)
 
     def visit_Tuple(self, node: ast.Tuple) -> Any:
-        return tuple(self.visit(e) for e in node.elts)
+        return check_value(tuple(self.visit(e) for e in node.elts))
 
     def visit_List(self, node: ast.List) -> Any:
-        return [self.visit(e) for e in node.elts]
+        return check_value([self.visit(e) for e in node.elts])
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
         parts = []
@@ -153,14 +207,17 @@ class CodeGenerator(ast.NodeVisitor):
                 if is_tensor(x):
                     raise self.error(E.ConstexprError, v, "f-strings can only format compile-time values")
                 spec = self.visit(v.format_spec) if v.format_spec else ""
-                parts.append(format(x, spec))
-        return "".join(parts)
+                parts.append(bounded_format(x, str(spec)))
+        return check_value("".join(parts))
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         base = self.visit(node.value)
         return self.attribute(base, node.attr, node)
 
     def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
+        if not isinstance(attr, str) or attr.startswith("_"):
+            raise self.error(E.UnsupportedError, node, f"attribute {attr!r} is not accessible in kernels",
+                             "names starting with '_' are private to the compiler")
         if isinstance(base, (int, float)) and not hasattr(base, attr) and (
                 attr in TENSOR_METHODS or attr in ("dtype", "shape", "numel", "T")):
             # A number stays a compile-time value until used as a tensor: in Triton `acc = 0` is
@@ -184,14 +241,21 @@ class CodeGenerator(ast.NodeVisitor):
             return _BoundMethod(fn, base)
         if isinstance(base, BlockPointer):
             raise self.error(E.UnsupportedError, node, f"block pointers have no attribute {attr!r}")
-        if type(base).__name__ == "TensorDescriptor" and type(base).__module__ == f"{__package__}.descriptor":
-            from .descriptor import attribute
+        from .descriptor import TensorDescriptor, attribute
 
+        if isinstance(base, TensorDescriptor):
             return attribute(self, base, attr)
-        try:
-            return _normalize_global(getattr(base, attr))
-        except AttributeError:
-            raise self.error(E.UndefinedNameError, node, f"{_describe(base)} has no attribute {attr!r}") from None
+        if isinstance(base, types.ModuleType):
+            ok, value = module_export(base, attr)
+            if ok:
+                return value
+            raise self.error(E.UndefinedNameError, node, f"{_describe(base)} has no attribute {attr!r} a kernel "
+                             "can use", "see the language reference for the names of tl, tl.math and tl.extra")
+        value = value_attribute(base, attr)
+        if value is MISSING:
+            raise self.error(E.UndefinedNameError, node, f"{_describe(base)} has no attribute {attr!r} a kernel "
+                             "can use")
+        return value
 
     # ------------------------------------------------------------------ operators
     def visit_BinOp(self, node: ast.BinOp) -> Any:
@@ -202,9 +266,7 @@ class CodeGenerator(ast.NodeVisitor):
     def binary(self, op: type, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         name, pyop = _BINOPS[op]
         if not is_tensor(lhs) and not is_tensor(rhs):
-            if isinstance(lhs, (tuple, list)) or isinstance(rhs, (tuple, list)) or isinstance(lhs, str):
-                return pyop(lhs, rhs)
-            return pyop(lhs, rhs)
+            return bounded_binary(name, pyop, lhs, rhs)
         s = self.sem
         if name == "add":
             return s.add(lhs, rhs)
@@ -307,6 +369,8 @@ class CodeGenerator(ast.NodeVisitor):
             return self.index_tensor(base, idx, node)
         if is_tensor(idx):
             raise self.error(E.ConstexprError, node, "indexing a compile-time sequence needs a constant index")
+        if not isinstance(base, (tuple, list, str, dict)):
+            raise self.error(E.UnsupportedError, node, f"cannot index {_describe(base)}")
         return base[idx]
 
     def visit_Slice(self, node: ast.Slice) -> Any:
@@ -346,10 +410,15 @@ class CodeGenerator(ast.NodeVisitor):
         for k in node.keywords:
             if k.arg is None:
                 raise self.error(E.UnsupportedError, k, "**kwargs in calls is not supported")
+            if k.arg.startswith("_"):
+                raise self.error(E.UnsupportedError, k, f"keyword argument {k.arg!r} is not accessible in kernels",
+                                 "names starting with '_' are private to the compiler")
             kwargs[k.arg] = self.visit(k.value)
         return self.call(fn, args, kwargs, node)
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+        """Call `fn`, decided by identity: a language builtin, a @jit function, a language class, an
+        allowed method of a compile-time value, an allowed Python builtin or pure helper (closed.py)."""
         if isinstance(fn, _BoundMethod):
             return self.call(fn.fn, [fn.self, *args], kwargs, node)
         if lc.is_builtin(fn):
@@ -364,58 +433,88 @@ class CodeGenerator(ast.NodeVisitor):
         src = self.ctx.resolve_jit(fn)
         if src is not None:
             return self.inline(src, args, kwargs, node)
-        if fn is lc.constexpr or getattr(fn, "__name__", "") == "constexpr" and isinstance(fn, type):
+        compile_time = not any(is_tensor(a) for a in [*args, *kwargs.values()])
+        if fn is lc.constexpr:
             return _unwrap(args[0]) if args else None
-        if fn in (lc.pointer_type, lc.dtype, lc.block_type) and not any(is_tensor(a) for a in args):
+        if fn is lc.pointer_type or fn is lc.dtype or fn is lc.block_type:
+            if not compile_time:
+                raise self.error(E.ConstexprError, node, f"{fn.__name__}() takes compile-time arguments")
             # Types are compile-time values: `x_ptr.to(tl.pointer_type(val.dtype))`.
             return fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
         if isinstance(fn, lc.dtype):
             raise self.error(E.UnsupportedError, node, f"{fn} is not callable", "use x.to(dtype)")
-        if fn in (lc.static_range, lc.range, py.range):
+        if fn is lc.static_range or fn is lc.range or fn is py.range:
             raise self.error(E.UnsupportedError, node, "range objects can only be iterated in a for loop")
+        if isinstance(fn, CompileTimeMethod):
+            if kwargs or not compile_time:
+                raise self.error(E.UnsupportedError, node, f".{fn.name}() takes compile-time positional arguments")
+            return check_value(fn(*[_unwrap(a) for a in args]))
+        if id(fn) in _PY_BUILTIN_SET:
+            return self.python_builtin(fn, args, kwargs, node)
+        if allowed_function(fn):
+            if kwargs or not compile_time or not all(isinstance(_unwrap(a), (int, float)) for a in args):
+                raise self.error(E.ConstexprError, node, f"{_describe(fn)}() takes compile-time numbers")
+            return check_value(fn(*[_unwrap(a) for a in args]))
+        raise self.error(E.UnsupportedError, node, f"cannot call {_describe(fn)} inside a kernel",
+                         "only tl.* functions, @jit functions and a few Python builtins (len, min, max, "
+                         "int, float, range) can be called")
+
+    def python_builtin(self, fn: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+        """One of _PY_BUILTINS, on compile-time values (tensors only where noted)."""
         if fn is py.print:
             from ..language.builtins import device_print
 
             prefix = args[0] if args and isinstance(args[0], str) else ""
             rest = args[1:] if prefix else args
             return device_print(prefix, *rest, _sem=self.sem)
+        if kwargs:
+            raise self.error(E.UnsupportedError, node, f"{fn.__name__}() takes no keyword arguments in kernels")
+        if fn is py.getattr or fn is py.hasattr:
+            if len(args) not in ((2, 3) if fn is py.getattr else (2,)) or not isinstance(args[1], str):
+                raise self.error(E.ArgumentError, node, f"{fn.__name__}(value, 'name') takes a constant name")
+            if args[1].startswith("_"):
+                raise self.error(E.UnsupportedError, node, f"attribute {args[1]!r} is not accessible in kernels",
+                                 "names starting with '_' are private to the compiler")
+            try:
+                value = self.attribute(args[0], args[1], node)
+            except E.CompilationError:
+                if fn is py.hasattr:
+                    return False
+                if len(args) == 3:
+                    return args[2]
+                raise
+            return True if fn is py.hasattr else value
         if fn is py.isinstance:
+            classes = args[1] if len(args) == 2 and isinstance(args[1], tuple) else args[1:]
+            if len(args) != 2 or not all(isinstance(c, type) and is_closed(c) or c in (int, float, bool, str, tuple,
+                                                                                       list) for c in classes):
+                raise self.error(E.ArgumentError, node, "isinstance(value, cls) takes a language class (tl.tensor, "
+                                 "tl.constexpr, tl.dtype, ...) or int, float, bool, str, tuple, list")
             return py.isinstance(args[0], args[1])
-        if fn in (py.len, py.int, py.float, py.bool, py.abs, py.min, py.max, py.tuple, py.list, py.getattr,
-                  py.hasattr, py.enumerate, py.zip, py.type, py.str, py.round):
-            if any(is_tensor(a) for a in args):
-                if fn in (py.hasattr, py.getattr) and is_tensor(args[0]) and len(args) >= 2 \
-                        and isinstance(args[1], str) and not any(is_tensor(a) for a in args[1:]):
-                    # hasattr(x, "dtype") / getattr(x, "shape") on a tensor: its compile-time attributes.
-                    try:
-                        value = self.attribute(args[0], args[1], node)
-                    except E.CompilationError:
-                        if fn is py.hasattr:
-                            return False
-                        if len(args) == 3:
-                            return args[2]
-                        raise
-                    return True if fn is py.hasattr else value
-                if fn is py.len:
-                    return args[0].shape[0] if args[0].shape else 1
-                if fn in (py.min, py.max) and len(args) == 2:
-                    return self.sem.minmax("min" if fn is py.min else "max", args[0], args[1])
-                raise self.error(E.ConstexprError, node, f"{fn.__name__}() needs compile-time arguments",
-                                 "use the tl.* function for tensors")
-            return fn(*[_unwrap(a) for a in args], **kwargs)
-        owner = getattr(fn, "__self__", None)
-        if owner is not None and isinstance(owner, _SAFE_METHOD_OWNERS) and not any(is_tensor(a) for a in args):
-            return fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
-        mod = getattr(fn, "__module__", None)
-        if mod == "math" and not any(is_tensor(a) for a in args):
-            return fn(*[_unwrap(a) for a in args])
-        raise self.error(E.UnsupportedError, node, f"cannot call {_describe(fn)} inside a kernel",
-                         "only tl.* functions, @jit functions and a few Python builtins (len, min, max, "
-                         "int, float, range) can be called")
+        if any(is_tensor(a) for a in args):
+            if fn is py.len:
+                return args[0].shape[0] if args[0].shape else 1
+            if fn in (py.min, py.max) and len(args) == 2:
+                return self.sem.minmax("min" if fn is py.min else "max", args[0], args[1])
+            raise self.error(E.ConstexprError, node, f"{fn.__name__}() needs compile-time arguments",
+                             "use the tl.* function for tensors")
+        args = [_unwrap(a) for a in args]
+        if fn is py.round and len(args) == 2 and isinstance(args[1], int) and abs(args[1]) > 400:
+            raise self.error(LimitError, node, f"round() to {args[1]} digits; the limit is 400")
+        if fn is py.str:
+            bounded_str_source(args[0] if args else "")
+        if fn is py.enumerate or fn is py.zip:
+            if any(not isinstance(a, (tuple, list, str)) for a in args):
+                raise self.error(E.UnsupportedError, node, f"{fn.__name__}() takes compile-time tuples in kernels")
+            if sum(leaves(a) if not isinstance(a, str) else len(a) for a in args) * 2 > 1 << 16:
+                raise self.error(LimitError, node, f"{fn.__name__}() over too many items")
+            return check_value(tuple(fn(*args)))
+        return check_value(fn(*args))
 
     def inline(self, src: FunctionSource, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
-        if self.ctx.depth > 64:
-            raise self.error(E.UnsupportedError, node, "@jit calls nest more than 64 deep (recursion?)")
+        if self.ctx.depth >= MAX_INLINE_DEPTH:
+            raise self.error(LimitError, node, f"@jit calls nest more than {MAX_INLINE_DEPTH} deep (recursion?)",
+                             "recursive @jit calls are unrolled at compile time: bound them with a constexpr")
         params = src.params
         if len(args) > len(params):
             raise self.error(E.ArgumentError, node,
@@ -624,10 +723,6 @@ class _BoundMethod:
     self: Any
 
 
-# Compile-time objects whose methods kernels may call (e.g. x.dtype.is_floating(), shape.index(...)).
-_SAFE_METHOD_OWNERS = (lc.dtype, lc.block_type, str, tuple, list, int, float)
-
-
 def _unwrap(x: Any) -> Any:
     if isinstance(x, lc.constexpr):
         return x.value
@@ -637,7 +732,15 @@ def _unwrap(x: Any) -> Any:
 
 
 def _normalize_global(obj: Any) -> Any:
-    """Map objects of the real `triton.language` onto ours; unwrap constexpr globals."""
+    """Map objects of the real `triton` package that a Python kernel's module holds onto ours;
+    unwrap constexpr globals. (Source text never holds them: its imports resolve to ours.)"""
+    if isinstance(obj, type) and (getattr(obj, "__module__", "") or "").startswith("triton.language"):
+        ours = _TRITON_CLASSES.get(obj.__name__)
+        return ours if ours is not None else obj
+    if isinstance(obj, type(ast)) and obj.__name__ == "triton":
+        import importlib
+
+        return importlib.import_module("compiler.triton_compat")
     mod = getattr(type(obj), "__module__", "") or ""
     if mod.startswith("triton"):
         tname = type(obj).__name__
@@ -656,6 +759,11 @@ def _normalize_global(obj: Any) -> Any:
     if isinstance(obj, type(ast)) and obj.__name__.startswith("triton.language"):
         return _triton_module(obj.__name__)
     return obj
+
+
+_TRITON_CLASSES: dict[str, Any] = {"constexpr": lc.constexpr, "tensor": lc.Tensor, "dtype": lc.dtype,
+                                   "pointer_type": lc.pointer_type, "block_type": lc.block_type,
+                                   "static_range": lc.static_range, "range": lc.range}
 
 
 def _triton_module(name: str) -> Any:
@@ -685,9 +793,14 @@ def _triton_builtin(obj: Any, fmod: str) -> Any:
     return obj
 
 
+def _short(e: BaseException) -> str:
+    text = str(e)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
 def _describe(x: Any) -> str:
     if isinstance(x, type(ast)):
-        return f"module {x.__name__}"
+        return "module " + x.__name__.replace("compiler.triton_compat", "triton")
     name = getattr(x, "__name__", None)
     return f"{type(x).__name__} {name}" if name else repr(x)
 

@@ -55,7 +55,7 @@ def parse_function(text: str, filename: str, first_line: int, globals: Mapping[s
         if orig.strip():
             indent = len(orig) - len(orig.lstrip())
             break
-    tree = ast.parse(dedented)
+    tree = parse_text(dedented, filename, first_line, lines)
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if name is not None:
         fns = [f for f in fns if f.name == name]
@@ -74,6 +74,55 @@ def parse_function(text: str, filename: str, first_line: int, globals: Mapping[s
     annotations = {p.arg: p.annotation for p in a.args if p.annotation is not None}
     return FunctionSource(fdef.name, filename, first_line, lines, fdef, indent, globals, text, params,
                           defaults, annotations)
+
+
+def parse_text(text: str, filename: str, first_line: int = 1, lines: list[str] | None = None) -> ast.Module:
+    """`ast.parse`, with every failure a located error and the tree's nesting bounded."""
+    from ..errors import CompilationError
+    from .closed import MAX_AST_DEPTH, LimitError, too_deep
+
+    lines = text.splitlines() if lines is None else lines
+    try:
+        tree = ast.parse(text, filename)
+    except SyntaxError as e:
+        line = e.lineno or 1
+        loc = Location(filename, first_line + line - 1, e.offset or 1)
+        raise CompilationError(f"syntax error: {e.msg}", loc, e.text or "",
+                               "the kernel source must be valid Python") from None
+    except (RecursionError, MemoryError):
+        line = _busiest_line(text)
+        raise LimitError(f"the source nests too deeply to parse (more than {MAX_AST_DEPTH} levels)",
+                         Location(filename, first_line + line - 1, 1), lines[line - 1] if line <= len(lines) else "",
+                         "split long expressions into several assignments") from None
+    except ValueError as e:
+        raise CompilationError(f"the source is not valid Python text ({e})", Location(filename, first_line, 1),
+                               hint="send plain UTF-8 Python source") from None
+    deep = too_deep(tree)
+    if deep is not None:
+        line = getattr(deep, "lineno", 1)
+        loc = Location(filename, first_line + line - 1, getattr(deep, "col_offset", 0) + 1)
+        raise LimitError(f"the source nests more than {MAX_AST_DEPTH} levels deep here", loc,
+                         lines[line - 1] if 0 < line <= len(lines) else "",
+                         "split long expressions into several assignments")
+    return tree
+
+
+def _busiest_line(text: str) -> int:
+    """The line whose logical line has the most tokens (where a parse ran too deep), 1 if unknown."""
+    import io
+    import tokenize
+
+    counts: dict[int, int] = {}
+    start = 1
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NEWLINE, tokenize.NL):
+                start = tok.end[0] + 1
+            else:
+                counts[start] = counts.get(start, 0) + 1
+    except (tokenize.TokenError, SyntaxError, MemoryError):
+        pass
+    return max(counts, key=lambda k: counts[k]) if counts else 1
 
 
 def is_constexpr_annotation(node: ast.expr, globals: Mapping[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from ..ir import types as T
 from ..ir.core import Block
 from ..language import core as lc
 from ..language.builtins import item
+from .closed import MAX_UNROLL, LimitError, bounded_str_source
 from .codegen import BlockPointer, CodeGenerator, Returned, _unwrap, is_tensor
 from .source import is_constexpr_annotation
 
@@ -189,14 +190,14 @@ class KernelGenerator(CodeGenerator):
 
     def visit_Assert(self, node: ast.Assert) -> None:
         cond = self.visit(node.test)
-        msg = self.visit(node.msg) if node.msg is not None else ""
+        msg = bounded_str_source(self.visit(node.msg)) if node.msg is not None else ""
         if not is_tensor(cond):
             if not cond:
                 raise self.error(E.ArgumentError, node, f"assertion failed: {msg}" if msg else "assertion failed")
             return
         from ..language.builtins import device_assert
 
-        device_assert(cond, str(msg), _sem=self.sem)
+        device_assert(cond, str(bounded_str_source(msg)), _sem=self.sem)
 
     def visit_Break(self, node: ast.Break) -> None:
         if _BRK not in self.scope:
@@ -341,13 +342,17 @@ class KernelGenerator(CodeGenerator):
             raise self.error(E.UnsupportedError, node, "for ... else is not supported")
         it = node.iter
         fn = self.visit(it.func) if isinstance(it, ast.Call) else None
-        if fn is lc.static_range or getattr(fn, "__name__", "") == "static_range" and fn is not lc.range:
+        if fn is lc.static_range:
             assert isinstance(it, ast.Call)
             args = self._range_args(it)
             if any(is_tensor(a) for a in args):
                 raise self.error(E.ConstexprError, it, "static_range bounds must be compile-time constants")
-            return self._unrolled(node, list(py.range(*[int(a) for a in args])))
-        if fn in (py.range, lc.range) or getattr(fn, "__name__", "") == "range":
+            trips = py.range(*[int(a) for a in args])
+            if len(trips) > MAX_UNROLL:
+                raise self.error(LimitError, it, f"tl.static_range unrolls {len(trips):,} iterations; the limit is "
+                                 f"{MAX_UNROLL:,}", "use a runtime loop: range(...) or tl.range(...)")
+            return self._unrolled(node, list(trips))
+        if fn is py.range or fn is lc.range:
             assert isinstance(it, ast.Call)
             args = self._range_args(it)
             if not 1 <= len(args) <= 3:
@@ -356,6 +361,9 @@ class KernelGenerator(CodeGenerator):
             return self._runtime_for(node, lo, hi, step, self._num_stages(it) if fn is lc.range else None)
         seq = self.visit(it)
         if isinstance(seq, (tuple, list)):
+            if len(seq) > MAX_UNROLL:
+                raise self.error(LimitError, it, f"a loop over a compile-time sequence of {len(seq):,} items; the "
+                                 f"limit is {MAX_UNROLL:,}")
             return self._unrolled(node, list(seq))
         raise self.error(E.UnsupportedError, it, "for loops iterate over range(...), tl.range(...), "
                          "tl.static_range(...) or a compile-time tuple")

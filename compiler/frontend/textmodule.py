@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 import importlib
-import math
+import operator
 from typing import Any
 
-from .. import errors as E
 from ..ir.core import Location
+from .closed import LimitError, bounded_binary, check_value, module_export
+from .source import parse_text
 
 __all__ = ["load_text_module", "MODULE_MAP"]
 
@@ -48,41 +49,63 @@ def _decorator_name(d: ast.expr) -> str:
     return ".".join(reversed(parts))
 
 
+_CONST_BINOPS: dict[type, tuple[str, Any]] = {
+    ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub), ast.Mult: ("mul", operator.mul),
+    ast.FloorDiv: ("floordiv", operator.floordiv), ast.Div: ("truediv", operator.truediv),
+    ast.Pow: ("pow", operator.pow), ast.LShift: ("shl", operator.lshift), ast.RShift: ("shr", operator.rshift),
+    ast.Mod: ("mod", operator.mod), ast.BitAnd: ("and", operator.and_), ast.BitOr: ("or", operator.or_),
+    ast.BitXor: ("xor", operator.xor),
+}
+
+
+class _NotConstant(Exception):
+    """A module-level value that is not a compile-time constant: the name is left undefined."""
+
+
 def _literal(node: ast.expr, ns: dict[str, Any]) -> Any:
-    """A module-level constant: a literal, a constexpr(literal), or arithmetic on known constants."""
-    if isinstance(node, ast.Call) and _decorator_name(node.func).split(".")[-1] == "constexpr" and node.args:
-        return _literal(node.args[0], ns)
-    if isinstance(node, ast.Name) and node.id in ns and isinstance(ns[node.id], (int, float, bool, str)):
-        return ns[node.id]
+    """A module-level constant: a literal, a constexpr(literal), a tuple of constants, an exported name of
+    a language module or `math`, or bounded arithmetic on known constants (closed.py's rules)."""
+    if isinstance(node, ast.Call):
+        if _decorator_name(node.func).split(".")[-1] == "constexpr" and len(node.args) == 1 and not node.keywords:
+            return _literal(node.args[0], ns)
+        raise _NotConstant
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, (bytes, complex)):
+            raise _NotConstant
+        return check_value(node.value)
+    if isinstance(node, ast.Name):
+        v = ns.get(node.id)
+        if isinstance(v, (int, float, bool, str, tuple)) or v is None and node.id in ns:
+            return v
+        raise _NotConstant
+    if isinstance(node, ast.Tuple):
+        return check_value(tuple(_literal(e, ns) for e in node.elts))
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         base = ns.get(node.value.id)
-        if base is math:
-            return getattr(math, node.attr)
-        if base is not None and getattr(base, "__name__", "").startswith("compiler.language"):
-            return getattr(base, node.attr)
-    if isinstance(node, ast.BinOp):
-        import operator as op
-
-        ops = {ast.Add: op.add, ast.Sub: op.sub, ast.Mult: op.mul, ast.FloorDiv: op.floordiv,
-               ast.Div: op.truediv, ast.Pow: op.pow, ast.LShift: op.lshift, ast.Mod: op.mod}
-        f = ops.get(type(node.op))
-        if f is not None:
-            return f(_literal(node.left, ns), _literal(node.right, ns))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_literal(node.operand, ns)
-    return ast.literal_eval(node)
+        ok, value = module_export(base, node.attr) if base is not None else (False, None)
+        if ok:
+            return value
+        raise _NotConstant
+    if isinstance(node, ast.BinOp) and type(node.op) in _CONST_BINOPS:
+        name, fn = _CONST_BINOPS[type(node.op)]
+        return bounded_binary(name, fn, _literal(node.left, ns), _literal(node.right, ns))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
+        v = _literal(node.operand, ns)
+        if isinstance(node.op, ast.Invert):
+            if not isinstance(v, int):
+                raise _NotConstant
+            return ~v
+        if not isinstance(v, (int, float)):
+            raise _NotConstant
+        return -v if isinstance(node.op, ast.USub) else +v
+    raise _NotConstant
 
 
 def load_text_module(text: str, filename: str) -> dict[str, Any]:
     """Parse `text` and return its @jit functions by name (each sees the module's names)."""
     from ..runtime.jit import JITFunction, register_source_lines
 
-    try:
-        tree = ast.parse(text, filename)
-    except SyntaxError as e:
-        loc = Location(filename, e.lineno or 0, e.offset or 0)
-        raise E.CompilationError(f"syntax error: {e.msg}", loc, e.text or "",
-                                 "the kernel source must be valid Python") from None
+    tree = parse_text(text, filename)
     register_source_lines(filename, text)
     lines = text.splitlines()
     ns: dict[str, Any] = {}
@@ -113,7 +136,11 @@ def load_text_module(text: str, filename: str) -> dict[str, Any]:
                 continue
             try:
                 value = _literal(node.value, ns)
-            except (ValueError, TypeError, SyntaxError, KeyError, AttributeError, ZeroDivisionError):
+            except LimitError as e:
+                loc = Location(filename, node.lineno, node.col_offset + 1)
+                raise LimitError(e.message, loc, lines[node.lineno - 1] if node.lineno <= len(lines) else "",
+                                 e.hint) from None
+            except (_NotConstant, ValueError, TypeError, ZeroDivisionError, OverflowError, ArithmeticError):
                 continue  # not a constant: left undefined, so a kernel using it gets a clear error
             for t in targets:
                 if isinstance(t, ast.Name):

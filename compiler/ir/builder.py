@@ -18,6 +18,7 @@ class Builder:
     def __init__(self, block: Block, loc: Location = UNKNOWN_LOC) -> None:
         self.block = block
         self.loc = loc
+        self.ops = 0  # ops created so far (the frontend bounds it)
 
     def create(
         self,
@@ -28,6 +29,7 @@ class Builder:
         regions: Sequence[Block] = (),
     ) -> Op:
         op = Op(opcode, operands, result_types, attrs, regions, self.loc)
+        self.ops += 1
         self.block.append(op)
         return op
 

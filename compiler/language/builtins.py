@@ -522,6 +522,9 @@ def static_assert(cond: Any, msg: str = "", _sem: Any = None) -> None:
         raise ConstexprError("static_assert needs a compile-time condition",
                              hint="use tl.device_assert for runtime checks")
     if not cond:
+        from ..frontend.closed import bounded_str_source
+
+        msg = str(bounded_str_source(msg)) if msg else ""
         raise ArgumentError(f"static_assert failed: {msg}" if msg else "static_assert failed")
 
 
@@ -530,7 +533,9 @@ def static_print(*values: Any, sep: str = " ", end: str = "\n", _sem: Any = None
     """Print compile-time values while compiling. `tl.static_print(BLOCK)`."""
     import sys
 
-    sys.stderr.write(sep.join(str(v) for v in values) + end)
+    from ..frontend.closed import bounded_str_source
+
+    sys.stderr.write(str(sep).join(str(bounded_str_source(v)) for v in values) + str(end))
 
 
 @builtin

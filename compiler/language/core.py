@@ -258,11 +258,17 @@ def builtin(fn: F) -> F:
         return fn(*args, **kwargs)
 
     wrapper.__anvil_builtin__ = True  # type: ignore[attr-defined]
+    _BUILTINS[id(wrapper)] = wrapper
     return wrapper  # type: ignore[return-value]
 
 
+# Every builtin made by @builtin, by identity: what kernels may call as a language builtin.
+_BUILTINS: dict[int, Callable[..., Any]] = {}
+
+
 def is_builtin(obj: Any) -> bool:
-    return getattr(obj, "__anvil_builtin__", False) is True
+    """True for a function made by @builtin (decided by identity, not by the object's attributes)."""
+    return _BUILTINS.get(id(obj)) is obj
 
 
 int1 = dtype(T.i1)

@@ -46,8 +46,13 @@ the server) or `import compiler.language as tl` (Python).
   layout the dot reads; any other tile load of 4 bytes or more per run, each thread's own elements,
   with no barrier; a load with a nonzero `other` stays a load). The CPU backend runs the loop as
   written.
-- Calls to other `@jit` functions are inlined. Python's `len`, `min`, `max`, `int`, `float`
-  work on compile-time values.
+- Calls to other `@jit` functions are inlined. Python's `len`, `min`, `max`, `int`, `float`,
+  `bool`, `abs`, `round`, `str`, `tuple`, `list`, `isinstance`, `getattr`, `hasattr`,
+  `enumerate`, `zip` work on compile-time values, as do `math`'s numeric functions, `triton.cdiv`
+  and `triton.next_power_of_2`. Compile-time code sees only numbers, strings, tuples, dtypes,
+  constexprs and the language's own objects: no other modules, no names starting with `_`, no
+  `type`/`eval`/`open`; integers up to 1024 bits, strings and tuples up to 65,536 items,
+  `tl.static_range` up to 65,536 iterations (docs/security.md lists every limit).
 - Dtypes: `tl.int1/int8/int16/int32/int64`, `tl.uint8..uint64`, `tl.float16`, `tl.bfloat16`,
   `tl.float32`, `tl.float64`, `tl.float8e4nv`, `tl.float8e5`. Tensor methods: `x.to(dtype)`,
   `x.sum(axis)`, `x.max(axis)`, `x.reshape(...)`, `x.T`, `x.shape`, `x.dtype`.

@@ -238,8 +238,11 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
         ir_fn = generate_kernel(fn.source, specs, GenOptions(opts.debug, target, opts.num_warps), resolve)
     except E.CompilationError:
         raise
-    except RecursionError:
-        raise E.UnsupportedError(f"{fn.__name__}: the kernel nests too deeply to compile") from None
+    except (RecursionError, MemoryError) as e:
+        what = "nests too deeply" if isinstance(e, RecursionError) else "needs too much memory"
+        loc = fn.source.loc(fn.source.tree)
+        raise E.UnsupportedError(f"{fn.__name__}: the kernel {what} to compile", loc, fn.source.source_line(loc),
+                                 "split deep expressions and nested blocks, or unroll less") from None
     t1 = time.perf_counter()
     run_pipeline(ir_fn)
     tir = print_function(ir_fn)

@@ -291,7 +291,9 @@ def _printf(lw: Lowering, fmt: str, args: list[ir.Value]) -> None:
 
 
 def _print(lw: Lowering, op: Op) -> None:
-    prefix = op.attrs["prefix"]
+    # The prefix is kernel text: it goes into a printf format only with every '%' doubled, so that
+    # a prefix such as "%n%s" prints as written instead of reading or writing memory.
+    prefix = str(op.attrs["prefix"]).replace("%", "%%")
     hexa = op.attrs["hex"]
     for v in op.operands:
         lw.consume(v)

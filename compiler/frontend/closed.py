@@ -1,0 +1,399 @@
+"""The closed world of compile-time values: what kernel code may name, read, call and build.
+
+Kernel source is data. While the frontend turns it into Tile IR it evaluates compile-time
+Python (constexpr arithmetic, dtype queries, tuples, `tl.static_range` unrolling), and that
+evaluation sees only values of a closed set:
+
+- None, bools, ints (at most `MAX_INT_BITS` bits), floats, strings and tuples/lists (at most
+  `MAX_ITEMS` characters or leaves), slices;
+- the language's own objects: tensors, dtypes, block types, constexprs, block pointers and
+  tensor descriptors; the language's classes, functions and namespaces (`tl`, `tl.math`,
+  `tl.extra.*`, the `triton` stand-in's `language`) and `@jit` functions;
+- a few pure helpers: the numeric functions of `math` in `MATH_FUNCTIONS`, `cdiv`,
+  `next_power_of_2`, and the Python builtins in `codegen._PY_BUILTINS`.
+
+Attribute access goes through an allow-list per kind of value (`value_attribute`); no name
+starting with `_` is reachable, and modules expose only their closed exports. Whether something
+may be called is decided by identity (`allowed_function`, `core.is_builtin`, the JIT resolver),
+never by what an object says about itself. Nothing reachable can be mutated: assignment targets
+are names, methods on compile-time values are the non-mutating ones listed here, and containers
+owned by language objects are handed out as tuples.
+
+Work is bounded too: the size of every value built at compile time is checked before it is
+built (`bounded_binary`, `check_value`, `bounded_format`), and `Budget` counts the nodes the
+frontend visits and the ops it creates.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import errors as E
+from ..language import core as lc
+
+__all__ = ["LimitError", "Budget", "MAX_INT_BITS", "MAX_ITEMS", "MAX_UNROLL", "MAX_STEPS", "MAX_OPS",
+           "MAX_INLINE_DEPTH", "MAX_AST_DEPTH", "module_export", "value_attribute", "CompileTimeMethod",
+           "allowed_function", "is_closed", "too_deep", "bounded_binary", "check_value", "bounded_format", "leaves",
+           "language_modules", "DataModule", "admit_data"]
+
+MAX_INT_BITS = 1024
+"""Bits of a compile-time integer (constexpr arithmetic; kernels' integers are at most 64 bits)."""
+MAX_ITEMS = 1 << 16
+"""Characters of a compile-time string; leaves of a compile-time tuple or list (nested ones counted)."""
+MAX_UNROLL = 1 << 16
+"""Iterations of one `tl.static_range` loop (or loop over a compile-time tuple)."""
+MAX_STEPS = 4_000_000
+"""Syntax nodes the frontend may visit for one kernel, inlined calls and unrolled loops included."""
+MAX_OPS = 1_000_000
+"""Tile IR ops one kernel may create."""
+MAX_INLINE_DEPTH = 64
+"""Nesting of inlined @jit calls."""
+MAX_AST_DEPTH = 100
+"""Nesting of the syntax tree of a kernel's source (expressions within statements within blocks)."""
+_MAX_FORMAT_WIDTH = 4096
+
+
+class LimitError(E.CompilationError):
+    """Compile-time work or a compile-time value beyond one of the frontend's limits."""
+
+
+@dataclass
+class Budget:
+    """What one kernel's compilation has spent: nodes visited, ops created."""
+
+    steps: int = 0
+
+    def step(self, ops: int) -> str | None:
+        """Count one visited node; the reason to stop when a limit is passed."""
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            return (f"compile-time work passed {MAX_STEPS:,} steps (unrolled loops, inlined @jit calls or "
+                    "recursion produce too much code)")
+        if ops > MAX_OPS:
+            return f"the kernel creates more than {MAX_OPS:,} IR ops"
+        return None
+
+
+def too_deep(tree: Any) -> Any:
+    """The first node of `tree` nested deeper than MAX_AST_DEPTH, or None (walked without recursion)."""
+    import ast
+
+    stack: list[tuple[Any, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_AST_DEPTH:
+            return node
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
+
+
+# ---------------------------------------------------------------------- modules
+def language_modules() -> dict[int, types.ModuleType]:
+    """The namespaces kernel code may reach, by identity: the language and the `triton` stand-in's."""
+    global _MODULES
+    if _MODULES is None:
+        import importlib
+
+        names = ["compiler.language", "compiler.language.core", "compiler.language.builtins",
+                 "compiler.language.standard", "compiler.language.math", "compiler.language.random",
+                 "compiler.language.extra", "compiler.language.extra.libdevice", "compiler.language.extra.cuda",
+                 "compiler.triton_compat.language", "compiler.triton_compat.language.core",
+                 "compiler.triton_compat.language.extra"]
+        mods = [importlib.import_module(n) for n in names]
+        _MODULES = {id(m): m for m in mods}
+    return _MODULES
+
+
+_MODULES: dict[int, types.ModuleType] | None = None
+_EXPORTS: dict[int, dict[str, Any]] = {}
+
+# The names the top-level packages offer a kernel (everything else of them is host-side code).
+_PACKAGE_NAMES = {"compiler": ("language", "cdiv", "next_power_of_2", "jit"),
+                  "compiler.triton_compat": ("language", "cdiv", "next_power_of_2", "jit")}
+
+MATH_FUNCTIONS = frozenset((
+    "sqrt", "isqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "ceil", "floor", "trunc",
+    "fabs", "copysign", "fmod", "gcd", "isnan", "isinf", "isfinite", "sin", "cos", "tan", "asin", "acos",
+    "atan", "atan2", "sinh", "cosh", "tanh", "erf", "erfc", "hypot", "radians", "degrees", "frexp", "ldexp",
+    "isclose",
+))
+MATH_CONSTANTS = frozenset(("pi", "e", "tau", "inf", "nan"))
+
+
+def _package(mod: types.ModuleType) -> tuple[str, ...] | None:
+    import sys
+
+    for name, allowed in _PACKAGE_NAMES.items():
+        if sys.modules.get(name) is mod:
+            return allowed
+    return None
+
+
+def module_export(mod: Any, name: str) -> tuple[bool, Any]:
+    """(True, value) when kernel code may read `mod.name`; (False, None) otherwise."""
+    if name.startswith("_"):
+        return False, None
+    if mod is math:
+        if name in MATH_FUNCTIONS or name in MATH_CONSTANTS:
+            return True, getattr(math, name)
+        return False, None
+    exports = _EXPORTS.get(id(mod))
+    if exports is None:
+        allowed = _package(mod) if isinstance(mod, types.ModuleType) else None
+        if allowed is not None:
+            exports = {n: getattr(mod, n) for n in allowed if hasattr(mod, n)}
+        elif language_modules().get(id(mod)) is mod:
+            exports = {}
+        else:
+            return False, None
+        _EXPORTS[id(mod)] = exports
+        _PACKAGE_EXPORTS[id(mod)] = allowed is not None
+    if name in exports:
+        return True, exports[name]
+    if _PACKAGE_EXPORTS[id(mod)]:
+        return False, None
+    # A language namespace: any public name whose value is of the closed world (looked up once; some
+    # namespaces make their functions on first use through a module-level __getattr__).
+    try:
+        value = getattr(mod, name)
+    except AttributeError:
+        return False, None
+    if not is_closed(value, exported=True):
+        return False, None
+    exports[name] = value
+    return True, value
+
+
+_PACKAGE_EXPORTS: dict[int, bool] = {}
+
+
+# ---------------------------------------------------------------------- closed values
+def _language_classes() -> frozenset[Any]:
+    return frozenset((lc.constexpr, lc.Tensor, lc.dtype, lc.pointer_type, lc.block_type, lc.static_range,
+                      lc.range, lc.PropagateNan))
+
+
+def allowed_function(fn: Any) -> bool:
+    """The pure host functions a kernel may call with compile-time numbers (by identity)."""
+    return _pure_functions().get(id(fn)) is fn
+
+
+_PURE: dict[int, Any] | None = None
+
+
+def _pure_functions() -> dict[int, Any]:
+    global _PURE
+    if _PURE is None:
+        import compiler
+        import compiler.triton_compat as tc
+
+        fns = [getattr(math, n) for n in MATH_FUNCTIONS] + [compiler.cdiv, compiler.next_power_of_2, tc.cdiv]
+        _PURE = {id(f): f for f in fns}
+    return _PURE
+
+
+def is_closed(v: Any, exported: bool = False, _depth: int = 0) -> bool:
+    """True for a value of the closed world (see the module docstring)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return True
+    if isinstance(v, (tuple, list)):
+        return _depth < 8 and all(is_closed(x, exported, _depth + 1) for x in v[:64]) and len(v) <= MAX_ITEMS
+    if isinstance(v, (lc.dtype, lc.block_type, lc.Tensor)):
+        return True
+    if isinstance(v, types.ModuleType):
+        return id(v) in language_modules() or v is math or _package(v) is not None
+    if lc.is_builtin(v) or allowed_function(v):
+        return True
+    if isinstance(v, type):
+        return v in _language_classes()
+    from ..runtime.jit import JITFunction
+
+    return isinstance(v, JITFunction)
+
+
+# ---------------------------------------------------------------------- a Python kernel's own data
+@dataclass(frozen=True)
+class DataModule:
+    """A module of the user's own that a Python kernel's globals hold (`consts.TABLE`): its public
+    attributes are read as data, admitted by the same rule as the kernel's globals (`admit_data`).
+    Never made for source text, whose imports resolve only to the language's modules."""
+
+    module: types.ModuleType
+
+
+def admit_data(v: Any, _depth: int = 0) -> Any:
+    """A Python kernel's global as a compile-time value: a value of the closed world, a dict of such
+    values (read with constant keys), or another module of the user's (a DataModule); _MISSING if not."""
+    if is_closed(v):
+        return v
+    if isinstance(v, dict) and _depth < 8 and len(v) <= MAX_ITEMS:
+        for key, value in v.items():
+            if not is_closed(key) or admit_data(value, _depth + 1) is _MISSING:
+                return _MISSING
+        return v
+    if isinstance(v, types.ModuleType):
+        return DataModule(v)
+    return _MISSING
+
+
+# ---------------------------------------------------------------------- attributes of values
+# Methods of compile-time values kernels may call: none of them mutates or grows anything.
+_STR_METHODS = frozenset((
+    "startswith", "endswith", "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "isdigit",
+    "isalpha", "isalnum", "isspace", "isupper", "islower", "count", "find", "rfind", "index", "rindex",
+    "partition", "rpartition", "removeprefix", "removesuffix",
+))
+_SEQ_METHODS = frozenset(("index", "count"))
+_DTYPE_METHODS = frozenset((
+    "is_floating", "is_int", "is_int_signed", "is_int_unsigned", "is_bool", "is_ptr", "is_fp8", "is_fp16",
+    "is_bf16", "is_fp32", "is_fp64", "is_block",
+))
+_DTYPE_PROPERTIES = frozenset((
+    "name", "primitive_bitwidth", "int_bitwidth", "fp_mantissa_width", "exponent_bias", "scalar", "element_ty",
+))
+_DTYPE_CLASS_LISTS = frozenset(("SINT_TYPES", "UINT_TYPES", "FP_TYPES", "STANDARD_FP_TYPES", "OTHER_TYPES"))
+
+
+@dataclass(frozen=True)
+class CompileTimeMethod:
+    """`value.name` for an allowed method of a compile-time value: called by name on that value."""
+
+    value: Any
+    name: str
+
+    def __call__(self, *args: Any) -> Any:
+        return getattr(self.value, self.name)(*args)
+
+
+_MISSING = object()
+
+
+def value_attribute(base: Any, attr: str) -> Any:
+    """`base.attr` for a compile-time value (not a tensor or module), or _MISSING when not allowed."""
+    if isinstance(base, DataModule):
+        return admit_data(getattr(base.module, attr, _MISSING)) if not attr.startswith("_") else _MISSING
+    if isinstance(base, lc.dtype):
+        if attr in _DTYPE_METHODS:
+            return CompileTimeMethod(base, attr)
+        if attr in _DTYPE_PROPERTIES:
+            return getattr(base, attr)
+        if attr in _DTYPE_CLASS_LISTS:
+            return tuple(getattr(base, attr))
+        return _MISSING
+    if base is lc.dtype or base is lc.pointer_type:
+        return tuple(getattr(base, attr)) if attr in _DTYPE_CLASS_LISTS else _MISSING
+    if base is lc.PropagateNan:
+        return getattr(base, attr) if attr in ("NONE", "ALL") else _MISSING
+    if isinstance(base, lc.block_type):
+        if attr in ("element_ty", "scalar"):
+            return base.element_ty
+        if attr == "shape":
+            from .codegen import Shape
+
+            return Shape(tuple(base.shape))
+        if attr == "is_block":
+            return CompileTimeMethod(base, attr)
+        return _MISSING
+    if isinstance(base, lc.constexpr):
+        return base.value if attr == "value" else _MISSING
+    if isinstance(base, str):
+        return CompileTimeMethod(base, attr) if attr in _STR_METHODS else _MISSING
+    if isinstance(base, (tuple, list)):
+        return CompileTimeMethod(base, attr) if attr in _SEQ_METHODS else _MISSING
+    if isinstance(base, bool):
+        return _MISSING
+    if isinstance(base, int):
+        return CompileTimeMethod(base, attr) if attr == "bit_length" else _MISSING
+    if isinstance(base, float):
+        return CompileTimeMethod(base, attr) if attr == "is_integer" else _MISSING
+    return _MISSING
+
+
+MISSING = _MISSING
+
+
+# ---------------------------------------------------------------------- bounded arithmetic
+def leaves(v: Any, cap: int = MAX_ITEMS + 1, _memo: dict[int, int] | None = None) -> int:
+    """Leaves of a (possibly nested, possibly shared) tuple or list, counted up to `cap`."""
+    if not isinstance(v, (tuple, list)):
+        return 1
+    memo = {} if _memo is None else _memo
+    key = id(v)
+    if key in memo:
+        return memo[key]
+    n = 0
+    for x in v:
+        n += leaves(x, cap, memo) if isinstance(x, (tuple, list)) else 1
+        if n >= cap:
+            break
+    memo[key] = n
+    return n
+
+
+def _size(v: Any) -> int:
+    return len(v) if isinstance(v, str) else leaves(v)
+
+
+def _too_big(what: str) -> str:
+    return f"{what}; the limit is {MAX_ITEMS:,} characters or items"
+
+
+def bounded_binary(op: str, pyop: Callable[[Any, Any], Any], lhs: Any, rhs: Any) -> Any:
+    """`lhs op rhs` on compile-time values; a LimitError (located by the caller) when the result would
+    pass a limit, raised before the result is built."""
+    seqs = (str, tuple, list)
+    if isinstance(lhs, str) and op == "mod":
+        raise LimitError("%-formatting of strings is not supported in kernels", hint="use an f-string")
+    if op == "mul" and (isinstance(lhs, seqs) or isinstance(rhs, seqs)):
+        seq, n = (lhs, rhs) if isinstance(lhs, seqs) else (rhs, lhs)
+        if isinstance(n, int) and not isinstance(n, bool) and not isinstance(n, seqs) and n > 0:
+            total = _size(seq) * n
+            if total > MAX_ITEMS:
+                raise LimitError(_too_big(f"repeating a sequence {n:,} times gives {total:,} items"))
+    elif op == "add" and isinstance(lhs, seqs) and isinstance(rhs, seqs):
+        total = _size(lhs) + _size(rhs)
+        if total > MAX_ITEMS:
+            raise LimitError(_too_big(f"joining two sequences gives {total:,} items"))
+    elif isinstance(lhs, int) and isinstance(rhs, int):
+        a, b = abs(lhs).bit_length(), abs(rhs).bit_length()
+        if op == "mul" and a + b > MAX_INT_BITS + 1:
+            raise LimitError(f"an integer product of {a + b} bits; compile-time integers are limited to "
+                             f"{MAX_INT_BITS} bits")
+        if op == "pow" and rhs > 0 and abs(lhs) > 1 and (a - 1) * rhs > MAX_INT_BITS:
+            raise LimitError(f"{lhs} ** {rhs} has more than {MAX_INT_BITS} bits")
+        if op == "shl" and rhs > 0 and a + rhs > MAX_INT_BITS + 1:
+            raise LimitError(f"{lhs} << {rhs} has more than {MAX_INT_BITS} bits")
+    return check_value(pyop(lhs, rhs))
+
+
+def check_value(v: Any) -> Any:
+    """`v`, when it is within the size limits of compile-time values."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        if v.bit_length() > MAX_INT_BITS:
+            raise LimitError(f"a compile-time integer of {v.bit_length()} bits; the limit is {MAX_INT_BITS}")
+    elif isinstance(v, (str, tuple, list)) and _size(v) > MAX_ITEMS:
+        raise LimitError(_too_big(f"a compile-time value of {_size(v):,} items"))
+    return v
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def bounded_format(value: Any, spec: str) -> str:
+    """format(value, spec), with the widths and precisions a spec asks for bounded."""
+    for m in _DIGITS.finditer(spec):
+        if len(m.group()) > 5 or int(m.group()) > _MAX_FORMAT_WIDTH:
+            raise LimitError(f"format width or precision {m.group()} in {spec!r}; the limit is {_MAX_FORMAT_WIDTH}")
+    return check_value(format(bounded_str_source(value), spec))
+
+
+def bounded_str_source(value: Any) -> Any:
+    """`value`, after checking that its text form cannot be huge (nested tuples are counted)."""
+    if isinstance(value, (tuple, list)) and leaves(value) > 4096:
+        raise LimitError(f"cannot turn a sequence of {leaves(value):,} items into text; the limit is 4,096")
+    return value
