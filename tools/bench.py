@@ -238,6 +238,8 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
                 deadline=deadline,
             )
         except ToolInputError as exc:
+            if exc.data.get("error") in ("out_of_bounds", "device_assert"):
+                raise  # a located fault of the kernel: the whole call reports it
             result["error"] = str(exc)
             continue
         except Exception as exc:
