@@ -259,8 +259,13 @@ def evaluate_references(payload: dict[str, Any], values: dict[str, Any]) -> dict
     return expected
 
 
-def launch_options(kernel: dict[str, Any]) -> dict[str, Any]:
-    """The keyword options of a launch of ``kernel`` (a launch_info dict): constexprs and options."""
+def launch_options(kernel: dict[str, Any], *, checked: bool = True) -> dict[str, Any]:
+    """The keyword options of a launch of ``kernel`` (a launch_info dict): constexprs and options.
+
+    ``checked``: every load, store and atomic is checked against the tensor it addresses, so an
+    out-of-bounds access is reported as this call's error and never performed (debug mode's
+    checks; tl.device_assert stays as compiled). Only benchmark's timed runs go unchecked, after
+    a checked run of the same launch passed."""
     options: dict[str, Any] = dict(kernel["constexprs"])
     for name in ("num_warps", "num_stages", "maxnreg"):
         if kernel.get(name) is not None:
@@ -268,12 +273,17 @@ def launch_options(kernel: dict[str, Any]) -> dict[str, Any]:
     if kernel.get("cluster_dims") is not None:
         options["cluster_dims"] = tuple(kernel["cluster_dims"])
     options["debug"] = bool(kernel.get("debug"))
+    if checked:
+        options["bounds_check"] = True
     return options
 
 
-def launch_once(jit: Any, kernel: dict[str, Any], grid: list[int], values: dict[str, Any]) -> None:
-    """One launch, exactly like Triton: ``kernel[grid](*args, **constexprs)``."""
-    options = launch_options(kernel)
+def launch_once(
+    jit: Any, kernel: dict[str, Any], grid: list[int], values: dict[str, Any], *, checked: bool = True
+) -> None:
+    """One launch, exactly like Triton: ``kernel[grid](*args, **constexprs)`` (bounds-checked unless
+    ``checked`` is false)."""
+    options = launch_options(kernel, checked=checked)
     args = [values[name] for name in kernel["arg_names"] if name not in kernel["constexpr_names"]]
     try:
         jit[tuple(grid)](*args, **options)

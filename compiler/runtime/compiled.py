@@ -58,7 +58,7 @@ class CompiledKernel:
         if self.options.cluster_dims is not None:  # programs run independently here; the grid as on a GPU
             check_cluster_grid(grid, self.options.cluster_dims, self.name)
         vals = [params[i].data_ptr() if p else params[i] for i, p in zip(self.arg_index, self._is_ptr, strict=True)]
-        if self.options.debug:
+        if self.options.checked:
             return self._launch_debug(grid, [params[i] for i in self.arg_index], vals)
         cfunc = self.cfunc
         if total == 1:
@@ -255,7 +255,7 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
         return _finish_cuda(fn, specs, opts, target, key, ir_fn, tir, symbol, t0, t1, t2)
     from ..backends import cpu
 
-    binary = cpu.compile_function(ir_fn, symbol, opts.debug)
+    binary = cpu.compile_function(ir_fn, symbol, opts.checked)
     binary.arg_names = list(ir_fn.arg_names)
     if knobs.dump_llir():
         sys.stderr.write(binary.llir)
