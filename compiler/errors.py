@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .ir.core import Location
 
 __all__ = [
@@ -100,9 +102,19 @@ class ResourceError(AnvilError):
     """A compiled kernel exceeds a device limit (registers, shared memory, threads)."""
 
 
-class OutOfBoundsError(AnvilError):
+class _RuntimeReport(AnvilError):
+    """A failure a running kernel recorded; ``info`` holds its fields for structured reports
+    (kernel, file, line, column, program_id, and for out-of-bounds accesses address, tensor,
+    offset in elements and the tensor's numel), each present when known."""
+
+    def __init__(self, message: str, **info: Any) -> None:
+        super().__init__(message)
+        self.info: dict[str, Any] = info
+
+
+class OutOfBoundsError(_RuntimeReport):
     """Debug mode caught a load or store outside the tensor its pointer came from."""
 
 
-class DeviceAssertError(AnvilError):
+class DeviceAssertError(_RuntimeReport):
     """A tl.device_assert failed while the kernel ran."""

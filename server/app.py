@@ -385,6 +385,7 @@ def create_app(
         num_stages: m.NumStages = None,
         maxnreg: m.MaxNReg = None,
         cluster_dims: m.ClusterDims = None,
+        debug: m.LaunchDebug = None,
         source_file: SourceFile = None,
         ctx: Context | None = None,
     ) -> ToolResult:
@@ -417,6 +418,7 @@ def create_app(
             num_stages=num_stages,
             maxnreg=maxnreg,
             cluster_dims=cluster_dims,
+            debug=debug,
         )
         return await guarded(lambda: run_benchmark(rt, req, _progress(ctx)))
 

@@ -226,7 +226,10 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
         report(i + 1, steps, f"config {i + 1}/{len(entries)}: timing {kernel['kernel_name']} {entry['config']}")
         try:
             jit, _ = get_kernel(state, kernel)
-            run_once = functools.partial(launch_once, jit, kernel, entry["grid"])
+            for current in sets:  # a checked run on every input set before any unchecked one
+                restore(current)
+                launch_once(jit, kernel, entry["grid"], current)
+            run_once = functools.partial(launch_once, jit, kernel, entry["grid"], checked=False)
             times = time_runs(
                 run_once,
                 sets,
@@ -238,6 +241,8 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
                 deadline=deadline,
             )
         except ToolInputError as exc:
+            if exc.data.get("error") in ("out_of_bounds", "device_assert"):
+                raise  # a located fault of the kernel: the whole call reports it
             result["error"] = str(exc)
             continue
         except Exception as exc:

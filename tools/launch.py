@@ -259,17 +259,31 @@ def evaluate_references(payload: dict[str, Any], values: dict[str, Any]) -> dict
     return expected
 
 
-def launch_once(jit: Any, kernel: dict[str, Any], grid: list[int], values: dict[str, Any]) -> None:
-    """One launch, exactly like Triton: ``kernel[grid](*args, **constexprs)``."""
+def launch_options(kernel: dict[str, Any], *, checked: bool = True) -> dict[str, Any]:
+    """The keyword options of a launch of ``kernel`` (a launch_info dict): constexprs and options.
+
+    ``checked``: every load, store and atomic is checked against the tensor it addresses, so an
+    out-of-bounds access is reported as this call's error and never performed (debug mode's
+    checks; tl.device_assert stays as compiled). Only benchmark's timed runs go unchecked, after
+    a checked run of the same launch passed."""
     options: dict[str, Any] = dict(kernel["constexprs"])
-    if kernel.get("num_warps") is not None:
-        options["num_warps"] = kernel["num_warps"]
-    if kernel.get("num_stages") is not None:
-        options["num_stages"] = kernel["num_stages"]
-    if kernel.get("maxnreg") is not None:
-        options["maxnreg"] = kernel["maxnreg"]
+    for name in ("num_warps", "num_stages", "maxnreg"):
+        if kernel.get(name) is not None:
+            options[name] = kernel[name]
     if kernel.get("cluster_dims") is not None:
         options["cluster_dims"] = tuple(kernel["cluster_dims"])
+    options["debug"] = bool(kernel.get("debug"))
+    if checked:
+        options["bounds_check"] = True
+    return options
+
+
+def launch_once(
+    jit: Any, kernel: dict[str, Any], grid: list[int], values: dict[str, Any], *, checked: bool = True
+) -> None:
+    """One launch, exactly like Triton: ``kernel[grid](*args, **constexprs)`` (bounds-checked unless
+    ``checked`` is false)."""
+    options = launch_options(kernel, checked=checked)
     args = [values[name] for name in kernel["arg_names"] if name not in kernel["constexpr_names"]]
     try:
         jit[tuple(grid)](*args, **options)
@@ -282,11 +296,58 @@ def launch_once(jit: Any, kernel: dict[str, Any], grid: list[int], values: dict[
             from tools.compile import compile_error
 
             raise compile_error(exc) from None
+        if isinstance(exc, compiler.errors.OutOfBoundsError | compiler.errors.DeviceAssertError):
+            raise runtime_report(exc, kernel) from None
         if is_device_fault(exc):
             raise
         raise ToolInputError(
             f"launching {kernel['kernel_name']} raised {type(exc).__name__}: {str(exc).strip()[:2000]}"
         ) from None
+
+
+def _source_line(source: str, line: int | None) -> str:
+    lines = source.splitlines()
+    return lines[line - 1].strip() if line and 0 < line <= len(lines) else ""
+
+
+def runtime_report(exc: Any, kernel: dict[str, Any]) -> ToolInputError:
+    """A located tool error for an out-of-bounds access or failed device_assert the launch caught.
+
+    ``data`` holds the fields: error ("out_of_bounds" or "device_assert"), kernel_name, kernel_id,
+    file, line, column, source_line, program_id, and for accesses tensor, offset (elements from
+    the tensor's start) and numel."""
+    import compiler
+
+    info: dict[str, Any] = dict(getattr(exc, "info", {}) or {})
+    oob = isinstance(exc, compiler.errors.OutOfBoundsError)
+    name = info.get("kernel") or kernel["kernel_name"]
+    line = info.get("line")
+    source_line = _source_line(kernel.get("source", ""), line)
+    where = f"{info.get('file', '<source>')}:{line}:{info.get('column')}" if line else "an unknown location"
+    pid = tuple(info.get("program_id") or ())
+    data: dict[str, object] = {
+        "error": "out_of_bounds" if oob else "device_assert",
+        "kernel_name": name,
+        "kernel_id": kernel.get("kernel_id"),
+        "file": info.get("file"),
+        "line": line,
+        "column": info.get("column"),
+        "source_line": source_line,
+        "program_id": list(pid),
+    }
+    if oob:
+        data.update(tensor=info.get("tensor"), offset=info.get("offset"), numel=info.get("numel"))
+        what = "out-of-bounds access"
+        if info.get("tensor") is not None:
+            what += (f" at offset {info['offset']} of {info['tensor']!r} (which holds {info['numel']} elements;"
+                     f" valid offsets are 0..{int(info['numel']) - 1})")
+        hint = ("The access was not performed and the worker is unaffected. Mask the load/store "
+                "(mask=offs < n) or fix the offsets.")
+    else:
+        what = "device_assert failed"
+        hint = "The kernel stopped at its first failed assertion; check the condition and its inputs."
+    message = f"{what} in kernel {name} at {where}, program id {pid}\n    {source_line}\n{hint}"
+    return ToolInputError(message, data=data)
 
 
 def is_device_fault(exc: BaseException) -> bool:

@@ -58,7 +58,7 @@ class CompiledKernel:
         if self.options.cluster_dims is not None:  # programs run independently here; the grid as on a GPU
             check_cluster_grid(grid, self.options.cluster_dims, self.name)
         vals = [params[i].data_ptr() if p else params[i] for i, p in zip(self.arg_index, self._is_ptr, strict=True)]
-        if self.options.debug:
+        if self.options.checked:
             return self._launch_debug(grid, [params[i] for i in self.arg_index], vals)
         cfunc = self.cfunc
         if total == 1:
@@ -92,10 +92,13 @@ class CompiledKernel:
         line = _source_line(loc)
         where = f"{loc.file}:{loc.line}:{loc.col}"
         pid = (err[1], err[2], err[3])
+        info: dict[str, Any] = {"kernel": self.name, "file": loc.file, "line": loc.line, "column": loc.col,
+                                "program_id": list(pid)}
         if kind == 2:
             raise E.DeviceAssertError(f"device_assert failed in kernel {self.name} at {where}, program id {pid}\n"
-                                      f"    {line.strip()}")
+                                      f"    {line.strip()}", **info)
         addr = err[4]
+        info["address"] = addr
         detail = ""
         loc_args = getattr(self.binary, "loc_args", [])
         which = loc_args[loc_id - 1] if loc_id - 1 < len(loc_args) else None
@@ -104,11 +107,12 @@ class CompiledKernel:
                 base = a.data_ptr()
                 off = (addr - base) // max(1, a.element_size())
                 detail = f"; {off} elements from the start of {name!r} (which holds {a.numel()} elements)"
+                info.update(tensor=name, offset=off, numel=a.numel())
                 break
         raise E.OutOfBoundsError(
             f"out-of-bounds access in kernel {self.name} at {where}, program id {pid}, "
             f"address 0x{addr:x}{detail}\n    {line.strip()}\n"
-            "hint: mask the load/store (mask=offs < n) or fix the offsets")
+            "hint: mask the load/store (mask=offs < n) or fix the offsets", **info)
 
     def __repr__(self) -> str:
         return f"CompiledKernel({self.name}, {self.target})"
@@ -254,7 +258,7 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
         return _finish_cuda(fn, specs, opts, target, key, ir_fn, tir, symbol, t0, t1, t2)
     from ..backends import cpu
 
-    binary = cpu.compile_function(ir_fn, symbol, opts.debug)
+    binary = cpu.compile_function(ir_fn, symbol, opts.checked)
     binary.arg_names = list(ir_fn.arg_names)
     if knobs.dump_llir():
         sys.stderr.write(binary.llir)

@@ -93,12 +93,12 @@ class CudaCompiledKernel:
         fn = self._fn or self.function
         vals = tuple(params[i].data_ptr() if p else params[i]
                      for i, p in zip(self.arg_index, self._is_ptr, strict=True))
-        if self.options.debug:  # the tensors' bounds for the kernel's checks (debug_host.py)
+        if self.options.checked:  # the tensors' bounds for the kernel's checks (debug_host.py)
             from ..backends.nvidia.debug_host import check_debug_record, write_debug_bounds
 
             write_debug_bounds(self, params)
         fn.launch(grid[0], grid[1], grid[2], current_stream(), vals)
-        if self.options.debug:  # debug-mode hook: a failed tl.device_assert or bounds check raises here
+        if self.options.checked:  # debug-mode hook: a failed tl.device_assert or bounds check raises here
             check_debug_record(self)
 
     def fast_entry(self, raw_positions: list[int], n_raw: int, n_params: int,
@@ -109,7 +109,7 @@ class CudaCompiledKernel:
         where kernel argument i sits among them), and the v (every parameter's value) are unused.
         None in debug mode: every debug launch goes through `launch` (bounds before, record after).
         `install`: called later with the native entry that replaces the one returned (driver.entry)."""
-        if self.options.debug:
+        if self.options.checked:
             return None
         fn = self._fn or self.function
         read, arg = stream_source()
@@ -139,5 +139,5 @@ def compile_cuda(ir_fn: Any, symbol: str, opts: LaunchOptions, target: str) -> A
     from ..backends.nvidia import compile_function
 
     arch = target.split(":", 1)[1] if ":" in target else "sm_90a"
-    return compile_function(ir_fn, symbol, opts.num_warps, arch, debug=opts.debug, num_stages=opts.num_stages,
+    return compile_function(ir_fn, symbol, opts.num_warps, arch, debug=opts.checked, num_stages=opts.num_stages,
                             maxnreg=opts.maxnreg, cluster_dims=opts.cluster_dims)

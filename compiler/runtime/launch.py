@@ -18,6 +18,7 @@ from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signat
 __all__ = ["Launcher", "compile_for_signature", "run_grid", "grid3"]
 
 _OPTION_NAMES = {"num_warps", "num_stages", "num_ctas", "maxnreg", "cluster_dims", "enable_fp_fusion", "debug",
+                 "bounds_check",
                  "launch_cooperative_grid", "launch_pdl"}
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -250,7 +251,8 @@ class Launcher:
             specs = [spec_for(p, v, self.fn.__name__) for p, v in zip(self.params, vals, strict=True)]
             ck = compile_kernel(self.fn, specs, opts, _target_for(vals, self.fn.__name__))
             desc = any(type(s.value).__name__ == "DescriptorArg" for s in specs)
-            hit = self.cache[key] = (ck, not desc and opts.debug == self._default_debug())
+            hit = self.cache[key] = (ck, not desc and opts.debug == self._default_debug()
+                                    and not opts.bounds_check)
             self.has_descriptors |= desc
         ck, eligible = hit
         if warmup:

@@ -33,6 +33,14 @@ class LaunchOptions:
     maxnreg: int | None = None  # registers per thread at most (NVIDIA: `.maxnreg`); None: ptxas chooses
     # programs per thread block cluster (x, y, z) on NVIDIA sm_90+ (`.reqnctapercluster`); None: no clusters
     cluster_dims: tuple[int, int, int] | None = None
+    # check every load, store and atomic against the tensor it addresses, as debug mode does, without
+    # debug's other effects (tl.device_assert stays off); what the server's tool launches use
+    bounds_check: bool = False
+
+    @property
+    def checked(self) -> bool:
+        """Whether the binary checks its accesses (debug mode or bounds_check)."""
+        return self.debug or self.bounds_check
 
     @staticmethod
     def from_kwargs(kw: dict[str, Any], fn_debug: bool | None) -> LaunchOptions:
@@ -50,7 +58,7 @@ class LaunchOptions:
             raise E.LaunchError(f"maxnreg must be None or an int from 24 to 255 (registers per thread), "
                                 f"got {maxnreg!r}")
         return LaunchOptions(nw, int(kw.get("num_stages", 3)), bool(debug), maxnreg,
-                             cluster_shape(kw.get("cluster_dims")))
+                             cluster_shape(kw.get("cluster_dims")), bool(kw.get("bounds_check", False)))
 
 
 def cluster_shape(value: Any) -> tuple[int, int, int] | None:

@@ -66,3 +66,26 @@ def test_device_assert_active_in_debug_mode_only() -> None:
     _assert_positive[(1,)](x, BLOCK=4)
     with pytest.raises(DeviceAssertError, match="x >= 0"):
         _assert_positive[(1,)](x, BLOCK=4, debug=True)
+
+
+def test_bounds_check_option_checks_accesses_without_asserts() -> None:
+    backing = torch.zeros(48)
+    n = int(torch.randint(1, 16, ()).item())
+    with pytest.raises(OutOfBoundsError, match=f"{n} elements from the start of 'x_ptr'"):
+        _oob_store[(1,)](backing[:n], n, BLOCK=16, bounds_check=True)
+    assert backing[n:].eq(0).all()
+    _assert_positive[(1,)](torch.tensor([1.0, -1.0, 2.0, 3.0]), BLOCK=4, bounds_check=True)  # asserts stay off
+
+
+@jit
+def _cas_at(x_ptr, shift):
+    tl.atomic_cas(x_ptr + shift, 0.0, 5.0)
+
+
+def test_atomic_cas_is_bounds_checked() -> None:
+    backing = torch.zeros(64)
+    with pytest.raises(OutOfBoundsError, match="atomic_cas"):
+        _cas_at[(1,)](backing[:8], 40, bounds_check=True)
+    assert backing.eq(0).all()
+    _cas_at[(1,)](backing[:8], 3, bounds_check=True)
+    assert backing[3] == 5.0 and backing.sum() == 5.0

@@ -100,20 +100,28 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
 
 
 def bounds_ok(lw: Lowering, op: Op, ptr_value: Value, ptr: ir.Value) -> ir.Value | None:
-    """Debug mode: is `ptr` inside the tensor its pointer came from? None if unknown."""
+    """Checked mode: is `ptr` inside the tensor its pointer came from? A pointer of no single
+    provenance (a select of two tensors' pointers, a pointer swapped inside a loop) must be inside
+    one of the kernel's tensors. None: the kernel has no tensor arguments (nothing to check)."""
     root = lw.checked_roots.get(ptr_value)
-    if root is None:
+    indices = [lw.fn.args.index(root)] if root is not None else [
+        i for i, a in enumerate(lw.fn.args) if isinstance(a.type, T.PointerType)]
+    if not indices:
         return None
-    idx = lw.fn.args.index(root)
     b = lw.b
-    lo = b.load(b.gep(lw.bounds, [ir.Constant(I64, 2 * idx)], source_etype=I64), typ=I64)
-    hi = b.load(b.gep(lw.bounds, [ir.Constant(I64, 2 * idx + 1)], source_etype=I64), typ=I64)
     p = b.ptrtoint(ptr, I64)
     pe = T.elem_of(op.operands[0].type)
     assert isinstance(pe, T.PointerType)
     size = 8 if isinstance(pe.elem, T.PointerType) else max(1, pe.elem.bits // 8)
     end = b.add(p, ir.Constant(I64, size))
-    return b.and_(b.icmp_unsigned(">=", p, lo), b.icmp_unsigned("<=", end, hi))
+    ok: ir.Value | None = None
+    for idx in indices:
+        lo = b.load(b.gep(lw.bounds, [ir.Constant(I64, 2 * idx)], source_etype=I64), typ=I64)
+        hi = b.load(b.gep(lw.bounds, [ir.Constant(I64, 2 * idx + 1)], source_etype=I64), typ=I64)
+        inside = b.and_(b.and_(b.icmp_unsigned(">=", p, lo), b.icmp_unsigned("<=", end, hi)),
+                        b.icmp_unsigned(">=", end, p))  # an address at the top of the space wraps
+        ok = inside if ok is None else b.or_(ok, inside)
+    return ok
 
 
 def eval_elementwise(lw: Lowering, op: Op, k: int, idx: Idx) -> ir.Value:

@@ -211,8 +211,24 @@ def _atomic_cas(lw: Lowering, op: Op) -> None:
         if is_float:
             it = ir.IntType(T.elem_of(op.result.type).bits)  # type: ignore[union-attr]
             c, x = b.bitcast(c, it), b.bitcast(x, it)
-        res = b.cmpxchg(p, c, x, order, fail)
-        old = b.extract_value(res, 0)
+        ok = bounds_ok(lw, op, ptr_v, p) if lw.debug else None
+        if ok is None:
+            old = b.extract_value(b.cmpxchg(p, c, x, order, fail), 0)
+        else:  # checked: an access outside the tensors is recorded and not performed
+            lw.record_error(b.not_(ok), 1, op, b.ptrtoint(p, I64), lw.root_arg(ptr_v))
+            pre = b.block
+            then_bb = b.append_basic_block("cas")
+            end_bb = b.append_basic_block("cas.end")
+            b.cbranch(ok, then_bb, end_bb)
+            b.position_at_end(then_bb)
+            done = b.extract_value(b.cmpxchg(p, c, x, order, fail), 0)
+            then_bb = b.block
+            b.branch(end_bb)
+            b.position_at_end(end_bb)
+            phi = b.phi(done.type)
+            phi.add_incoming(done, then_bb)
+            phi.add_incoming(ir.Constant(done.type, None), pre)
+            old = phi
         if is_float:
             old = b.bitcast(old, rt)
         if out is not None:

@@ -133,17 +133,22 @@ def check_debug_record(kernel: Any) -> None:
     where = f"{loc.file}:{loc.line}:{loc.col}" if loc else "<unknown location>"
     line = linecache.getline(loc.file, loc.line).strip() if loc else ""
     pid = tuple(words[1:4])
+    info: dict[str, Any] = {"kernel": kernel.name, "program_id": list(pid)}
+    if loc is not None:
+        info.update(file=loc.file, line=loc.line, column=loc.col)
     if kind == 2:
         raise E.DeviceAssertError(f"device_assert failed in kernel {kernel.name} at {where}, program id {pid}\n"
-                                  f"    {line}")
+                                  f"    {line}", **info)
     addr = words[4] & (2**64 - 1)
     launch = _LAUNCHES.get(kernel)
     arg = words[5] - 1
     t = launch.tensors[arg] if launch is not None and 0 <= arg < len(launch.tensors) else None
     detail = ""
+    info["address"] = addr
     if t is not None:
         off = (addr - t.start) // max(1, t.element_size)
         detail = f"; {off} elements from the start of {t.name!r} (which holds {t.numel} elements)"
+        info.update(tensor=t.name, offset=off, numel=t.numel)
     raise E.OutOfBoundsError(f"out-of-bounds access in kernel {kernel.name} at {where}, program id {pid}, "
                              f"address 0x{addr:x}{detail}\n    {line}\n"
-                             "hint: mask the load/store (mask=offs < n) or fix the offsets")
+                             "hint: mask the load/store (mask=offs < n) or fix the offsets", **info)
