@@ -38,7 +38,7 @@ from tools.device import device_info as run_device_info
 from tools.errors import ToolInputError
 from tools.launch import launch_kernel as run_launch
 from tools.limits import Limits
-from tools.paths import no_roots_error, os_error
+from tools.paths import no_roots_error, stat_regular
 from tools.quantize import QuantizeRequest, QuantizeResult
 from tools.quantize import quantize_weights as run_quantize
 from tools.quantize.models import Format, Scheme
@@ -505,17 +505,17 @@ def create_app(
 
         def work() -> QuantizeResult:
             roots = allowed_roots(dirs)
-            source = resolve_input(req.source_path, roots, "source_path")
-            try:
-                size = source.stat().st_size
-            except OSError as exc:
-                raise os_error(exc, "source_path", req.source_path) from None
-            if size > rt.limits.max_quantize_bytes:
-                raise ToolInputError(
-                    f"source_path is {size:,} bytes, over the server's max_quantize_bytes of "
-                    f"{rt.limits.max_quantize_bytes:,} (the file is loaded whole): quantize one shard at a time, "
-                    "or raise ANVIL_MAX_QUANTIZE_BYTES."
-                )
+            named = [("source_path", req.source_path), ("calibration_path", req.calibration_path)]
+            for what, name in named:
+                if name is None:
+                    continue
+                size = stat_regular(resolve_input(name, roots, what), what, name).st_size
+                if size > rt.limits.max_quantize_bytes:
+                    raise ToolInputError(
+                        f"{what} is {size:,} bytes, over the server's max_quantize_bytes of "
+                        f"{rt.limits.max_quantize_bytes:,} (the file is loaded whole): quantize one shard at a "
+                        "time, or raise ANVIL_MAX_QUANTIZE_BYTES."
+                    )
             return run_quantize(**req.model_dump(), allowed_dirs=dirs, progress=forward)
 
         with gate.enter():

