@@ -11,6 +11,7 @@ are some (compiler diagnostics, the kind of a kernel fault).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -37,6 +38,7 @@ from tools.device import device_info as run_device_info
 from tools.errors import ToolInputError
 from tools.launch import launch_kernel as run_launch
 from tools.limits import Limits
+from tools.paths import no_roots_error, stat_regular
 from tools.quantize import QuantizeRequest, QuantizeResult
 from tools.quantize import quantize_weights as run_quantize
 from tools.quantize.models import Format, Scheme
@@ -206,8 +208,8 @@ def create_app(
     """The MCP app. Without ``runtime`` it creates one with process workers and stops them on exit.
 
     ``allowed_paths`` (default: ``ANVIL_ALLOWED_PATHS``) are the directories tools may read kernel
-    files from and quantize_weights may read and write; quantize_weights falls back to the server's
-    working directory when there are none.
+    files from and quantize_weights may read and write; with none, those tools refuse (naming
+    ``--allow-path`` and ``ANVIL_ALLOWED_PATHS``).
     """
     schema_cache.install()
     owns = runtime is None
@@ -221,7 +223,7 @@ def create_app(
     rt = runtime
     docs = docs_path or default_docs_path()
     gate = _Gate(rt.limits.max_concurrent_calls)
-    fallback_dirs = allowed_paths or [Path.cwd()]
+    file_roots = list(rt.allowed_paths or allowed_paths)  # a given runtime's own list first
     quantize_lock = anyio.Lock()  # one quantization at a time: each is CPU- and memory-heavy
 
     @contextlib.asynccontextmanager
@@ -247,13 +249,14 @@ def create_app(
             except ToolInputError as exc:
                 return _error(exc)
 
-    def source_of(source: str | None, source_file: str | None) -> str | None:
+    async def source_of(source: str | None, source_file: str | None) -> str | None:
         if source_file is None:
             return source
         if source is not None:
             raise ToolError("pass source or source_file, not both.")
+        read = functools.partial(resolve_source_file, source_file, file_roots, rt.limits.max_source_bytes)
         try:
-            return resolve_source_file(source_file, rt.allowed_paths)
+            return await anyio.to_thread.run_sync(read)  # a slow disk or a big file never stalls the event loop
         except ToolInputError as exc:
             raise ToolError(exc.message) from None
 
@@ -286,7 +289,7 @@ def create_app(
         with a caret."""
         req = _build(
             m.CompileRequest,
-            source=source_of(source, source_file),
+            source=await source_of(source, source_file),
             kernel_name=kernel_name,
             signature=signature,
             constexprs=constexprs,
@@ -335,7 +338,7 @@ def create_app(
             grid=grid,
             args=args,
             kernel_id=kernel_id,
-            source=source_of(source, source_file),
+            source=await source_of(source, source_file),
             kernel_name=kernel_name,
             signature=signature,
             constexprs=constexprs,
@@ -398,7 +401,7 @@ def create_app(
             grid=grid,
             args=args,
             kernel_id=kernel_id,
-            source=source_of(source, source_file),
+            source=await source_of(source, source_file),
             kernel_name=kernel_name,
             constexprs=constexprs,
             reference=reference,
@@ -475,8 +478,8 @@ def create_app(
         int4_awq (AutoAWQ gemm), nvfp4 (ModelOpt) or mxfp4 (OCP MX) with Anvil's kernels, write the
         quantized .safetensors plus a <output>.quantization_config.json, and report each weight's error
         (SQNR dB, relative error, cosine, max abs error, bytes before/after) and the pooled totals. Paths must
-        lie inside the server's allowed directories (--allow-path / ANVIL_ALLOWED_PATHS, default its working
-        directory; relative paths start in the first); existing files are replaced only with overwrite=true."""
+        lie inside the server's allowed directories (--allow-path / ANVIL_ALLOWED_PATHS; without them the tool
+        is disabled; relative paths start in the first); existing files are replaced only with overwrite=true."""
         req = _build(
             QuantizeRequest,
             source_path=source_path,
@@ -488,7 +491,9 @@ def create_app(
             calibration_path=calibration_path,
             overwrite=overwrite,
         )
-        dirs = list(rt.allowed_paths) or fallback_dirs
+        dirs = file_roots
+        if not dirs:
+            raise ToolError(no_roots_error("quantize_weights").message)
         report = _progress(ctx)
 
         async def send(done: int, total: int, message: str) -> None:
@@ -502,14 +507,17 @@ def create_app(
 
         def work() -> QuantizeResult:
             roots = allowed_roots(dirs)
-            source = resolve_input(req.source_path, roots, "source_path")
-            size = source.stat().st_size
-            if size > rt.limits.max_quantize_bytes:
-                raise ToolInputError(
-                    f"source_path is {size:,} bytes, over the server's max_quantize_bytes of "
-                    f"{rt.limits.max_quantize_bytes:,} (the file is loaded whole): quantize one shard at a time, "
-                    "or raise ANVIL_MAX_QUANTIZE_BYTES."
-                )
+            named = [("source_path", req.source_path), ("calibration_path", req.calibration_path)]
+            for what, name in named:
+                if name is None:
+                    continue
+                size = stat_regular(resolve_input(name, roots, what), what, name).st_size
+                if size > rt.limits.max_quantize_bytes:
+                    raise ToolInputError(
+                        f"{what} is {size:,} bytes, over the server's max_quantize_bytes of "
+                        f"{rt.limits.max_quantize_bytes:,} (the file is loaded whole): quantize one shard at a "
+                        "time, or raise ANVIL_MAX_QUANTIZE_BYTES."
+                    )
             return run_quantize(**req.model_dump(), allowed_dirs=dirs, progress=forward)
 
         with gate.enter():

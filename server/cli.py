@@ -71,8 +71,8 @@ def serve(args: argparse.Namespace) -> int:
         print("anvil: --token applies to --http only; ignored for stdio", file=sys.stderr)
     app = create_app(
         limits=limits,
-        # --allow-path DIR (repeatable) replaces ANVIL_ALLOWED_PATHS; with neither, quantize_weights works in
-        # the server's working directory and source_file is disabled.
+        # --allow-path DIR (repeatable) replaces ANVIL_ALLOWED_PATHS; with neither, the tools that read or
+        # write files (source_file, quantize_weights) refuse.
         allowed_paths=[Path(p).expanduser().resolve() for p in args.allow_path] or env_allowed_paths(),
         auth=_token_verifier(token) if token and args.http else None,
         prestart=args.prestart,
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="DIR",
         help="let tools read kernel files and quantize_weights read and write weights under DIR (repeatable; "
-        "default: ANVIL_ALLOWED_PATHS, os.pathsep-separated; for quantize_weights, else the working directory)",
+        "default: ANVIL_ALLOWED_PATHS, os.pathsep-separated; with neither, no tool reads or writes files)",
     )
     p_serve.add_argument("--launch-timeout", type=float, default=None, help="seconds per launch (default 30)")
     p_serve.add_argument("--max-concurrent", type=int, default=None, help="tool calls in flight (default 32)")

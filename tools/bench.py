@@ -30,10 +30,11 @@ from tools.launch import (
     is_device_fault,
     launch_once,
     plan_launch,
+    reference_size_limits,
     resolve_kernel,
 )
 from tools.models import BenchConfig, BenchmarkRequest, BenchmarkResult
-from tools.reference import evaluate, parse_reference
+from tools.reference import check_sizes, evaluate, parse_reference
 from tools.runtime import Progress, Report, Runtime, WorkerState, noop_progress
 from tools.store import KernelRecord
 
@@ -278,11 +279,12 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
     if payload["baseline"]:
         report(steps - 1, steps, "timing the baseline")
         ref = parse_reference(payload["baseline"], names=list(values), label="baseline")
-        max_elements = payload["max_reference_elements"]
+        size_limits = reference_size_limits(payload)
+        check_sizes(ref, values, **size_limits)  # once: every input set has the same shapes
 
         def run_baseline(current: dict[str, Any]) -> Any:
             with torch.no_grad():
-                return evaluate(ref, current, max_elements=max_elements)
+                return evaluate(ref, current, sized=True, **size_limits)
 
         baseline = _timing(
             time_runs(run_baseline, sets, lambda s: None, device=device, warmup_ms=payload["warmup_ms"],

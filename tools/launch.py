@@ -20,7 +20,8 @@ from tools.compile import ensure_compiled, get_record, load_kernel, plan_compile
 from tools.errors import ToolInputError
 from tools.grid import evaluate_grid
 from tools.models import LaunchRequest, LaunchResult
-from tools.reference import evaluate, parse_reference
+from tools.reference import DEFAULT_MAX_BYTES, evaluate, parse_reference
+from tools.reference_sizes import SizeLimits
 from tools.runtime import Progress, Report, Runtime, WorkerState, device_for, noop_progress, resolve_target
 from tools.specs import (
     BY_TRITON,
@@ -110,6 +111,7 @@ class LaunchPlan:
             "rtol": self.rtol,
             "device": self.device,
             "max_reference_elements": rt.limits.max_reference_elements,
+            "max_reference_bytes": rt.limits.max_reference_bytes,
             "reference_limits": _reference_limits(rt),
         }
 
@@ -241,6 +243,14 @@ def build_args(payload: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+def reference_size_limits(payload: dict[str, Any]) -> SizeLimits:
+    """The element and byte limits of reference and baseline evaluation, as keyword arguments of evaluate."""
+    return SizeLimits(
+        max_elements=payload["max_reference_elements"],
+        max_bytes=payload.get("max_reference_bytes", DEFAULT_MAX_BYTES),
+    )
+
+
 def evaluate_references(payload: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """Each reference evaluated on the inputs as built (before the kernel can change them)."""
     expected: dict[str, Any] = {}
@@ -249,7 +259,7 @@ def evaluate_references(payload: dict[str, Any], values: dict[str, Any]) -> dict
     for name, expression in payload["references"].items():
         ref = parse_reference(expression, names=list(values), label=f"reference[{name!r}]", **limits)
         with torch.no_grad():
-            value = evaluate(ref, values, max_elements=payload["max_reference_elements"])
+            value = evaluate(ref, values, **reference_size_limits(payload))
         problem = reference_shape_error(name, value, values[name], expression)
         if problem:
             raise ToolInputError(problem)

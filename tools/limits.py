@@ -43,7 +43,9 @@ class Limits:
     max_reference_depth: int = 40
     """Nesting depth of one reference expression."""
     max_reference_elements: int = 1 << 27
-    """Elements of any intermediate tensor a reference expression creates."""
+    """Elements of any intermediate tensor a reference or baseline expression creates (or a function's work space)."""
+    max_reference_bytes: int = 1 << 30
+    """Bytes of all intermediate tensors of one reference or baseline expression together (sized before it runs)."""
     compile_timeout_s: float = 120.0
     """Wall time of one compilation before its worker is stopped."""
     launch_timeout_s: float = 30.0

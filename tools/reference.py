@@ -15,8 +15,12 @@ over whitelists; nothing is passed to ``eval``, ``exec`` or ``compile``. What re
 
 Everything else (other attributes, dunders, imports, lambdas, comprehensions, keyword ``out=``,
 in-place methods) is refused with a message that gives the column and what to write instead.
-Sizes are bounded: expression length, node count and depth, the elements of every
-intermediate tensor, and the magnitude of Python integer arithmetic.
+Sizes are bounded: expression length, node count and depth, the magnitude of Python integer
+arithmetic, and before anything real is computed the whole expression runs on torch's meta
+device (shapes, no data; :mod:`tools.reference_sizes`): it is refused there when any intermediate
+tensor or a function's work space exceeds the element limit, when all intermediates together
+exceed the byte limit, or when a size depends on tensor values. Python sequences and strings
+never grow: operators take only tensors and numbers.
 """
 
 from __future__ import annotations
@@ -31,6 +35,18 @@ from typing import Any, NoReturn
 import torch
 
 from tools.errors import ToolInputError
+from tools.reference_sizes import (
+    CREATION_FUNCTIONS,
+    DATA_DEPENDENT_HINT,
+    SIZE_METHODS,
+    ByteBudget,
+    creation_elements,
+    is_data_dependent,
+    repeat_elements,
+    tensors_in,
+    to_meta,
+    workspace_elements,
+)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -101,11 +117,8 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "len": len,
 }
 
-# Functions whose arguments are sizes: the elements they would create are bounded before the call.
-_SIZE_FUNCTIONS = frozenset({"zeros", "ones", "full", "eye", "arange", "linspace"})
-_SIZE_METHODS = frozenset({"repeat", "tile", "expand", "repeat_interleave"})
-# Functions whose output can be much larger than their inputs: sized on the meta device first.
-_EXPANDING = _words("matmul mm bmm baddbmm addmm outer kron diag einsum tensordot pad")
+DEFAULT_MAX_ELEMENTS = 1 << 27
+DEFAULT_MAX_BYTES = 1 << 30
 
 NAMESPACES: dict[str, frozenset[str]] = {
     "torch": TORCH_FUNCTIONS,
@@ -429,22 +442,35 @@ def parse_reference(
 class _Evaluator:
     """Interprets a validated tree. Re-checks every rule the validator enforced."""
 
-    def __init__(self, ref: Reference, env: Mapping[str, Any], max_elements: int) -> None:
+    def __init__(self, ref: Reference, env: Mapping[str, Any], max_elements: int, max_bytes: int, meta: bool) -> None:
         self.ref = ref
         self.env = env
         self.max_elements = max_elements
+        self.meta = meta  # the sizing pass: every tensor is a meta tensor, nothing is computed
+        self.budget = ByteBudget(max_bytes, env)
 
     def fail(self, node: ast.AST | None, what: str, hint: str = "") -> NoReturn:
         _fail(self.ref.expression, self.ref.label, node, what, hint)
 
     def check_size(self, node: ast.AST, value: Any) -> Any:
-        if isinstance(value, torch.Tensor) and value.numel() > self.max_elements:
-            self.fail(node, f"creates a tensor of {value.numel()} elements; the limit is {self.max_elements}")
+        for tensor in tensors_in(value):
+            self.check_elements(node, tensor.numel())
+        total = self.budget.add(value)
+        if total is not None:
+            self.fail(
+                node,
+                f"the intermediate results up to here take {total} bytes together; "
+                f"the limit (max_reference_bytes) is {self.budget.limit}",
+                "Compute less at once (e.g. reduce before expanding) or in a smaller dtype.",
+            )
         return value
 
-    def check_elements(self, node: ast.AST, elements: float) -> None:
+    def check_elements(self, node: ast.AST, elements: float, what: str = "elements") -> None:
         if elements > self.max_elements:
-            self.fail(node, f"would create {int(elements)} elements; the limit is {self.max_elements}")
+            self.fail(
+                node,
+                f"would create {int(elements)} {what}; the limit (max_reference_elements) is {self.max_elements}",
+            )
 
     def eval(self, node: ast.AST) -> Any:
         method = getattr(self, "eval_" + type(node).__name__, None)
@@ -504,7 +530,8 @@ class _Evaluator:
             if not isinstance(side, torch.Tensor | int | float | bool):
                 self.fail(node, f"operator needs tensors or numbers, got a {type(side).__name__}")
         if isinstance(node.op, ast.MatMult):
-            self.check_elements(node, _meta_elements(torch.matmul, [left, right], {}))
+            if self.meta:
+                self.check_workspace(node, "@", [left, right], {})
         elif isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
             shapes = [v.shape for v in (left, right) if isinstance(v, torch.Tensor)]
             try:
@@ -527,12 +554,27 @@ class _Evaluator:
         if isinstance(node.op, ast.LShift) and right > _MAX_INT_BITS:
             self.fail(node, "shift too large")
 
+    def check_workspace(self, node: ast.AST, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        try:
+            elements = workspace_elements(name, args, kwargs)
+        except (RuntimeError, TypeError, ValueError, IndexError, OverflowError):
+            return  # the call itself reports what is wrong with its arguments
+        self.check_elements(node, elements, "elements of work space")
+
     def _apply(self, node: ast.AST, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except ToolInputError:
             raise
-        except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as exc:
+        except MemoryError:
+            self.fail(node, "evaluation ran out of memory", "Use smaller arguments.")
+        except (
+            RuntimeError, NotImplementedError, TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError,
+        ) as exc:  # fmt: skip
+            if self.meta and is_data_dependent(exc):
+                self.fail(node, "the size of this result depends on tensor values", DATA_DEPENDENT_HINT)
+            if self.meta and isinstance(exc, NotImplementedError):
+                self.fail(node, "this call cannot be sized before it runs, so it is not evaluated")
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self.fail(node, f"evaluation failed: {message}")
 
@@ -593,11 +635,15 @@ class _Evaluator:
             namespace, name = member
             if namespace not in NAMESPACES or name not in NAMESPACES[namespace]:
                 self.fail(func, f"{namespace}.{name} is not an allowed function")
-            if name in _SIZE_FUNCTIONS and namespace == "torch":
-                self.check_elements(node, _creation_elements(name, args, kwargs))
+            if name in CREATION_FUNCTIONS and namespace == "torch":
+                self.check_elements(node, creation_elements(name, args, kwargs))
+                if self.meta:
+                    kwargs["device"] = "meta"
+            if self.meta:
+                if "device" in kwargs:
+                    kwargs["device"] = "meta"  # e.g. zeros_like(x, device="cpu") must not allocate here
+                self.check_workspace(node, name, args, kwargs)
             target = getattr(_NAMESPACE_OBJECTS[namespace], name)
-            if name in _EXPANDING:
-                self.check_elements(node, _meta_elements(target, args, kwargs))
             return self.check_size(node, self._apply(node, target, *args, **kwargs))
         receiver = self.eval(func.value)
         if not isinstance(receiver, torch.Tensor):
@@ -606,74 +652,53 @@ class _Evaluator:
             self.fail(func, f"tensor method {func.attr!r} is not allowed")
         if func.attr == "to" and not all(isinstance(a, torch.dtype) for a in [*args, *kwargs.values()]):
             self.fail(func, "tensor.to() takes only a dtype here", "Write x.to(torch.float16).")
-        if func.attr in _SIZE_METHODS:
-            self.check_elements(node, _repeat_elements(func.attr, receiver, args))
-        if func.attr in _EXPANDING:
-            self.check_elements(node, _meta_elements(getattr(torch, func.attr), [receiver, *args], kwargs))
+        if func.attr in SIZE_METHODS:
+            self.check_elements(node, repeat_elements(func.attr, receiver, args))
+        if self.meta:
+            self.check_workspace(node, func.attr, [receiver, *args], kwargs)
         return self.check_size(node, self._apply(node, getattr(receiver, func.attr), *args, **kwargs))
 
 
-def _ints(values: list[Any]) -> list[int]:
-    flat: list[Any] = []
-    for v in values:
-        flat.extend(v if isinstance(v, tuple | list | torch.Size) else [v])
-    return [int(v) for v in flat if isinstance(v, int) and not isinstance(v, bool)]
+def check_sizes(
+    ref: Reference,
+    env: Mapping[str, Any],
+    *,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Any:
+    """Run ``ref`` on meta copies of ``env``; raise ToolInputError if a size is over a limit or data-dependent.
+
+    Returns the result as meta tensors (its shape and dtype, no data). Nothing is allocated.
+    """
+    return _Evaluator(ref, to_meta(env), max_elements, max_bytes, meta=True).eval(ref.tree)
 
 
-def _creation_elements(name: str, args: list[Any], kwargs: dict[str, Any]) -> float:
-    """Upper bound of the elements a size-taking torch function would create."""
-    if name == "arange":
-        nums = [a for a in args if isinstance(a, int | float) and not isinstance(a, bool)]
-        if not nums:
-            return 0
-        start, end = (0.0, float(nums[0])) if len(nums) == 1 else (float(nums[0]), float(nums[1]))
-        step = abs(float(nums[2])) if len(nums) > 2 and nums[2] else 1.0
-        return abs(end - start) / step
-    if name == "linspace":
-        steps = kwargs.get("steps", args[2] if len(args) > 2 else 0)
-        return float(steps) if isinstance(steps, int | float) else 0
-    if name == "eye":
-        dims = _ints(args[:2]) or [0]
-        return float(dims[0]) * float(dims[-1])
-    sizes = args[:1] if name == "full" else args
-    size_kw = kwargs.get("size")
-    dims = _ints([size_kw] if size_kw is not None else sizes)
-    return float(math.prod(max(d, 0) for d in dims))
+def evaluate(
+    ref: Reference,
+    env: Mapping[str, Any],
+    *,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    sized: bool = False,
+) -> Any:
+    """Evaluate a validated reference against ``env`` (argument name -> tensor or number).
 
-
-def _meta_elements(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> float:
-    """Elements of ``fn``'s result computed on the meta device (no data); 0 when that fails."""
-
-    def meta(v: Any) -> Any:
-        if isinstance(v, torch.Tensor):
-            return v.to("meta")
-        if isinstance(v, list | tuple):
-            return type(v)(meta(x) for x in v)
-        return v
-
-    try:
-        out = fn(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
-    except Exception:
-        return 0
-    return float(out.numel()) if isinstance(out, torch.Tensor) else 0
-
-
-def _repeat_elements(method: str, tensor: torch.Tensor, args: list[Any]) -> float:
-    dims = _ints(args)
-    if method in ("repeat", "tile"):
-        return float(tensor.numel()) * float(math.prod(max(d, 1) for d in dims))
-    if method == "repeat_interleave":
-        return float(tensor.numel()) * float(dims[0] if dims else 1)
-    return float(math.prod(max(d, 1) for d in dims))
-
-
-def evaluate(ref: Reference, env: Mapping[str, Any], *, max_elements: int = 1 << 27) -> Any:
-    """Evaluate a validated reference against ``env`` (argument name -> tensor or number)."""
-    return _Evaluator(ref, env, max_elements).eval(ref.tree)
+    The sizing pass (:func:`check_sizes`) runs first unless ``sized`` says it already held for
+    arguments of these shapes (a baseline timed many times is sized once).
+    """
+    if not sized:
+        check_sizes(ref, env, max_elements=max_elements, max_bytes=max_bytes)
+    return _Evaluator(ref, env, max_elements, max_bytes, meta=False).eval(ref.tree)
 
 
 def evaluate_expression(
-    expression: str, env: Mapping[str, Any], *, label: str = "reference", max_elements: int = 1 << 27
+    expression: str,
+    env: Mapping[str, Any],
+    *,
+    label: str = "reference",
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Any:
     """Parse, validate and evaluate in one step (for tests and scripts)."""
-    return evaluate(parse_reference(expression, names=list(env), label=label), env, max_elements=max_elements)
+    ref = parse_reference(expression, names=list(env), label=label)
+    return evaluate(ref, env, max_elements=max_elements, max_bytes=max_bytes)

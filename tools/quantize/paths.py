@@ -2,6 +2,8 @@
 
 A path is checked after resolving every symbolic link and ``..``, so neither can lead out of
 the allowed directories. Relative paths are taken relative to the first allowed directory.
+Names are checked as text first (:mod:`tools.paths`). The Python API's default directory is the
+working directory; the server passes its own list and refuses when it has none.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tools.errors import ToolInputError
+from tools.paths import check_name, os_error, resolve_inside, stat_regular
 
 __all__ = ["allowed_roots", "resolve_input", "resolve_output"]
 
@@ -21,41 +24,33 @@ def allowed_roots(allowed_dirs: Sequence[str | os.PathLike[str]] | None) -> list
     return [Path(os.path.realpath(d)) for d in dirs]
 
 
-def _resolve(path: str | os.PathLike[str], roots: list[Path], what: str) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_absolute():
-        p = roots[0] / p
-    resolved = Path(os.path.realpath(p))
-    if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
-        shown = ", ".join(str(r) for r in roots)
-        raise ToolInputError(
-            f"{what} {str(path)!r} resolves to {str(resolved)!r}, outside the allowed directories ({shown}). "
-            "Use a path inside them (links and '..' are followed before checking), or allow its directory "
-            "(anvil serve --allow-path DIR)."
-        )
-    return resolved
-
-
 def resolve_input(path: str | os.PathLike[str], roots: list[Path], what: str = "source_path") -> Path:
     """An existing regular file inside the allowed directories."""
-    resolved = _resolve(path, roots, what)
-    if not resolved.is_file():
-        raise ToolInputError(f"{what} {str(path)!r} does not exist or is not a file.")
+    resolved = resolve_inside(path, roots, what)
+    stat_regular(resolved, what, os.fspath(path))
     return resolved
 
 
 def resolve_output(path: str | os.PathLike[str], roots: list[Path], overwrite: bool,
                    what: str = "output_path") -> Path:
     """A writable destination inside the allowed directories, refusing to replace a file unless asked."""
-    p = Path(path).expanduser()
-    if p.is_symlink():
-        raise ToolInputError(f"{what} {str(path)!r} is a symbolic link; give the real path.")
-    resolved = _resolve(path, roots, what)
-    if not resolved.parent.is_dir():
-        raise ToolInputError(f"{what}: the directory {str(resolved.parent)!r} does not exist.")
-    if resolved.exists():
-        if resolved.is_dir():
-            raise ToolInputError(f"{what} {str(path)!r} is a directory; give a file name.")
-        if not overwrite:
-            raise ToolInputError(f"{what} {str(path)!r} exists; pass overwrite=True to replace it.")
+    name = check_name(path, what)
+    try:
+        p = Path(name).expanduser()
+        if roots and not p.is_absolute():
+            p = roots[0] / p
+        if p.is_symlink():
+            raise ToolInputError(f"{what} {name!r} is a symbolic link; give the real path.")
+        resolved = resolve_inside(name, roots, what)
+        if not resolved.parent.is_dir():
+            raise ToolInputError(f"{what}: the directory {str(resolved.parent)!r} does not exist.")
+        if resolved.exists():
+            if resolved.is_dir():
+                raise ToolInputError(f"{what} {name!r} is a directory; give a file name.")
+            if not overwrite:
+                raise ToolInputError(f"{what} {name!r} exists; pass overwrite=True to replace it.")
+    except (OSError, RuntimeError) as exc:
+        if isinstance(exc, OSError):
+            raise os_error(exc, what, name) from None
+        raise ToolInputError(f"{what} {name!r}: its '~' names no known home directory.") from None
     return resolved
