@@ -433,3 +433,92 @@ def judge_tool_answer(tool: str, is_error: bool, text: str) -> str | None:
     if is_error and len(text.strip()) < 10:
         return f"{tool}: an error without a message: {text!r}"
     return None
+
+
+# --- the fuzz properties, shared by the bounded tests and scripts/fuzz.py -----------------------------------------
+
+
+@dataclass
+class Findings:
+    """Examples run and problems found; each problem with the input that reproduces it."""
+
+    examples: int = 0
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, problem: str | None, reproducer: str) -> None:
+        self.examples += 1
+        if problem is not None and all(problem != p for p, _ in self.problems):
+            self.problems.append((problem, reproducer))
+
+
+def fuzz_generated_kernel(child: CompileChild, findings: Findings, case: tuple[str, dict[str, Any]]) -> None:
+    source, constexprs = case
+    outcome = child.compile(source, KERNEL_SIGNATURE, constexprs, kernel="fuzz_kernel")
+    findings.add(judge_compile(outcome), json.dumps({"source": source, "constexprs": constexprs}))
+
+
+def fuzz_mutated_source(child: CompileChild, findings: Findings, case: tuple[Seed, str]) -> None:
+    seed, source = case
+    outcome = child.compile(source, seed.signature, seed.constexprs, kernel=seed.kernel)
+    findings.add(judge_compile(outcome), json.dumps({"seed": seed.name, "kernel": seed.kernel, "source": source,
+                                                     "signature": seed.signature, "constexprs": seed.constexprs}))
+
+
+class ToolCaller:
+    """Calls the tools of an app through an in-memory client from synchronous code, each call bounded."""
+
+    def __init__(self, app: Any, timeout_s: float = 60.0) -> None:
+        import anyio.from_thread
+        from fastmcp import Client
+
+        self.timeout_s = timeout_s
+        self._portal_cm = anyio.from_thread.start_blocking_portal()
+        self.portal = self._portal_cm.__enter__()
+        self._client_cm = Client(app)
+        self.client = self.portal.call(self._client_cm.__aenter__)
+        self.tools = {t.name: t.inputSchema for t in self.portal.call(self.client.list_tools)}
+
+    def call(self, tool: str, args: dict[str, Any]) -> tuple[bool, str] | None:
+        """(is_error, whole answer text), or None if no answer came within the bound."""
+        import functools
+
+        call = functools.partial(self.client.call_tool, tool, args, raise_on_error=False)
+        future = self.portal.start_task_soon(call)
+        try:
+            result = future.result(timeout=self.timeout_s)
+        except TimeoutError:
+            future.cancel()
+            return None
+        parts = [getattr(block, "text", "") for block in result.content]
+        if result.structured_content is not None:
+            parts.append(json.dumps(result.structured_content))
+        return bool(result.is_error), "\n".join(parts)
+
+    def close(self) -> None:
+        self.portal.call(self._client_cm.__aexit__, None, None, None)
+        self._portal_cm.__exit__(None, None, None)
+
+
+VALID_COMPILE = {"source": "", "constexprs": {"BLOCK": 128}}
+
+
+def fuzz_tool_call(caller: ToolCaller, findings: Findings, case: tuple[str, dict[str, Any]]) -> None:
+    tool, args = case
+    reproducer = json.dumps({"tool": tool, "args": args}, default=repr)[:20000]
+    answer = caller.call(tool, args)
+    if answer is None:
+        findings.add(f"{tool}: no answer within {caller.timeout_s:.0f} s", reproducer)
+        return
+    problem = judge_tool_answer(tool, *answer)
+    if problem is None:
+        from server.demo import VECTOR_ADD
+
+        after = caller.call("compile_kernel", {**VALID_COMPILE, "source": VECTOR_ADD})
+        if after is None or after[0]:
+            problem = f"{tool}: a valid compile_kernel failed afterwards: {after and after[1][:200]!r}"
+    findings.add(problem, reproducer)
+
+
+def tool_cases(tools: dict[str, dict[str, Any]]) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
+    """(tool name, arguments) for every tool of the server."""
+    return st.one_of([st.tuples(st.just(name), tool_arguments(schema)) for name, schema in sorted(tools.items())])
