@@ -68,8 +68,9 @@ class Outcome:
         return self.outcome == "compilation_error" and self.line > 0 and self.col > 0
 
 
-# Errors about the source as a whole or about the caller's signature, which have no line to point at.
-WHOLE_SOURCE_ERRORS = ("defines no @jit", "several kernels", "no @jit function named")
+# Errors about the source as a whole or about the caller's signature (a mutation may drop a parameter the
+# fuzzer still passes), which have no line to point at.
+WHOLE_SOURCE_ERRORS = ("defines no @jit", "several kernels", "no @jit function named", "the signature names unknown")
 
 
 class CompileChild:
