@@ -65,7 +65,14 @@ def plan_compile(
     """Validate what can be checked without the compiler and build the CompileSpec."""
     if source is None or not source.strip():
         raise ToolInputError("source is empty: pass the kernel's source text (or a kernel_id where accepted).")
-    size = len(source.encode("utf-8", errors="replace"))
+    try:
+        size = len(source.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        line = source.count("\n", 0, exc.start) + 1
+        raise ToolInputError(
+            f"source has a character that is not valid Unicode text (a lone surrogate, {source[exc.start]!r}) at "
+            f"line {line}; send the kernel as plain UTF-8 text."
+        ) from None
     if size > rt.limits.max_source_bytes:
         raise ToolInputError(f"source is {size} bytes; the limit is {rt.limits.max_source_bytes}.")
     checked = {name: check_signature_type(t, where=f"signature[{name!r}]") for name, t in (signature or {}).items()}

@@ -47,9 +47,9 @@ MAX_ITEMS = 1 << 16
 """Characters of a compile-time string; leaves of a compile-time tuple or list (nested ones counted)."""
 MAX_UNROLL = 1 << 16
 """Iterations of one `tl.static_range` loop (or loop over a compile-time tuple)."""
-MAX_STEPS = 4_000_000
+MAX_STEPS = 1_000_000
 """Syntax nodes the frontend may visit for one kernel, inlined calls and unrolled loops included."""
-MAX_OPS = 1_000_000
+MAX_OPS = 500_000
 """Tile IR ops one kernel may create."""
 MAX_INLINE_DEPTH = 64
 """Nesting of inlined @jit calls."""
@@ -113,8 +113,8 @@ _MODULES: dict[int, types.ModuleType] | None = None
 _EXPORTS: dict[int, dict[str, Any]] = {}
 
 # The names the top-level packages offer a kernel (everything else of them is host-side code).
-_PACKAGE_NAMES = {"compiler": ("language", "cdiv", "next_power_of_2", "jit"),
-                  "compiler.triton_compat": ("language", "cdiv", "next_power_of_2", "jit")}
+_PACKAGE_NAMES = {"compiler": ("language", "cdiv", "next_power_of_2"),
+                  "compiler.triton_compat": ("language", "cdiv", "next_power_of_2")}
 
 MATH_FUNCTIONS = frozenset((
     "sqrt", "isqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "ceil", "floor", "trunc",

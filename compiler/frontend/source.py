@@ -70,6 +70,12 @@ def parse_function(text: str, filename: str, first_line: int, globals: Mapping[s
                                Location(filename, first_line + fdef.lineno - 1, fdef.col_offset + 1),
                                lines[fdef.lineno - 1] if fdef.lineno - 1 < len(lines) else "")
     params = [p.arg for p in a.args]
+    for i, p in enumerate(a.args):
+        if p.arg in params[:i]:
+            raise UnsupportedError(f"parameter {p.arg!r} appears twice in {fdef.name}()",
+                                   Location(filename, first_line + p.lineno - 1, p.col_offset + indent + 1),
+                                   lines[p.lineno - 1] if p.lineno - 1 < len(lines) else "",
+                                   "give every parameter its own name")
     defaults = dict(zip(params[len(params) - len(a.defaults):], a.defaults, strict=True))
     annotations = {p.arg: p.annotation for p in a.args if p.annotation is not None}
     return FunctionSource(fdef.name, filename, first_line, lines, fdef, indent, globals, text, params,

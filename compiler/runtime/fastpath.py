@@ -121,7 +121,8 @@ def grid_of(g: tuple[int, int, int] | Unchecked) -> Any:
 def make_front(launcher: Any) -> Callable[..., Any]:
     """Generate the front of `launcher`'s kernel (see the module docstring)."""
     names: list[str] = launcher.names
-    if any(n.startswith(_PREFIX) or not n.isidentifier() or keyword.iskeyword(n) for n in names):
+    if len(set(names)) != len(names) or any(n.startswith(_PREFIX) or not n.isidentifier() or keyword.iskeyword(n)
+                                            for n in names):
         return _general_front(launcher)
     fname = launcher.fn.__name__
     if not fname.isidentifier() or keyword.iskeyword(fname) or fname.startswith(_PREFIX) or fname in names:

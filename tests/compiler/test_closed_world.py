@@ -220,3 +220,10 @@ def test_device_print_prefix_is_text_not_a_format(capfd: pytest.CaptureFixture[s
     kernel[(1,)](torch.full((1,), 2.5), 1)
     out = capfd.readouterr().out
     assert "%n%n%s%s%p%x 2.5" in out, out
+
+
+def test_a_parameter_named_twice_is_located() -> None:
+    src = "import triton\n\n@triton.jit\ndef k(a, n, a):\n    pass\n"
+    with pytest.raises(compiler.CompilationError) as info:
+        compiler.compile_source(src, "k").compile({"a": "*fp32", "n": "i32"}, {}, target="cpu")
+    assert "'a' appears twice" in info.value.message and (info.value.lineno, info.value.col) == (4, 13)

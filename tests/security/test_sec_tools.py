@@ -17,7 +17,7 @@ import anyio
 import pytest
 from fastmcp import Client
 from fuzzing import INTERNAL_ERROR_MARKS, leaked
-from test_sec_frontend import CODE_EXECUTION, kernel
+from test_sec_frontend import ATTACK_LINE, CODE_EXECUTION, kernel
 
 from server.app import create_app
 from server.demo import VECTOR_ADD
@@ -101,7 +101,7 @@ async def test_compile_kernel_refuses_code(client: Client, tmp_path: Path, name:
                                                  "constexprs": {"BLOCK": 16}, **extra})
         assert_clear_error(result, text)
         diag = result.structured_content["diagnostics"][0]
-        assert diag["line"] == 16 and diag["column"] > 0, diag
+        assert diag["line"] == ATTACK_LINE and diag["column"] > 0, diag
         assert not marker.exists()
     await next_call_works(client)
 
@@ -113,7 +113,7 @@ async def test_compile_kernel_bombs(client: Client, body: str) -> None:
     result, text = await call(client, "compile_kernel", {"source": kernel(body), "kernel_name": "attack_kernel",
                                                          "constexprs": {"BLOCK": 16}})
     assert_clear_error(result, text)
-    assert result.structured_content["diagnostics"][0]["line"] >= 16
+    assert result.structured_content["diagnostics"][0]["line"] >= ATTACK_LINE
     assert time.monotonic() - start < 10
     await next_call_works(client)
 
@@ -145,7 +145,8 @@ async def test_reference_size_is_checked_before_allocation(client: Client, name:
     else:
         result, text = await call(client, "benchmark", {**args, "reference": None, "baseline": GROWTH[name],
                                                         "warmup_ms": 1, "rep_ms": 5})
-    assert_clear_error(result, text, "elements", "limit")
+    assert_clear_error(result, text)
+    assert "limit" in text.lower() or "depends on tensor values" in text, text[:500]
     await next_call_works(client)
 
 
@@ -175,7 +176,7 @@ async def test_out_of_bounds_read_returns_no_process_data(client: Client) -> Non
 
 def _assert_located_report(text: str, kernel_name: str) -> None:
     assert kernel_name in text and f":{OOB_STORE_LINE}" in text, text[:600]
-    assert "program id" in text and "elements from the start of 'out_ptr'" in text, text[:600]
+    assert "program id" in text and "offset 16 of 'out_ptr'" in text, text[:600]
     assert "SIGSEGV" not in text and "SIGABRT" not in text, text[:600]
 
 
