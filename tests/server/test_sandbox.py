@@ -215,3 +215,28 @@ async def test_one_clients_slow_compiles_leave_a_worker_for_another(two_clients:
         assert not result.is_error, result.content
         assert elapsed < 45
         tg.cancel_scope.cancel()
+
+
+async def test_device_info_reports_the_protections(client: Client) -> None:
+    result = await client.call_tool("device_info", {}, raise_on_error=False)
+    assert not result.is_error
+    cpu = result.structured_content["devices"][0]
+    assert cpu["kind"] == "cpu"
+    assert {"environment", "memory_limit_bytes", "seccomp", "landlock", "capabilities"} <= set(cpu["protections"])
+
+
+def test_serve_flags_set_the_memory_limits(monkeypatch: Any) -> None:
+    import server.app
+    from server import cli
+
+    seen: dict[str, Any] = {}
+
+    def fake_create_app(**kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(server.app, "create_app", fake_create_app)
+    monkeypatch.setattr(cli, "isolate_stdout", lambda: None)
+    with pytest.raises(SystemExit):
+        cli.main(["serve", "--compile-memory", "1234", "--worker-memory", "0"])
+    assert seen["limits"].compile_memory_bytes == 1234 and seen["limits"].worker_memory_bytes == 0
