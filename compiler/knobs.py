@@ -18,6 +18,8 @@
   ptxas: the CUDA toolkit's nvvm/libdevice, then the triton package's copy).
 - ANVIL_NVJITLINK: the in-process assembler (libnvJitLink): unset uses one of the same release as
   ptxas when found, 0 never, `any` any release, or a path to the library.
+- ANVIL_PTXAS_FD: set by sandboxed server workers (which may not start processes): the socket of
+  their ptxas process (server/assembler.py), through which ptxas runs instead. Not for users.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import os
 from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback", "cpu_target",
-           "wgmma", "ptxas", "nvjitlink", "libdevice"]
+           "wgmma", "ptxas", "ptxas_fd", "nvjitlink", "libdevice"]
 
 
 def _flag(name: str) -> bool:
@@ -96,6 +98,11 @@ def native_launch() -> bool:
 
 def ptxas() -> str:
     return os.environ.get("ANVIL_PTXAS", "")
+
+
+def ptxas_fd() -> int | None:
+    v = os.environ.get("ANVIL_PTXAS_FD", "")
+    return int(v) if v.isdigit() else None
 
 
 def nvjitlink() -> str:

@@ -64,7 +64,12 @@ def serve(args: argparse.Namespace) -> int:
         logging.getLogger("fastmcp").setLevel(logging.WARNING)
     if not args.http:
         isolate_stdout()
-    overrides = {"launch_timeout_s": args.launch_timeout, "max_concurrent_calls": args.max_concurrent}
+    overrides = {
+        "launch_timeout_s": args.launch_timeout,
+        "max_concurrent_calls": args.max_concurrent,
+        "compile_memory_bytes": args.compile_memory,
+        "worker_memory_bytes": args.worker_memory,
+    }
     limits = Limits.from_env(**overrides)
     token = args.token or os.environ.get("ANVIL_TOKEN")
     if token and not args.http:
@@ -103,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_serve.add_argument("--launch-timeout", type=float, default=None, help="seconds per launch (default 30)")
     p_serve.add_argument("--max-concurrent", type=int, default=None, help="tool calls in flight (default 32)")
+    p_serve.add_argument(
+        "--compile-memory", type=int, default=None, metavar="BYTES",
+        help="data memory limit of each compile worker (default 2 GiB; 0: none; or ANVIL_COMPILE_MEMORY_BYTES)",
+    )
+    p_serve.add_argument(
+        "--worker-memory", type=int, default=None, metavar="BYTES",
+        help="data memory limit of the CPU launch worker (default 8 GiB; 0: none; or ANVIL_WORKER_MEMORY_BYTES)",
+    )
     p_serve.add_argument(
         "--prestart", action="store_true", help="start the worker processes now instead of on first use"
     )

@@ -2,9 +2,12 @@
 
 One worker per device runs launches and benchmarks, one job at a time, started on first use
 and reused while healthy; a small pool of workers compiles. A worker is a ``spawn`` child
-speaking length-prefixed JSON over a pipe (never pickle: a worker runs native code built from
-agent text, so the server does not unpickle what it sends). The server awaits the pipe without
-blocking its event loop, so it can enforce timeouts and cancellation by killing the child.
+speaking length-prefixed JSON over a socket (never pickle: a worker runs native code built from
+agent text, so the server does not unpickle what it sends). Each worker is exec'ed with an
+allow-listed environment and confines itself before it reads a job (server/sandbox.py): memory
+limit, no new processes, writes only to the compile cache and its own scratch directory. The
+server awaits the socket without blocking its event loop, so it can enforce timeouts and
+cancellation by killing the child.
 
 A kernel that segfaults, hits an illegal address, hangs or exhausts memory takes down only its
 worker: the call gets a :class:`~tools.errors.KernelFault` saying what happened and what to
@@ -13,19 +16,26 @@ try, a fresh worker starts in the background, and the next call works.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import multiprocessing
 import multiprocessing.connection
 import os
+import shutil
 import signal
+import socket
+import subprocess
 import sys
+import tempfile
 import time
-import traceback
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 
+from server import sandbox
+from server.worker_child import BOOT, send
 from tools.errors import KernelFault, ToolInputError
 from tools.limits import Limits
 from tools.runtime import Progress
@@ -60,79 +70,24 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-# --- the child ---------------------------------------------------------------------------------------
-
-
-def _send(conn: multiprocessing.connection.Connection, message: dict[str, Any]) -> None:
-    conn.send_bytes(json.dumps(message, default=str).encode())
-
-
-def _child_main(conn: multiprocessing.connection.Connection, device: str, memory_bytes: int) -> None:
-    """Entry point of a worker: serve jobs from the pipe until it closes."""
-    os.dup2(2, 1)  # native printf from kernels must never reach the server's protocol stream
-    sys.stdout = sys.stderr
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers stop
-    if memory_bytes > 0 and device == "cpu":
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
-    from tools.launch import is_device_fault
-    from tools.runtime import WorkerState, job_table
-
-    jobs = job_table()
-    state = WorkerState(device)
-    _send(conn, {"type": "ready", "pid": os.getpid()})
-    while True:
-        try:
-            message = json.loads(conn.recv_bytes())
-        except (EOFError, OSError):
-            return
-        call_id = message["id"]
-
-        def report(done: float, total: float | None, text: str, call_id: int = call_id) -> None:
-            _send(conn, {"type": "progress", "id": call_id, "done": done, "total": total, "message": text})
-
-        fatal = False
-        try:
-            result = jobs[message["job"]](message["payload"], state, report)
-            reply: dict[str, Any] = {"type": "result", "id": call_id, "result": result}
-        except ToolInputError as exc:
-            reply = {
-                "type": "error",
-                "id": call_id,
-                "kind": "input",
-                "message": exc.message,
-                "data": exc.data,
-            }
-        except MemoryError:
-            reply = {"type": "error", "id": call_id, "kind": "oom", "message": "MemoryError"}
-            fatal = True
-        except Exception as exc:
-            text = f"{type(exc).__name__}: {exc}"
-            if is_device_fault(exc):
-                reply, fatal = {"type": "error", "id": call_id, "kind": "fault", "message": text}, True
-            elif "out of memory" in str(exc).lower():
-                reply, fatal = {"type": "error", "id": call_id, "kind": "oom", "message": text}, True
-            else:
-                tb = traceback.format_exc(limit=8)
-                reply = {"type": "error", "id": call_id, "kind": "internal", "message": text, "traceback": tb}
-        _send(conn, reply)
-        if fatal:  # a faulted CUDA context (or a fragmented heap) is not worth keeping
-            os._exit(3)
-
-
 # --- the parent --------------------------------------------------------------------------------------
 
 
 class Worker:
     """One child process that runs jobs one at a time, with timeouts and progress forwarding."""
 
-    def __init__(self, name: str, device: str, *, memory_bytes: int = 0) -> None:
+    def __init__(
+        self, name: str, device: str, *, memory_bytes: int = 0, sandboxed: bool = True, extra_jobs: str = ""
+    ) -> None:
         self.name = name
+        self.extra_jobs = extra_jobs  # a module whose JOBS dict adds jobs (tests probe the sandbox with it)
         self.device = device
         self.memory_bytes = memory_bytes
-        self.process: multiprocessing.process.BaseProcess | None = None
+        self.sandboxed = sandboxed
+        self.process: subprocess.Popen[bytes] | None = None
         self.conn: multiprocessing.connection.Connection | None = None
+        self.scratch: Path | None = None
+        self.protections: dict[str, Any] = {}
         self.ready = False
         self.started_at = 0.0
         self.restarts = -1
@@ -141,42 +96,65 @@ class Worker:
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.is_alive()
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def gpu(self) -> bool:
+        return self.device != "cpu"
 
     def start(self) -> None:
-        """Spawn the child (it imports torch and the compiler while the parent goes on)."""
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe(duplex=True)
-        process = ctx.Process(
-            target=_child_main,
-            args=(child, self.device, self.memory_bytes),
-            name=f"anvil-{self.name}",
-            daemon=True,
+        """Exec the child with a scrubbed environment and one socket; it confines itself, then imports
+        torch and the compiler while the parent goes on."""
+        scratch = Path(tempfile.mkdtemp(prefix=f"anvil-{self.name}-"))
+        cache = sandbox.cache_dir_of(os.environ)
+        with contextlib.suppress(OSError):
+            cache.mkdir(parents=True, exist_ok=True)
+        config = sandbox.SandboxConfig(
+            gpu=self.gpu, memory_bytes=self.memory_bytes, writable=(str(cache), str(scratch)),
+            seccomp=self.sandboxed, landlock=self.sandboxed,
         )
-        process.start()
-        child.close()
-        self.process, self.conn, self.ready = process, parent, False
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        child = {
+            "fd": theirs.fileno(), "device": self.device, "scratch": str(scratch), "sandbox": config.to_dict(),
+            "sys_path": [p or os.getcwd() for p in sys.path],
+            "assembler": self.name.startswith("compile") or self.gpu, "extra_jobs": self.extra_jobs,
+        }
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-c", BOOT, json.dumps(child)],
+                env=sandbox.worker_environment(os.environ, scratch), pass_fds=(theirs.fileno(),), close_fds=True,
+                stdin=subprocess.DEVNULL, stdout=2, cwd=scratch,
+            )
+        finally:
+            theirs.close()
+        self.process, self.conn, self.ready = process, multiprocessing.connection.Connection(ours.detach()), False
+        self.scratch = scratch
         self.started_at = time.monotonic()
         self.restarts += 1
         log.info("started worker %s (pid %s)", self.name, process.pid)
 
     def kill(self) -> int | None:
         """Stop the child now; return its exit code."""
-        process, conn = self.process, self.conn
-        self.process, self.conn, self.ready = None, None, False
+        process, conn, scratch = self.process, self.conn, self.scratch
+        self.process, self.conn, self.scratch, self.ready = None, None, None, False
         if conn is not None:
             conn.close()
-        if process is None:
-            return None
-        if process.is_alive():
-            process.kill()
-        process.join(5)
-        return process.exitcode
+        exitcode = None
+        if process is not None:
+            if process.poll() is None:
+                process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(5)
+            exitcode = process.returncode
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return exitcode
 
     def _reap(self) -> int | None:
         process = self.process
         if process is not None:
-            process.join(2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(2)
         return self.kill()
 
     async def _receive(self, deadline: float) -> dict[str, Any]:
@@ -204,9 +182,14 @@ class Worker:
         except TimeoutError:
             self.kill()
             raise WorkerDied(None, "start-up (timed out)") from None
+        if message.get("type") == "sandbox-failed":
+            self.kill()
+            raise WorkerDied(None, "start-up", f"the worker could not confine itself: {message.get('message')}")
         if message.get("type") != "ready":
             self.kill()
             raise WorkerDied(None, "start-up (unexpected message)")
+        self.protections = dict(message.get("protections") or {})
+        log.info("worker %s (pid %s) protections: %s", self.name, message.get("pid"), self.protections)
         self.ready = True
 
     async def call(
@@ -221,7 +204,7 @@ class Worker:
             self._next_id += 1
             call_id = self._next_id
             try:
-                _send(self.conn, {"id": call_id, "job": job, "payload": payload})
+                send(self.conn, {"id": call_id, "job": job, "payload": payload})
                 deadline = time.monotonic() + timeout
                 while True:
                     message = await self._receive(deadline)
@@ -263,18 +246,25 @@ class Worker:
 class ProcessExecutor:
     """The server's executor: a worker per device for launches, a growing pool for compiles."""
 
-    def __init__(self, limits: Limits | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, *, extra_jobs: str = "") -> None:
         self.limits = limits or Limits()
+        self.extra_jobs = extra_jobs  # see Worker; for tests
+        if not sandbox.protect_server():
+            log.warning("could not make the server non-dumpable: workers may read its /proc/<pid>/environ")
         self.devices: dict[str, Worker] = {}
         self.compilers: list[Worker] = []
         self._idle: list[Worker] = []
         self._slots: anyio.Semaphore | None = None
+        self._client_slots: dict[str, tuple[anyio.Semaphore, list[int]]] = {}
 
     def device_worker(self, device: str) -> Worker:
         worker = self.devices.get(device)
         if worker is None:
-            memory = self.limits.worker_memory_bytes if device == "cpu" else 0
-            worker = self.devices[device] = Worker(f"device-{device}", device, memory_bytes=memory)
+            memory = self.limits.worker_memory_bytes if device == "cpu" else self.limits.gpu_worker_memory_bytes
+            worker = self.devices[device] = Worker(
+                f"device-{device}", device, memory_bytes=memory, sandboxed=bool(self.limits.worker_sandbox),
+                extra_jobs=self.extra_jobs,
+            )
         return worker
 
     def prestart(self, devices: list[str], *, compiler: bool = True) -> None:
@@ -284,30 +274,50 @@ class ProcessExecutor:
             if not worker.alive:
                 worker.start()
         if compiler and not self.compilers:
-            worker = Worker("compile-0", "cpu")
+            worker = self._compile_worker()
             worker.start()
             self.compilers.append(worker)
             self._idle.append(worker)
 
+    def _compile_worker(self) -> Worker:
+        return Worker(f"compile-{len(self.compilers)}", "cpu", memory_bytes=self.limits.compile_memory_bytes,
+                      sandboxed=bool(self.limits.worker_sandbox), extra_jobs=self.extra_jobs)
+
     async def compile(
         self, payload: dict[str, Any], *, timeout: float, progress: Progress | None = None
     ) -> dict[str, Any]:
+        """Run a compile job on an idle compile worker. Each client (MCP session) may hold at most
+        ``max_client_compiles`` workers at once; cancelling the call kills its worker (a fresh one starts)."""
         if self._slots is None:
             self._slots = anyio.Semaphore(max(1, self.limits.compile_workers))
-        async with self._slots:
+        async with self._client_slot(_client_key()), self._slots:
             if self._idle:
                 worker = self._idle.pop()
             else:
-                worker = Worker(f"compile-{len(self.compilers)}", "cpu")
+                worker = self._compile_worker()
                 self.compilers.append(worker)
             try:
                 return await worker.call("compile", payload, timeout=timeout, progress=progress)
             except WorkerDied as exc:
-                raise _fault("crash", "compile", payload, exc) from None
+                kind = "oom" if exc.during == "oom" else "crash"
+                raise _fault(kind, "compile", payload, exc, memory=(worker.memory_bytes, _KNOBS["compile"])) from None
             except WorkerTimedOut as exc:
                 raise _fault("timeout", "compile", payload, exc, timeout) from None
             finally:
                 self._idle.append(worker)
+
+    @contextlib.asynccontextmanager
+    async def _client_slot(self, client: str) -> AsyncIterator[None]:
+        cap = self.limits.max_client_compiles or max(1, self.limits.compile_workers - 1)
+        slot, users = self._client_slots.setdefault(client, (anyio.Semaphore(cap), [0]))
+        users[0] += 1
+        try:
+            async with slot:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                self._client_slots.pop(client, None)
 
     async def run(
         self,
@@ -323,7 +333,8 @@ class ProcessExecutor:
             return await worker.call(job, payload, timeout=timeout, progress=progress)
         except WorkerDied as exc:
             kind = "oom" if exc.during == "oom" else "crash"
-            raise _fault(kind, job, payload, exc) from None
+            knob = _KNOBS["cpu"] if device == "cpu" else _KNOBS["gpu"]
+            raise _fault(kind, job, payload, exc, memory=(worker.memory_bytes, knob)) from None
         except WorkerTimedOut as exc:
             raise _fault("timeout", job, payload, exc, timeout) from None
 
@@ -335,6 +346,11 @@ class ProcessExecutor:
         self._idle.clear()
 
 
+_KNOBS = {
+    "compile": "ANVIL_COMPILE_MEMORY_BYTES",
+    "cpu": "ANVIL_WORKER_MEMORY_BYTES",
+    "gpu": "ANVIL_GPU_WORKER_MEMORY_BYTES",
+}
 _SUGGESTIONS = {
     "crash": "A segfault or illegal address usually means an out-of-bounds tl.load/tl.store: check the "
     "offsets and masks of every access against the tensor sizes, or launch again with debug=true to get "
@@ -344,24 +360,45 @@ _SUGGESTIONS = {
     "oom": "Use smaller tensors or fewer input sets; check for huge intermediate tiles (BLOCK sizes).",
     "compile-crash": "The compiler itself crashed on this source. Simplify the construct the kernel uses "
     "last and report the source as a compiler bug.",
+    "compile-oom": "Compile-time values (long strings or tuples, huge constexpr sizes, unrolled loops) grew past "
+    "the compile worker's memory limit: keep compile-time work small.",
     "compile-timeout": "The compilation took too long: unrolled loops (tl.static_range) with large bounds or "
     "huge constexpr block sizes are the usual cause.",
 }
 
 
-def _fault(kind: str, job: str, payload: dict[str, Any], exc: Exception, timeout: float | None = None) -> KernelFault:
+def _client_key() -> str:
+    """The MCP session of the current tool call ("" outside one: scripts and tests share one slot)."""
+    try:
+        from fastmcp.server.dependencies import get_context
+
+        return str(get_context().session_id)
+    except Exception:  # noqa: BLE001 - no request context
+        return ""
+
+
+def _fault(
+    kind: str, job: str, payload: dict[str, Any], exc: Exception, timeout: float | None = None, *,
+    memory: tuple[int, str] = (0, ""),
+) -> KernelFault:
+    """The tool error for a worker that died, timed out or ran out of memory; ``memory`` is the worker's
+    limit and the variable that sets it."""
     kernel = payload.get("kernel") or {}
     name = kernel.get("kernel_name") or payload.get("kernel_name") or "the kernel"
     kernel_id = kernel.get("kernel_id")
     if kind == "timeout":
         what = f"did not finish within {timeout or 0:g} s; its worker was stopped"
     elif kind == "oom":
-        what = f"ran out of memory ({exc})"
+        limit = f"; the worker's memory limit is {memory[0] / (1 << 30):.3g} GiB ({memory[1]})" if memory[0] else ""
+        what = f"ran out of memory ({exc}{limit})"
     else:
         status = describe_exit(getattr(exc, "exitcode", None))
         detail = str(exc)
         what = f"crashed its worker process ({status})" if status in detail else f"failed: {detail} ({status})"
-    suggestion = _SUGGESTIONS[f"compile-{kind}"] if job == "compile" and kind != "oom" else _SUGGESTIONS[kind]
+        if memory[0] and status == "SIGABRT":
+            what += f" (native code aborts when it cannot allocate: the worker's memory limit is {memory[0]:,} bytes, "
+            what += f"{memory[1]})"
+    suggestion = _SUGGESTIONS[f"compile-{kind}"] if job == "compile" else _SUGGESTIONS[kind]
     subject = f"compiling {name}" if job == "compile" else f"{job} of {name}"
     where = f" (kernel_id {kernel_id})" if kernel_id else ""
     text = (

@@ -141,6 +141,7 @@ def run_device_job(payload: dict[str, Any], state: WorkerState, report: Report) 
             memory_bytes=_memory_bytes(),
             **ceilings,
         )
+    entry.protections = state.protections or None
     return entry.model_dump() | {"backends": backends(), "versions": versions(), "executable": sys.executable}
 
 

@@ -66,8 +66,19 @@ class Limits:
     """Most lines of an artifact returned in one page."""
     compile_workers: int = 2
     """Processes compiling in parallel (started on demand)."""
-    worker_memory_bytes: int = 0
-    """Address-space data limit of a CPU worker process (0: none). Not applied to GPU workers."""
+    max_client_compiles: int = 0
+    """Compiles one client (MCP session) may run at once; 0: one fewer than compile_workers (at least 1), so
+    that one client's slow compiles always leave a worker for the others."""
+    worker_memory_bytes: int = 8 << 30
+    """Data memory (RLIMIT_DATA: heap and private mappings) of the CPU launch/benchmark worker (0: none)."""
+    compile_memory_bytes: int = 2 << 30
+    """Data memory (RLIMIT_DATA) of each compile worker (0: none)."""
+    gpu_worker_memory_bytes: int = 0
+    """Data memory (RLIMIT_DATA) of a GPU worker (0: none, the default: the CUDA driver maps large private
+    regions of host memory, so a limit must be measured on the machine before it is set)."""
+    worker_sandbox: int = 1
+    """1: workers confine themselves with seccomp and Landlock where the kernel has them; 0: only the scrubbed
+    environment and the memory limits (for debugging a worker with tools that need ptrace)."""
     max_quantize_bytes: int = 16 << 30
     """Size of the .safetensors file one quantize_weights call may read (it is loaded into memory whole)."""
 

@@ -324,6 +324,10 @@ class DeviceEntry(BaseModel):
     copy_gbps: Annotated[float | None, Field(description="Measured device-memory copy rate (read+write).")] = None
     matmul_tflops: Annotated[float | None, Field(description="Measured dense matmul rate.")] = None
     matmul_dtype: str | None = None
+    protections: Annotated[
+        dict[str, Any] | None,
+        Field(description="What confines this device's worker process: environment, memory limit, seccomp, Landlock."),
+    ] = None
 
 
 class DeviceInfo(BaseModel):

@@ -35,6 +35,7 @@ class WorkerState:
     device: str
     jit_cache: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, Any] = field(default_factory=dict)
+    protections: dict[str, Any] = field(default_factory=dict)  # what confines the worker (server/sandbox.py)
     max_cached: int = 256
 
     def remember(self, key: str, value: Any) -> Any:

@@ -10,6 +10,10 @@ wheel and the CUDA toolkit often ship different releases); ANVIL_NVJITLINK=0 tur
 drops the release check, =<path> names the library. `jitlink.status()` (printed by
 benchmarks/compile_phases.py) says which assembler is in use and why.
 
+In a sandboxed server worker, which may not start processes, ANVIL_PTXAS_FD names a socket to a
+ptxas process started before the sandbox (server/assembler.py): the version query and the
+assembly go through it instead.
+
 Search order for ptxas: $ANVIL_PTXAS, $CUDA_HOME/bin, `ptxas` on PATH, /usr/local/cuda*/bin,
 the ptxas bundled with the `triton` package, the `nvidia-cuda-nvcc` wheel.
 For libnvJitLink: the `nvidia` wheels torch depends on (nvidia/cu13/lib, nvidia/nvjitlink/lib),
@@ -18,16 +22,21 @@ $CUDA_HOME/lib64, /usr/local/cuda*/lib64.
 
 from __future__ import annotations
 
+import base64
 import glob
+import json
+import multiprocessing.connection
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ... import knobs
 from ...errors import AnvilError
@@ -130,6 +139,13 @@ def libdevice_bitcode() -> bytes:
 def ptxas_release() -> tuple[int, int] | None:
     """The release of the ptxas binary found ((13, 0) for CUDA 13.0); None when there is none,
     (0, 0) when it does not say."""
+    if knobs.ptxas_fd() is not None:
+        try:
+            text = str(_ask_ptxas_process({"op": "version"}).get("text", ""))
+        except (OSError, PtxasError):
+            return None
+        m = re.search(r"release (\d+)\.(\d+)", text)
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
     ptxas = find_ptxas()
     if ptxas is None:
         return None
@@ -170,6 +186,11 @@ def assemble(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes, PtxasRepor
 
 def assemble_with_ptxas(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes, PtxasReport]:
     """The same through the ptxas binary (a process per kernel)."""
+    if knobs.ptxas_fd() is not None:
+        reply = _ask_ptxas_process({"op": "assemble", "ptx": ptx, "arch": arch, "opt": opt_level})
+        if reply["returncode"] != 0:
+            raise PtxasError(f"ptxas failed for {arch}:\n{str(reply['stderr']).strip()}")
+        return base64.b64decode(reply["cubin_b64"]), _report(str(reply["log"]))
     ptxas = find_ptxas()
     if ptxas is None:
         raise PtxasError("ptxas not found: install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`) "
@@ -182,3 +203,24 @@ def assemble_with_ptxas(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes,
         if proc.returncode != 0:
             raise PtxasError(f"ptxas failed for {arch}:\n{proc.stderr.strip()}")
         return Path(out).read_bytes(), _report(proc.stdout + proc.stderr)
+
+
+_service_lock = threading.Lock()
+_service: list[multiprocessing.connection.Connection] = []  # the one connection, made on first use
+
+
+def _ask_ptxas_process(request: dict[str, object]) -> dict[str, Any]:
+    """One request to the worker's ptxas process (server/assembler.py describes the protocol)."""
+    fd = knobs.ptxas_fd()
+    assert fd is not None
+    with _service_lock:
+        if not _service:
+            _service.append(multiprocessing.connection.Connection(fd))
+        try:
+            _service[0].send_bytes(json.dumps(request).encode())
+            reply: dict[str, Any] = json.loads(_service[0].recv_bytes())
+        except EOFError:
+            raise PtxasError("the worker's ptxas process has exited; the next compile starts a fresh worker") from None
+    if not reply.get("ok"):
+        raise PtxasError(f"ptxas: {reply.get('error')}")
+    return reply
