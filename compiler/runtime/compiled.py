@@ -229,6 +229,17 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
         ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
         _MEMORY[key] = ck
         return ck
+    try:
+        return _build(fn, specs, opts, target, key, t0)
+    except (RecursionError, MemoryError) as e:
+        what = "nests too deeply" if isinstance(e, RecursionError) else "needs too much memory"
+        loc = fn.source.loc(fn.source.tree)
+        raise E.UnsupportedError(f"{fn.__name__}: the kernel {what} to compile", loc, fn.source.source_line(loc),
+                                 "split deep expressions and nested blocks, or unroll less") from None
+
+
+def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str, t0: float) -> CompiledKernel:
+    """Frontend, passes and backend for one specialization (the disk cache missed)."""
     from ..frontend import GenOptions, generate_kernel
     from ..ir.printer import print_function
     from ..passes import run_pipeline
@@ -238,15 +249,7 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
         j = as_jit(obj)
         return j.source if j is not None else None
 
-    try:
-        ir_fn = generate_kernel(fn.source, specs, GenOptions(opts.debug, target, opts.num_warps), resolve)
-    except E.CompilationError:
-        raise
-    except (RecursionError, MemoryError) as e:
-        what = "nests too deeply" if isinstance(e, RecursionError) else "needs too much memory"
-        loc = fn.source.loc(fn.source.tree)
-        raise E.UnsupportedError(f"{fn.__name__}: the kernel {what} to compile", loc, fn.source.source_line(loc),
-                                 "split deep expressions and nested blocks, or unroll less") from None
+    ir_fn = generate_kernel(fn.source, specs, GenOptions(opts.debug, target, opts.num_warps), resolve)
     t1 = time.perf_counter()
     run_pipeline(ir_fn)
     tir = print_function(ir_fn)

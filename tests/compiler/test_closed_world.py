@@ -227,3 +227,18 @@ def test_a_parameter_named_twice_is_located() -> None:
     with pytest.raises(compiler.CompilationError) as info:
         compiler.compile_source(src, "k").compile({"a": "*fp32", "n": "i32"}, {}, target="cpu")
     assert "'a' appears twice" in info.value.message and (info.value.lineno, info.value.col) == (4, 13)
+
+
+def test_a_long_unrolled_chain_compiles_and_is_right() -> None:
+    """1,000 chained elementwise ops: the CPU backend cuts the fused expression into buffers instead
+    of recursing once per op (which ran out of Python stack at about 250)."""
+    src = HEADER.replace("def k(x_ptr, n):\n", "def k(x_ptr, n, N: tl.constexpr):\n") + (
+        "    offs = tl.arange(0, 16)\n    acc = tl.load(x_ptr + offs, mask=offs < n, other=0.0)\n"
+        "    for i in tl.static_range(N):\n        acc = acc * 0.999 + 0.001 * i\n"
+        "    tl.store(x_ptr + offs, acc, mask=offs < n)\n")
+    x = torch.rand(13)
+    expected = x.double()
+    for i in range(1000):
+        expected = expected * 0.999 + 0.001 * i
+    compiler.compile_source(src, "k")[(1,)](x, 13, N=1000)
+    torch.testing.assert_close(x, expected.float(), rtol=1e-4, atol=1e-4)

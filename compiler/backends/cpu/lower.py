@@ -32,6 +32,8 @@ _STACK_LIMIT = 1 << 20
 # loop nests whose innermost loop would run this many times or fewer are one flat loop (loop_nest)
 FLAT_INNER = 8
 
+_MAX_FUSED_DEPTH = 64  # elementwise ops fused into one expression along a chain of operands
+
 
 @dataclass
 class Buf:
@@ -85,6 +87,7 @@ class Lowering:
         self.loc_args: list[int | None] = loc_args if loc_args is not None else []
         self.vals: dict[Value, Any] = {}
         self.lazy_info: dict[Value, tuple[bool, bool]] = {}  # (has_load, expensive)
+        self.lazy_depth: dict[Value, int] = {}  # lazy ops on the longest operand chain down to a buffer
         self.uses: dict[Value, int] = {}
         self.nested_use: set[Value] = set()
         self.pending: list[Value] = []
@@ -356,17 +359,24 @@ class Lowering:
             lower_op(self, op)
 
     def define_lazy(self, op: Op) -> None:
+        """Make `op`'s results lazy (evaluated where consumed), or buffers where that pays or must."""
         has_load = op.opcode == "load"
         expensive = op.opcode == "math" and op.attrs.get("fn") in _EXPENSIVE_MATH or op.opcode in (
             "div", "pow", "atan2")
+        depth = 1
         for o in op.operands:
             hl, ex = self.lazy_flags(o)
             has_load |= hl
             expensive |= ex
+            if isinstance(self.vals.get(o), tuple):
+                depth = max(depth, self.lazy_depth.get(o, 0) + 1)
         for k, r in enumerate(op.results):
             self.vals[r] = (op, k)
             self.lazy_info[r] = (has_load, expensive)
-            if (has_load or expensive) and (self.uses.get(r, 0) > 1 or r in self.nested_use):
+            self.lazy_depth[r] = depth
+            if (has_load or expensive) and (self.uses.get(r, 0) > 1 or r in self.nested_use) or (
+                    depth >= _MAX_FUSED_DEPTH and isinstance(r.type, T.TileType)):
+                # (a chain this long is evaluated by recursion, one level per op: cut it into buffers)
                 self.materialize(r)
             elif has_load:
                 self.pending.append(r)
