@@ -66,6 +66,9 @@ def worker_environment(environ: Mapping[str, str], scratch: Path) -> dict[str, s
             env[name] = value
     env["TMPDIR"] = env["TMP"] = env["TEMP"] = str(scratch)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # source trees are read-only to workers
+    # numpy's OpenBLAS maps a buffer per thread when it loads (hundreds of MB on a many-core machine,
+    # all counted by the workers' RLIMIT_DATA); workers do no numpy linear algebra, torch has its own
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     return env
 
 
@@ -207,6 +210,9 @@ def _writable_paths(config: SandboxConfig) -> Iterable[tuple[str, bool]]:
         yield p, False
     yield "/dev/null", True
     if config.gpu:
+        # The CUDA driver writes files of its own process under /proc/<pid> when it starts (without it,
+        # cuInit fails with "OS call failed"); the rule covers this process's entries only.
+        yield f"/proc/{os.getpid()}", False
         for name in sorted(os.listdir("/dev")):
             if name.startswith(("nvidia", "kfd", "dri")):
                 yield f"/dev/{name}", True

@@ -246,7 +246,7 @@ def admit_data(v: Any, _depth: int = 0) -> Any:
 _STR_METHODS = frozenset((
     "startswith", "endswith", "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "isdigit",
     "isalpha", "isalnum", "isspace", "isupper", "islower", "count", "find", "rfind", "index", "rindex",
-    "partition", "rpartition", "removeprefix", "removesuffix",
+    "partition", "rpartition", "removeprefix", "removesuffix", "join",
 ))
 _SEQ_METHODS = frozenset(("index", "count"))
 _DTYPE_METHODS = frozenset((
@@ -267,6 +267,13 @@ class CompileTimeMethod:
     name: str
 
     def __call__(self, *args: Any) -> Any:
+        if self.name == "join":  # the one method that can build a long string: sized first
+            parts = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else None
+            if parts is None or not all(isinstance(p, str) for p in parts):
+                raise LimitError("str.join takes one tuple or list of strings in kernels")
+            total = sum(len(p) for p in parts) + len(self.value) * max(len(parts) - 1, 0)
+            if total > MAX_ITEMS:
+                raise LimitError(_too_big(f"joining gives {total:,} characters"))
         return getattr(self.value, self.name)(*args)
 
 

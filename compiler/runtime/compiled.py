@@ -24,6 +24,15 @@ from .specialize import LaunchOptions, check_cluster_grid, torch_elem
 __all__ = ["CompiledKernel", "compile_kernel"]
 
 
+def tensor_extent(a: Any) -> tuple[int, int]:
+    """The [lo, hi) byte addresses a tensor's elements occupy (strides of either sign)."""
+    if a.numel() == 0:
+        return a.data_ptr(), a.data_ptr()
+    lo_el = sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.stride(), strict=True))
+    hi_el = sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.stride(), strict=True)) + 1
+    return a.data_ptr() + lo_el * a.element_size(), a.data_ptr() + hi_el * a.element_size()
+
+
 class CompiledKernel:
     """One specialization of a kernel, compiled for a target and ready to launch."""
 
@@ -72,15 +81,13 @@ class CompiledKernel:
         from .launch import run_grid
 
         gx, gy, gz = grid
-        bounds = (ctypes.c_int64 * max(2, 2 * len(args)))()
+        bounds = (ctypes.c_int64 * max(4, 4 * len(args)))()  # per argument: [lo, hi) and a descriptor's
         for i, (a, p) in enumerate(zip(args, self._is_ptr, strict=True)):
             if p:
-                lo_el = sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.stride(), strict=True))
-                hi_el = sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.stride(), strict=True)) + 1
-                if a.numel() == 0:
-                    lo_el = hi_el = 0
-                bounds[2 * i] = a.data_ptr() + lo_el * a.element_size()
-                bounds[2 * i + 1] = a.data_ptr() + hi_el * a.element_size()
+                bounds[4 * i], bounds[4 * i + 1] = tensor_extent(a)
+                described = getattr(a, "_anvil_described", None)  # the packed words of a host descriptor
+                if described is not None:
+                    bounds[4 * i + 2], bounds[4 * i + 3] = tensor_extent(described)
         err = (ctypes.c_int64 * 5)()
         run_grid(lambda s, e: self.cfunc(*vals, s, e, gx, gy, gz, err, bounds), gx * gy * gz)
         if err[0]:

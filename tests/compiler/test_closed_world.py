@@ -242,3 +242,12 @@ def test_a_long_unrolled_chain_compiles_and_is_right() -> None:
         expected = expected * 0.999 + 0.001 * i
     compiler.compile_source(src, "k")[(1,)](x, 13, N=1000)
     torch.testing.assert_close(x, expected.float(), rtol=1e-4, atol=1e-4)
+
+
+def test_str_join_is_sized_before_it_runs() -> None:
+    err = compile_body("t = ('A' * 60000,) * 2\nx = ','.join(t)")
+    assert isinstance(err, closed.LimitError) and "joining" in err.message
+    err = compile_body("x = ','.join((1, 2))")
+    assert "strings" in err.message
+    src = HEADER + "    tl.static_assert(','.join(['=r'] * 2 + ['r'] * 3) == '=r,=r,r,r,r')\n"
+    compiler.compile_source(src, "k").compile({"x_ptr": "*fp32", "n": "i32"}, {}, target="cpu")

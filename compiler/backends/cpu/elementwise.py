@@ -115,9 +115,12 @@ def bounds_ok(lw: Lowering, op: Op, ptr_value: Value, ptr: ir.Value) -> ir.Value
     size = 8 if isinstance(pe.elem, T.PointerType) else max(1, pe.elem.bits // 8)
     end = b.add(p, ir.Constant(I64, size))
     ok: ir.Value | None = None
-    for idx in indices:
-        lo = b.load(b.gep(lw.bounds, [ir.Constant(I64, 2 * idx)], source_etype=I64), typ=I64)
-        hi = b.load(b.gep(lw.bounds, [ir.Constant(I64, 2 * idx + 1)], source_etype=I64), typ=I64)
+    # the table holds 4 words per argument: its tensor's [lo, hi), and for a host tensor descriptor's
+    # packed words the [lo, hi) of the tensor the descriptor describes (its base pointer has no root)
+    slots = [4 * indices[0]] if root is not None else [w for i in indices for w in (4 * i, 4 * i + 2)]
+    for slot in slots:
+        lo = b.load(b.gep(lw.bounds, [ir.Constant(I64, slot)], source_etype=I64), typ=I64)
+        hi = b.load(b.gep(lw.bounds, [ir.Constant(I64, slot + 1)], source_etype=I64), typ=I64)
         inside = b.and_(b.and_(b.icmp_unsigned(">=", p, lo), b.icmp_unsigned("<=", end, hi)),
                         b.icmp_unsigned(">=", end, p))  # an address at the top of the space wraps
         ok = inside if ok is None else b.or_(ok, inside)

@@ -63,7 +63,9 @@ class TensorDescriptor:
         import torch
 
         words = [self.base.data_ptr(), *(int(d) for d in self.shape), *(int(s) for s in self.strides)]
-        return torch.tensor(words, dtype=torch.int64, device=self.base.device)
+        packed = torch.tensor(words, dtype=torch.int64, device=self.base.device)
+        packed._anvil_described = self.base  # checked launches bound the descriptor's accesses by it
+        return packed
 
     @property
     def device(self) -> Any:
