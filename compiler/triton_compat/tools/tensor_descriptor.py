@@ -64,7 +64,7 @@ class TensorDescriptor:
 
         words = [self.base.data_ptr(), *(int(d) for d in self.shape), *(int(s) for s in self.strides)]
         packed = torch.tensor(words, dtype=torch.int64, device=self.base.device)
-        packed._anvil_described = self.base  # checked launches bound the descriptor's accesses by it
+        packed._anvil_described = self.base  # type: ignore[attr-defined]  # checked launches bound its accesses
         return packed
 
     @property
