@@ -13,7 +13,7 @@ from server.worker import ProcessExecutor
 from tools.limits import Limits
 from tools.runtime import Runtime
 
-LAUNCH_TIMEOUT_S = 3.0
+LAUNCH_TIMEOUT_S = 10.0  # a first launch compiles the checked binary in the device worker; loaded machines need it
 
 
 @pytest.fixture(scope="session")

@@ -83,6 +83,7 @@ def test_environment_allow_list() -> None:
 
 
 async def test_no_new_processes_sockets_or_signals(probed: Worker) -> None:
+    await call(probed, "probe_env")  # the worker reports its protections once it is up
     if not probed.protections["seccomp"].startswith("on"):
         pytest.skip(f"seccomp: {probed.protections['seccomp']}")
     out = await call(probed, "probe_processes")
@@ -94,6 +95,7 @@ async def test_no_new_processes_sockets_or_signals(probed: Worker) -> None:
 
 
 async def test_writes_only_to_cache_and_scratch(probed: Worker, cache_dir: Path, tmp_path: Path) -> None:
+    await call(probed, "probe_env")  # the worker reports its protections once it is up
     if not probed.protections["landlock"].startswith("on"):
         pytest.skip(f"Landlock: {probed.protections['landlock']}")
     assert probed.scratch is not None
