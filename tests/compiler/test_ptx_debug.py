@@ -104,7 +104,7 @@ def test_debug_kernels_assemble(name: str, arch: str) -> None:
     ptx = ck.asm["ptx"]
     assert ck.asm["cubin"][:4] == b"\x7fELF"
     nargs = len(ck.arg_types)
-    assert f".visible .global .align 8 .b8 __anvil_debug_bounds[{16 * nargs}];" in ptx
+    assert f".visible .global .align 8 .b8 __anvil_debug_bounds[{32 * nargs}];" in ptx
     assert ".visible .global .align 8 .b8 __anvil_debug_err[64];" in ptx
     assert ck.metadata["debug"] is True
     assert "vprintf" not in ptx  # no call (device_assert prints; a bounds check only records)
@@ -141,7 +141,7 @@ def _bounds_offsets(ptx: str) -> set[int]:
 def test_bounds_of_each_accessed_tensor_are_loaded_once(name: str, args: set[int]) -> None:
     ptx = _compile(name, True).asm["ptx"]
     offsets = _bounds_offsets(ptx)
-    assert offsets == {16 * a + k for a in args for k in (0, 8)}
+    assert offsets == {32 * a + k for a in args for k in (0, 8)}
     assert len(re.findall(r"\[__anvil_debug_bounds", ptx)) == len(offsets)
 
 
@@ -153,13 +153,15 @@ def test_each_access_records_its_own_location() -> None:
     assert len(re.findall(r"atom(\.\w+)*\.cas\.b64\s+%rd\d+, \[__anvil_debug_err\]", ck.asm["ptx"])) == 5
 
 
-def test_a_pointer_swapped_for_another_tensor_in_a_loop_is_not_checked() -> None:
-    """Its provenance is ambiguous (a_ptr, then b_ptr): checking it against either would be wrong."""
+def test_a_pointer_swapped_for_another_tensor_in_a_loop_is_checked_against_every_tensor() -> None:
+    """Its provenance is ambiguous (a_ptr, then b_ptr): checking it against either alone would be
+    wrong, so it must lie inside one of the kernel's tensors (or a host descriptor's tensor)."""
     ptx = compile_for_signature(swap_k, {"a_ptr": "*fp32", "b_ptr": "*fp32", "n": "i32"}, {}, "cuda:sm_90a", 4, 3,
                                 True).asm["ptx"]
-    assert "__anvil_debug_bounds" not in ptx
-    ptx = _compile("loop", True).asm["ptx"]  # p += BLOCK keeps x_ptr's provenance
-    assert 0 in _bounds_offsets(ptx)
+    assert _bounds_offsets(ptx) == {32 * a + k for a in (0, 1) for k in (0, 8, 16, 24)}
+    ptx = _compile("loop", True).asm["ptx"]  # p += BLOCK keeps x_ptr's provenance: its own range only
+    offsets = _bounds_offsets(ptx)
+    assert 0 in offsets and all(o % 32 in (0, 8) for o in offsets)  # no union: no descriptor ranges read
 
 
 # ---------------------------------------------------------------- host side, simulated record
@@ -207,7 +209,8 @@ def test_recorded_violation_gives_the_cpu_backends_error(monkeypatch: pytest.Mon
     assert str(gpu) == str(cpu.value)
     assert "10 elements from the start of 'x_ptr' (which holds 10 elements)" in str(gpu)
     table = list(debug_host._LAUNCHES[ck].table)
-    assert table == [x.data_ptr(), x.data_ptr() + 40, 0, 2**64 - 1]  # x's 10 floats; n is no tensor
+    # per argument: its range, then a host descriptor's tensor's (none here); n is no tensor
+    assert table == [x.data_ptr(), x.data_ptr() + 40, 0, 0, 0, 2**64 - 1, 0, 0]
 
 
 def test_message_names_the_tensor_the_pointer_came_from(monkeypatch: pytest.MonkeyPatch) -> None:

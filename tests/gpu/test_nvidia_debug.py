@@ -266,3 +266,40 @@ def test_in_bounds_debug_launch_equals_non_debug(case: int) -> None:
             assert torch.equal(p.cpu().view(torch.uint8), c.cpu().view(torch.uint8))  # bitwise, NaNs included
     out = checked[1].cpu()
     assert not (out.isnan().all() if out.is_floating_point() else out.eq(0).all()), "the kernel wrote its output"
+
+
+# ---------------------------------------------------------------- pointers of no single tensor
+@jit
+def _swap_k(a_ptr, b_ptr, out_ptr, shift, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = a_ptr
+    for i in range(2):
+        tl.store(out_ptr + offs + i * BLOCK, tl.load(p + offs + shift))
+        p = b_ptr
+
+
+def test_a_pointer_swapped_between_tensors_is_checked_against_them() -> None:
+    a, b = torch.randn(16, device="cuda"), torch.randn(16, device="cuda")
+    out = torch.full((32,), float("nan"), device="cuda")
+    _swap_k[(1,)](a, b, out, 0, BLOCK=16, debug=True)
+    assert torch.equal(out[:16], a) and torch.equal(out[16:], b)
+    big = torch.randn(1 << 20, device="cuda")  # other data of the process that must not be read
+    with pytest.raises(OutOfBoundsError) as info:
+        _swap_k[(1,)](a, b, out, 1 << 19, BLOCK=16, debug=True)
+    assert "program id (0, 0, 0)" in str(info.value)
+    del big
+
+
+def test_host_tensor_descriptors_in_debug_mode() -> None:
+    """A descriptor's base pointer comes from its packed words (no single provenance): its accesses are
+    bounded by the tensor it describes, so a correct kernel is not refused."""
+    from compiler.triton_compat.tools.tensor_descriptor import TensorDescriptor
+    from tests.compiler.test_regressions_compat import _desc_args
+
+    x, y = torch.randn(40, 48, device="cuda"), torch.randn(40, 48, device="cuda")
+    z = torch.full((40, 96), float("nan"), device="cuda")
+    xd, yd = TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor.from_tensor(y, [16, 16])
+    zd = TensorDescriptor.from_tensor(z, [16, 32])
+    _desc_args[(3, 3)](xd, yd, zd, BM=16, BN=16, debug=True)
+    want = torch.stack([x.view(40, 3, 16), y.view(40, 3, 16)], dim=2).reshape(40, 96)
+    torch.testing.assert_close(z, want)

@@ -108,10 +108,8 @@ async def test_read_past_a_small_tensor_returns_no_other_data(client: Client) ->
 
 
 async def test_pointer_of_no_single_tensor_stays_inside_the_tensors(client: Client) -> None:
-    # the CPU backend checks such a pointer against every tensor of the kernel; the NVIDIA backend does
-    # not yet (docs/security.md, Launches: not covered), so this runs on the CPU backend everywhere
     call: dict[str, Any] = {
-        "source": SWAPPED, "constexprs": {"BLOCK": 16}, "grid": [1], "target": "cpu",
+        "source": SWAPPED, "constexprs": {"BLOCK": 16}, "grid": [1],
         "args": {"a_ptr": {"shape": [16]}, "b_ptr": {"shape": [16]}, "out_ptr": {"shape": [16], "init": "empty"},
                  "shift": 0},
         "reference": {"out_ptr": "b_ptr"},

@@ -81,11 +81,13 @@ def write_debug_bounds(kernel: Any, params: Any) -> None:
 
     args = [params[i] for i in kernel.arg_index]
     names = list(kernel.binary.arg_names) or [f"argument {i}" for i in range(len(args))]
-    table = (ctypes.c_uint64 * max(2, 2 * len(args)))()
+    table = (ctypes.c_uint64 * max(4, 4 * len(args)))()  # per argument: its range, a descriptor's tensor's
     tensors: list[_Tensor | None] = []
     for i, (a, t) in enumerate(zip(args, kernel.arg_types, strict=True)):
         ext = tensor_extent(a) if isinstance(t, T.PointerType) else None
-        table[2 * i], table[2 * i + 1] = ext if ext is not None else _UNCHECKED
+        table[4 * i], table[4 * i + 1] = ext if ext is not None else _UNCHECKED
+        described = getattr(a, "_anvil_described", None)  # the packed words of a host tensor descriptor
+        table[4 * i + 2], table[4 * i + 3] = (tensor_extent(described) or (0, 0)) if described is not None else (0, 0)
         tensors.append(_Tensor(names[i], int(a.data_ptr()), int(a.element_size()), int(a.numel()))
                        if ext is not None else None)
     _LAUNCHES[kernel] = _Launch(table, tensors)
