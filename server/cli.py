@@ -69,6 +69,7 @@ def serve(args: argparse.Namespace) -> int:
         "max_concurrent_calls": args.max_concurrent,
         "compile_memory_bytes": args.compile_memory,
         "worker_memory_bytes": args.worker_memory,
+        "allow_inline_asm": 1 if args.allow_inline_asm else None,
     }
     limits = Limits.from_env(**overrides)
     token = args.token or os.environ.get("ANVIL_TOKEN")
@@ -118,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_serve.add_argument(
         "--prestart", action="store_true", help="start the worker processes now instead of on first use"
+    )
+    p_serve.add_argument(
+        "--allow-inline-asm", action="store_true",
+        help="let kernels use tl.inline_asm_elementwise (GPU assembly is not bounds-checked: only for clients "
+        "you trust with the GPU worker's memory; or ANVIL_ALLOW_INLINE_ASM=1)",
     )
     p_serve.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
     p_demo = sub.add_parser("demo", help="run an agent-style session against `anvil serve` over stdio")

@@ -8,6 +8,7 @@ can crash a process (LLVM aborts) or take unbounded time. Records are cached by 
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from functools import cache
 from typing import Any
 
@@ -28,6 +29,8 @@ ARTIFACT_KEYS: dict[str, tuple[str, ...]] = {
     "sass": ("sass",),
     "amdgcn": ("amdgcn",),
 }
+# a Tile IR op of tl.inline_asm_elementwise, as the printer writes it
+_INLINE_ASM = re.compile(r"=\s*inline_asm\b|^\s*inline_asm\b", re.M)
 _RESOURCE_KEYS: dict[str, tuple[str, ...]] = {
     "registers": ("registers", "num_regs", "n_regs"),
     "spills": ("spills", "n_spills", "spill_bytes"),
@@ -113,6 +116,14 @@ async def ensure_compiled(
     finally:
         rt._compiling.pop(kernel_id, None)
         done.set()
+    if not rt.limits.allow_inline_asm and _INLINE_ASM.search(out.get("asm", {}).get("tir", "")):
+        raise ToolInputError(
+            f"{out.get('kernel_name', 'the kernel')} uses tl.inline_asm_elementwise, which this server does not "
+            "allow: GPU assembly addresses memory that the launch's bounds checks cannot see. Write the operation "
+            "with tl functions, or ask the operator to start the server with --allow-inline-asm "
+            "(ANVIL_ALLOW_INLINE_ASM=1).",
+            data={"error": "inline_asm_not_allowed"},
+        )
     record = KernelRecord(spec=spec, **out)
     rt.store.put(record)
     return record, False

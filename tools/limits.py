@@ -79,6 +79,9 @@ class Limits:
     worker_sandbox: int = 1
     """1: workers confine themselves with seccomp and Landlock where the kernel has them; 0: only the scrubbed
     environment and the memory limits (for debugging a worker with tools that need ptrace)."""
+    allow_inline_asm: int = 0
+    """1: kernels may use tl.inline_asm_elementwise (GPU assembly addresses memory the launch checks cannot
+    see, so it can read or change other data of the GPU worker); 0: such kernels are refused at compile."""
     max_quantize_bytes: int = 16 << 30
     """Size of the .safetensors file one quantize_weights call may read (it is loaded into memory whole)."""
 
