@@ -177,10 +177,14 @@ class CodeGenerator(ast.NodeVisitor):
 
     def admit_global(self, name: str, value: Any, node: ast.AST) -> Any:
         """A global of the kernel's module as a compile-time value, if it is one of the closed world."""
-        v = admit_data(_normalize_global(value))
-        if v is not MISSING:
-            return v
         v = _normalize_global(value)
+        if is_closed(v):
+            return v
+        # a Python kernel's module may also hold dicts and modules of its own, read as data; source
+        # text holds only what its imports and constants gave it (textmodule.py)
+        data = MISSING if self.src.text_module else admit_data(v)
+        if data is not MISSING:
+            return data
         raise self.error(E.UnsupportedError, node, f"global {name!r} is a {type(v).__name__}, which kernels "
                          "cannot use", "kernels read numbers, strings, tuples, dicts of those, dtypes, tl.constexpr "
                          "values, @jit functions and modules from their module")

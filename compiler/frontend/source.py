@@ -30,6 +30,7 @@ class FunctionSource:
     params: list[str] = field(default_factory=list)
     defaults: dict[str, ast.expr] = field(default_factory=dict)
     annotations: dict[str, ast.expr] = field(default_factory=dict)
+    text_module: bool = False  # source text (compile_source): its globals are read by the strict rule only
 
     def loc(self, node: ast.AST, inlined_at: Location | None = None) -> Location:
         line = getattr(node, "lineno", self.tree.lineno)

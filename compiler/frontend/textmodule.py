@@ -128,8 +128,9 @@ def load_text_module(text: str, filename: str) -> dict[str, Any]:
                     ns[a.asname or a.name] = sub
                     continue
                 mod = _module(node.module)
-                if mod is not None and hasattr(mod, a.name):
-                    ns[a.asname or a.name] = getattr(mod, a.name)
+                ok, value = module_export(mod, a.name) if mod is not None else (False, None)
+                if ok:  # only what a kernel could read as `module.name` (closed.py)
+                    ns[a.asname or a.name] = value
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is None:

@@ -82,6 +82,7 @@ class JITFunction(KernelInterface):
 
             self._source = parse_function(self.text, self.filename, self.first_line, self.globals,
                                           self.__name__)
+            self._source.text_module = self.fn is None
         return self._source
 
     @property

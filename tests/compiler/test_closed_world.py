@@ -251,3 +251,16 @@ def test_str_join_is_sized_before_it_runs() -> None:
     assert "strings" in err.message
     src = HEADER + "    tl.static_assert(','.join(['=r'] * 2 + ['r'] * 3) == '=r,=r,r,r,r')\n"
     compiler.compile_source(src, "k").compile({"x_ptr": "*fp32", "n": "i32"}, {}, target="cpu")
+
+
+def test_from_imports_in_text_give_only_language_names() -> None:
+    for imp in ("from compiler import runtime", "from compiler import errors", "from triton import testing",
+                "from math import factorial"):
+        name = imp.split()[-1]
+        src = f"import triton\nimport triton.language as tl\n{imp}\n\n@triton.jit\ndef k(x_ptr):\n    x = {name}\n"
+        with pytest.raises(compiler.CompilationError) as info:
+            compiler.compile_source(src, "k").compile({"x_ptr": "*fp32"}, {}, target="cpu")
+        assert info.value.lineno == 7, (imp, str(info.value))
+    ok = ("import triton\nfrom triton.language import arange, float32\nfrom math import pi\n\n@triton.jit\n"
+          "def k(x_ptr):\n    tl_x = arange(0, 4).to(float32) * pi\n")
+    compiler.compile_source(ok, "k").compile({"x_ptr": "*fp32"}, {}, target="cpu")
