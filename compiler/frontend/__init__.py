@@ -11,6 +11,7 @@ from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Function
 from ..language import core as lc
+from .closed import LimitError, check_value
 from .codegen import GenContext, GenOptions, Returned
 from .descriptor import DescriptorArg, from_packed
 from .semantic import Semantic
@@ -44,7 +45,11 @@ def generate_kernel(src: FunctionSource, params: list[ParamSpec], options: GenOp
     arg_attrs: list[dict[str, Any]] = []
     for p in params:
         if p.constant:
-            gen.scope[p.name] = p.value
+            try:
+                gen.scope[p.name] = check_value(p.value)
+            except LimitError as e:
+                loc = src.loc(src.tree)
+                raise LimitError(f"constexpr {p.name!r}: {e.message}", loc, src.source_line(loc), e.hint) from None
             continue
         assert p.type is not None
         v = body.add_arg(p.type, p.name)

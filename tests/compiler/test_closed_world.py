@@ -264,3 +264,10 @@ def test_from_imports_in_text_give_only_language_names() -> None:
     ok = ("import triton\nfrom triton.language import arange, float32\nfrom math import pi\n\n@triton.jit\n"
           "def k(x_ptr):\n    tl_x = arange(0, 4).to(float32) * pi\n")
     compiler.compile_source(ok, "k").compile({"x_ptr": "*fp32"}, {}, target="cpu")
+
+
+def test_a_huge_constexpr_is_a_located_limit() -> None:
+    src = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr, N: tl.constexpr):\n    pass\n"
+    with pytest.raises(closed.LimitError) as info:
+        compiler.compile_source(src, "k").compile({"x_ptr": "*fp32"}, {"N": 10**400}, target="cpu")
+    assert "constexpr 'N'" in info.value.message and info.value.lineno == 5
