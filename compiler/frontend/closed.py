@@ -10,7 +10,7 @@ evaluation sees only values of a closed set:
   tensor descriptors; the language's classes, functions and namespaces (`tl`, `tl.math`,
   `tl.extra.*`, the `triton` stand-in's `language`) and `@jit` functions;
 - a few pure helpers: the numeric functions of `math` in `MATH_FUNCTIONS`, `cdiv`,
-  `next_power_of_2`, and the Python builtins in `codegen._PY_BUILTINS`.
+  `next_power_of_2`, and the Python builtins in `pybuiltins.PY_BUILTINS`.
 
 Attribute access goes through an allow-list per kind of value (`value_attribute`); no name
 starting with `_` is reachable, and modules expose only their closed exports. Whether something

@@ -31,13 +31,12 @@ from .closed import (
     allowed_function,
     bounded_binary,
     bounded_format,
-    bounded_str_source,
     check_value,
     is_closed,
-    leaves,
     module_export,
     value_attribute,
 )
+from .pybuiltins import PY_BUILTIN_IDS, PY_BUILTINS, REFUSED_BUILTINS, python_builtin
 from .semantic import Semantic
 from .source import FunctionSource, is_constexpr_annotation
 
@@ -83,19 +82,7 @@ _CMPOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne), ast.Lt: ("lt", operator.lt),
     ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt), ast.GtE: ("ge", operator.ge),
 }
-# The Python builtins kernel code may call (by identity), each on compile-time values only.
-_PY_BUILTINS: dict[str, Any] = {name: getattr(py, name) for name in (
-    "len", "min", "max", "int", "float", "bool", "abs", "print", "isinstance", "tuple", "list", "range",
-    "getattr", "hasattr", "enumerate", "zip", "str", "round")}
-_PY_BUILTIN_SET = frozenset(id(f) for f in _PY_BUILTINS.values())
-# Builtins that would reach outside the closed world of compile-time values (closed.py).
-_REFUSED_BUILTINS = frozenset((
-    "type", "setattr", "delattr", "vars", "globals", "locals", "eval", "exec", "compile", "open", "__import__",
-    "breakpoint", "input", "dir", "id", "object", "super", "memoryview", "bytearray", "bytes", "help", "exit",
-    "quit", "classmethod", "staticmethod", "property", "iter", "next", "map", "filter", "format", "repr",
-    "ascii", "chr", "ord", "hash", "callable", "issubclass", "sorted", "reversed", "sum", "pow", "divmod",
-    "any", "all", "set", "frozenset", "dict", "slice", "__build_class__", "__builtins__", "__loader__",
-    "__spec__"))
+
 
 
 def is_tensor(x: Any) -> bool:
@@ -162,9 +149,9 @@ class CodeGenerator(ast.NodeVisitor):
         g = self.src.globals
         if name in g:
             return self.admit_global(name, g[name], node)
-        if name in _PY_BUILTINS:
-            return _PY_BUILTINS[name]
-        if name in _REFUSED_BUILTINS:
+        if name in PY_BUILTINS:
+            return PY_BUILTINS[name]
+        if name in REFUSED_BUILTINS:
             raise self.error(E.UnsupportedError, node, f"{name!r} is not available in kernels",
                              "kernel code can call tl.* functions, @jit functions and len, min, max, int, float, "
                              "bool, abs, round, str, tuple, list, isinstance, getattr, hasattr, enumerate, zip, "
@@ -453,8 +440,8 @@ class CodeGenerator(ast.NodeVisitor):
             if kwargs or not compile_time:
                 raise self.error(E.UnsupportedError, node, f".{fn.name}() takes compile-time positional arguments")
             return check_value(fn(*[_unwrap(a) for a in args]))
-        if id(fn) in _PY_BUILTIN_SET:
-            return self.python_builtin(fn, args, kwargs, node)
+        if id(fn) in PY_BUILTIN_IDS:
+            return python_builtin(self, fn, args, kwargs, node)
         if allowed_function(fn):
             if kwargs or not compile_time or not all(isinstance(_unwrap(a), (int, float)) for a in args):
                 raise self.error(E.ConstexprError, node, f"{_describe(fn)}() takes compile-time numbers")
@@ -462,58 +449,6 @@ class CodeGenerator(ast.NodeVisitor):
         raise self.error(E.UnsupportedError, node, f"cannot call {_describe(fn)} inside a kernel",
                          "only tl.* functions, @jit functions and a few Python builtins (len, min, max, "
                          "int, float, range) can be called")
-
-    def python_builtin(self, fn: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
-        """One of _PY_BUILTINS, on compile-time values (tensors only where noted)."""
-        if fn is py.print:
-            from ..language.builtins import device_print
-
-            prefix = args[0] if args and isinstance(args[0], str) else ""
-            rest = args[1:] if prefix else args
-            return device_print(prefix, *rest, _sem=self.sem)
-        if kwargs:
-            raise self.error(E.UnsupportedError, node, f"{fn.__name__}() takes no keyword arguments in kernels")
-        if fn is py.getattr or fn is py.hasattr:
-            if len(args) not in ((2, 3) if fn is py.getattr else (2,)) or not isinstance(args[1], str):
-                raise self.error(E.ArgumentError, node, f"{fn.__name__}(value, 'name') takes a constant name")
-            if args[1].startswith("_"):
-                raise self.error(E.UnsupportedError, node, f"attribute {args[1]!r} is not accessible in kernels",
-                                 "names starting with '_' are private to the compiler")
-            try:
-                value = self.attribute(args[0], args[1], node)
-            except E.CompilationError:
-                if fn is py.hasattr:
-                    return False
-                if len(args) == 3:
-                    return args[2]
-                raise
-            return True if fn is py.hasattr else value
-        if fn is py.isinstance:
-            classes = args[1] if len(args) == 2 and isinstance(args[1], tuple) else args[1:]
-            if len(args) != 2 or not all(isinstance(c, type) and is_closed(c) or c in (int, float, bool, str, tuple,
-                                                                                       list) for c in classes):
-                raise self.error(E.ArgumentError, node, "isinstance(value, cls) takes a language class (tl.tensor, "
-                                 "tl.constexpr, tl.dtype, ...) or int, float, bool, str, tuple, list")
-            return py.isinstance(args[0], args[1])
-        if any(is_tensor(a) for a in args):
-            if fn is py.len:
-                return args[0].shape[0] if args[0].shape else 1
-            if fn in (py.min, py.max) and len(args) == 2:
-                return self.sem.minmax("min" if fn is py.min else "max", args[0], args[1])
-            raise self.error(E.ConstexprError, node, f"{fn.__name__}() needs compile-time arguments",
-                             "use the tl.* function for tensors")
-        args = [_unwrap(a) for a in args]
-        if fn is py.round and len(args) == 2 and isinstance(args[1], int) and abs(args[1]) > 400:
-            raise self.error(LimitError, node, f"round() to {args[1]} digits; the limit is 400")
-        if fn is py.str:
-            bounded_str_source(args[0] if args else "")
-        if fn is py.enumerate or fn is py.zip:
-            if any(not isinstance(a, (tuple, list, str)) for a in args):
-                raise self.error(E.UnsupportedError, node, f"{fn.__name__}() takes compile-time tuples in kernels")
-            if sum(leaves(a) if not isinstance(a, str) else len(a) for a in args) * 2 > 1 << 16:
-                raise self.error(LimitError, node, f"{fn.__name__}() over too many items")
-            return check_value(tuple(fn(*args)))
-        return check_value(fn(*args))
 
     def inline(self, src: FunctionSource, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
         if self.ctx.depth >= MAX_INLINE_DEPTH:
