@@ -226,6 +226,10 @@ class Worker:
                 self.kill()
                 self.start()
                 raise
+            if message.get("retire") and message.get("kind") not in ("fault", "oom"):  # (those restart in _raise)
+                # unchecked code ran in it: replace it now; the new one warms up while the caller reads this
+                self._reap()
+                self.start()
             if message["type"] == "result":
                 return message["result"]
             return self._raise(message)

@@ -78,14 +78,16 @@ def serve(
             fatal = True
         except Exception as exc:
             reply, fatal = _error_reply(call_id, exc, is_device_fault(exc))
+        if state.tainted:  # unchecked kernel code ran: answer, then make way for a fresh worker
+            reply["retire"] = True
         try:
             send(conn, reply)
         except MemoryError:  # the reply itself did not fit: say so in a few bytes
             send(conn, {"type": "error", "id": call_id, "kind": "oom", "message": "MemoryError"})
             fatal = True
-        if fatal:  # a faulted CUDA context (or a fragmented heap) is not worth keeping
+        if fatal or state.tainted:  # a faulted CUDA context (or a fragmented heap) is not worth keeping
             sys.stderr.flush()
-            os._exit(3)
+            os._exit(3 if fatal else 0)
 
 
 def _error_reply(call_id: int, exc: Exception, device_fault: bool) -> tuple[dict[str, Any], bool]:

@@ -37,6 +37,9 @@ class WorkerState:
     ceilings: dict[str, Any] = field(default_factory=dict)
     protections: dict[str, Any] = field(default_factory=dict)  # what confines the worker (server/sandbox.py)
     max_cached: int = 256
+    # unchecked kernel code ran here (benchmark's timed runs): what it did to this process's memory is
+    # unknown, so the worker retires after answering and a fresh one serves the next call
+    tainted: bool = False
 
     def remember(self, key: str, value: Any) -> Any:
         if len(self.jit_cache) >= self.max_cached:

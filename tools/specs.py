@@ -221,7 +221,23 @@ def check_args_limits(args: dict[str, Any], limits: Limits, *, copies: int = 1) 
 
 
 def build_tensor(name: str, spec: TensorSpec, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Create the tensor a spec describes. Values are generated on the CPU, then moved to ``device``."""
+    """Create the tensor a spec describes. Values are generated on the CPU, then moved to ``device``.
+    A value the dtype cannot hold (a bound, a fill value, a listed value) is the caller's error."""
+    try:
+        return _build_tensor(name, spec, device)
+    except ToolInputError:
+        raise
+    except (RuntimeError, ValueError, OverflowError, TypeError) as exc:
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        if "out of memory" in detail.lower() or "CUDA" in detail:
+            raise
+        raise ToolInputError(
+            f"args[{name!r}]: cannot build a {spec.dtype} tensor from this spec ({detail}); give bounds and values "
+            f"that {spec.dtype} can hold."
+        ) from None
+
+
+def _build_tensor(name: str, spec: TensorSpec, device: torch.device | str) -> torch.Tensor:
     dt = DTYPES[spec.dtype]
     shape = list(spec.shape or [])
     seed = default_seed(name) if spec.seed is None else spec.seed
@@ -239,6 +255,9 @@ def build_tensor(name: str, spec: TensorSpec, device: torch.device | str = "cpu"
     elif init == "randint":
         low_i = int(spec.low) if spec.low is not None else 0
         high_i = int(spec.high) if spec.high is not None else (2 if dt.torch_dtype == torch.bool else 10)
+        if not -(2**63) <= low_i < high_i <= 2**63 - 1:
+            raise ToolInputError(f"args[{name!r}]: randint needs -2**63 <= low < high <= 2**63-1 "
+                                 f"(got low={low_i}, high={high_i}).")
         if high_i <= low_i:
             raise ToolInputError(f"args[{name!r}]: randint needs high > low (got low={low_i}, high={high_i}).")
         t = torch.randint(low_i, high_i, shape, generator=gen, dtype=torch.int64).to(dt.torch_dtype)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -188,3 +189,15 @@ def test_kernel_ids_are_content_hashes() -> None:
                    {"maxnreg": 64}, {"cluster_dims": [2, 1, 1]}):
         assert base.with_changes(**change).kernel_id != base.kernel_id
     assert math.isfinite(len(base.kernel_id))
+
+
+@pytest.mark.parametrize("spec", [
+    {"shape": [4], "init": "randint", "low": -2**70, "high": 2**70, "dtype": "int64"},
+    {"shape": [4], "init": "full", "value": 1e300, "dtype": "int32"},
+    {"shape": [4], "init": "randint", "low": float("inf"), "high": 5, "dtype": "int32"},
+    {"shape": [2], "init": [2**70, 1], "dtype": "int64"},
+])
+def test_values_a_dtype_cannot_hold_are_the_callers_error(spec: dict[str, Any]) -> None:
+    with pytest.raises(ToolInputError) as info:
+        build_tensor("x_ptr", TensorSpec.model_validate(spec))
+    assert "args['x_ptr']" in info.value.message and "Traceback" not in info.value.message
