@@ -349,8 +349,9 @@ def runtime_report(exc: Any, kernel: dict[str, Any]) -> ToolInputError:
         data.update(tensor=info.get("tensor"), offset=info.get("offset"), numel=info.get("numel"))
         what = "out-of-bounds access"
         if info.get("tensor") is not None:
-            what += (f" at offset {info['offset']} of {info['tensor']!r} (which holds {info['numel']} elements;"
-                     f" valid offsets are 0..{int(info['numel']) - 1})")
+            near = "" if info.get("single_tensor", True) else " (through a pointer of no single tensor; the nearest)"
+            what += (f" at offset {info['offset']} of {info['tensor']!r}{near} (which holds {info['numel']} "
+                     f"elements; valid offsets are 0..{int(info['numel']) - 1})")
         hint = ("The access was not performed and the worker is unaffected. Mask the load/store "
                 "(mask=offs < n) or fix the offsets.")
     else:

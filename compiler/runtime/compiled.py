@@ -109,11 +109,21 @@ class CompiledKernel:
         detail = ""
         loc_args = getattr(self.binary, "loc_args", [])
         which = loc_args[loc_id - 1] if loc_id - 1 < len(loc_args) else None
-        for i, (a, p, name) in enumerate(zip(args, self._is_ptr, self.binary.arg_names, strict=True)):
-            if p and (which is None or i == which):  # the tensor the access went through (else the first)
+        tensors = [(i, a, name) for i, (a, p, name) in enumerate(zip(args, self._is_ptr, self.binary.arg_names,
+                                                                        strict=True)) if p]
+        if which is None and tensors:  # a pointer of no single tensor: name the nearest one, and say so
+            def distance(t: tuple[int, Any, str]) -> int:
+                lo, hi = tensor_extent(t[1])
+                return 0 if lo <= addr < hi else min(abs(addr - lo), abs(addr - hi))
+
+            which = min(tensors, key=distance)[0]
+            info["single_tensor"] = False
+        for i, a, name in tensors:
+            if i == which:  # the tensor the access went through (or the nearest)
                 base = a.data_ptr()
                 off = (addr - base) // max(1, a.element_size())
-                detail = f"; {off} elements from the start of {name!r} (which holds {a.numel()} elements)"
+                nearest = "" if info.get("single_tensor", True) else "the pointer comes from no single tensor; "
+                detail = f"; {nearest}{off} elements from the start of {name!r} (which holds {a.numel()} elements)"
                 info.update(tensor=name, offset=off, numel=a.numel())
                 break
         raise E.OutOfBoundsError(

@@ -120,6 +120,7 @@ async def test_pointer_of_no_single_tensor_stays_inside_the_tensors(client: Clie
     call["args"]["shift"] = 1 << 20
     result = await client.call_tool("launch_kernel", call, raise_on_error=False)
     assert result.is_error and result.structured_content["error"] == "out_of_bounds", text(result)
+    assert "no single tensor" in text(result)  # it names the nearest tensor, and says that it does
 
 
 async def test_benchmark_checks_before_timing(client: Client) -> None:

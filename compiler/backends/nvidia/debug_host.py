@@ -145,11 +145,22 @@ def check_debug_record(kernel: Any) -> None:
     launch = _LAUNCHES.get(kernel)
     arg = words[5] - 1
     t = launch.tensors[arg] if launch is not None and 0 <= arg < len(launch.tensors) else None
+    nearest = ""
+    if t is None and launch is not None and arg == -1:  # a pointer of no single tensor: the nearest one
+        known = [x for x in launch.tensors if x is not None]
+        if known:
+            def distance(x: _Tensor) -> int:
+                hi = x.start + x.numel * x.element_size
+                return 0 if x.start <= addr < hi else min(abs(addr - x.start), abs(addr - hi))
+
+            t = min(known, key=distance)
+            nearest = "the pointer comes from no single tensor; "
+            info["single_tensor"] = False
     detail = ""
     info["address"] = addr
     if t is not None:
         off = (addr - t.start) // max(1, t.element_size)
-        detail = f"; {off} elements from the start of {t.name!r} (which holds {t.numel} elements)"
+        detail = f"; {nearest}{off} elements from the start of {t.name!r} (which holds {t.numel} elements)"
         info.update(tensor=t.name, offset=off, numel=t.numel)
     raise E.OutOfBoundsError(f"out-of-bounds access in kernel {kernel.name} at {where}, program id {pid}, "
                              f"address 0x{addr:x}{detail}\n    {line}\n"
