@@ -400,7 +400,22 @@ def bounded_format(value: Any, spec: str) -> str:
 
 
 def bounded_str_source(value: Any) -> Any:
-    """`value`, after checking that its text form cannot be huge (nested tuples are counted)."""
+    """`value` as it may be turned into text: a sequence only when its text cannot be huge (nested
+    tuples are counted), and modules, functions and other objects by their names alone (their
+    default text holds addresses of the compiler's process and paths of its files)."""
     if isinstance(value, (tuple, list)) and leaves(value) > 4096:
         raise LimitError(f"cannot turn a sequence of {leaves(value):,} items into text; the limit is 4,096")
-    return value
+    return _text_safe(value)
+
+
+def _text_safe(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str, lc.dtype, lc.block_type, lc.Tensor)):
+        return v
+    if isinstance(v, (tuple, list)):
+        items = [_text_safe(x) for x in v]
+        return v if all(a is b for a, b in zip(items, v, strict=True)) else type(v)(items)
+    if isinstance(v, types.ModuleType):
+        return "<module " + v.__name__.replace("compiler.triton_compat", "triton") + ">"
+    name = getattr(v, "__name__", None)
+    kind = "class" if isinstance(v, type) else "function" if callable(v) else type(v).__name__
+    return f"<{kind} {name}>" if isinstance(name, str) else f"<{kind}>"

@@ -75,7 +75,7 @@ def python_builtin(gen: Any, fn: Any, args: list[Any], kwargs: dict[str, Any], n
     if fn is py.round and len(args) == 2 and isinstance(args[1], int) and abs(args[1]) > 400:
         raise gen.error(LimitError, node, f"round() to {args[1]} digits; the limit is 400")
     if fn is py.str:
-        bounded_str_source(args[0] if args else "")
+        args = [bounded_str_source(a) for a in args]
     if fn is py.enumerate or fn is py.zip:
         if any(not isinstance(a, (tuple, list, str)) for a in args):
             raise gen.error(E.UnsupportedError, node, f"{fn.__name__}() takes compile-time tuples in kernels")

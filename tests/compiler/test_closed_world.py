@@ -271,3 +271,10 @@ def test_a_huge_constexpr_is_a_located_limit() -> None:
     with pytest.raises(closed.LimitError) as info:
         compiler.compile_source(src, "k").compile({"x_ptr": "*fp32"}, {"N": 10**400}, target="cpu")
     assert "constexpr 'N'" in info.value.message and info.value.lineno == 5
+
+
+def test_text_of_language_objects_holds_no_addresses_or_paths() -> None:
+    for expr in ("str(tl.load)", "str(tl)", "f'{math}'", "str((tl.sum, tl.float32))", "str(x_ptr.to)"):
+        err = compile_body(f"tl.static_assert(False, {expr})")
+        text = str(err)
+        assert "0x" not in text and "/" not in text.split("static_assert failed:")[-1].split("\n")[0], text
