@@ -640,7 +640,9 @@ class Semantic:
             raise ShapeError(f"dot needs an inner dimension (K) of at least 16, got {list(a.shape)} @ "
                              f"{list(b.shape)}", hint="pad K to 16 and mask the loads")
         ae, be = a.ir_elem, b.ir_elem
-        assert isinstance(ae, T.ScalarType) and isinstance(be, T.ScalarType)
+        if not (isinstance(ae, T.ScalarType) and isinstance(be, T.ScalarType)):
+            raise DtypeError(f"dot multiplies tiles of numbers, got {a.type} @ {b.type}",
+                             hint="load the values first: tl.dot(tl.load(a_ptrs), tl.load(b_ptrs))")
         if ae.is_int != be.is_int:
             raise DtypeError(f"dot operands must both be integer or both float, got {ae} and {be}")
         if ae.is_float and ae != be and not (ae.is_fp8 and be.is_fp8):

@@ -190,7 +190,15 @@ def _cache_key(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> s
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-_MEMORY: dict[str, CompiledKernel] = {}
+_MEMORY: dict[str, CompiledKernel] = {}  # by cache key, oldest first; at most _MEMORY_KERNELS
+_MEMORY_KERNELS = 1024  # a long-running worker compiling many kernels keeps only the most recent
+
+
+def _remember(key: str, ck: Any) -> None:
+    _MEMORY[key] = ck
+    while len(_MEMORY) > _MEMORY_KERNELS:
+        _MEMORY.pop(next(iter(_MEMORY)))
+
 
 _gc_lock = threading.Lock()
 _gc_depth = 0  # compiles in flight (any thread)
@@ -244,7 +252,7 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
         ck = CompiledKernel(fn.__name__, target, tir, binary, opts, {"cache_load_ms": (time.perf_counter() - t0) * 1e3},
                             key)
         ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
-        _MEMORY[key] = ck
+        _remember(key, ck)
         return ck
     try:
         return _build(fn, specs, opts, target, key, t0)
@@ -286,7 +294,7 @@ def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str
     timings["total_ms"] = (time.perf_counter() - t0) * 1e3
     ck = CompiledKernel(fn.__name__, target, tir, binary, opts, timings, key)
     ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
-    _MEMORY[key] = ck
+    _remember(key, ck)
     if knobs.cache_enabled():
         _disk_store(key, tir, binary)
     return ck
@@ -303,7 +311,7 @@ def _finish_cuda(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, ke
     timings["total_ms"] = (time.perf_counter() - t0) * 1e3
     ck = CudaCompiledKernel(fn.__name__, target, tir, binary, opts, timings, key)
     ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
-    _MEMORY[key] = ck  # type: ignore[assignment]
+    _remember(key, ck)
     return ck
 
 

@@ -348,6 +348,14 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
     names = list(fn.source.params)
     cexpr = fn.constexpr_names
     launcher = fn.launcher
+    src = fn.source
+
+    def at(name: str | None, message: str, hint: str = "") -> E.ArgumentError:
+        """The error located at parameter `name` of the kernel's definition (its def line if None)."""
+        node = next((a for a in src.tree.args.args if a.arg == name), src.tree)
+        loc = src.loc(node)
+        return E.ArgumentError(message, loc, src.source_line(loc), hint)
+
     specs = []
     for n in names:
         if n in cexpr or n in constexprs:
@@ -356,23 +364,25 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
             elif n in launcher.defaults:
                 v = launcher.defaults[n]
             else:
-                raise E.ArgumentError(f"constexpr parameter {n!r} of {fn.__name__} needs a value")
+                raise at(n, f"constexpr parameter {n!r} of {fn.__name__} needs a value",
+                         f"pass constexprs={{{n!r}: ...}}")
             specs.append(ParamSpec(n, True, getattr(v, "value", v)))
             continue
         if n not in signature:
-            raise E.ArgumentError(f"the signature gives no type for parameter {n!r} of {fn.__name__} "
-                                  "(e.g. '*fp32' for a tensor, 'i32' for an integer)")
+            raise at(n, f"the signature gives no type for parameter {n!r} of {fn.__name__} "
+                     "(e.g. '*fp32' for a tensor, 'i32' for an integer)")
         text, _, div = signature[n].partition(":")  # Triton's "i32:16" marks an int divisible by 16
         ty = parse_signature_type(text)
         divisibility = int(div) if div.isdigit() else (16 if isinstance(ty, T.PointerType) else 1)
         specs.append(ParamSpec(n, False, None, ty, divisibility))
     extra = set(signature) - set(names)
     if extra:
-        raise E.ArgumentError(f"the signature names unknown parameters: {', '.join(sorted(extra))}")
+        raise at(None, f"the signature names unknown parameters of {fn.__name__}: {', '.join(sorted(extra))}; "
+                 f"its parameters are {', '.join(names)}")
     extra = set(constexprs) - set(names)
     if extra:
-        raise E.ArgumentError(f"the constexprs name unknown parameters of {fn.__name__}: {', '.join(sorted(extra))}; "
-                              f"its parameters are {', '.join(names)}")
+        raise at(None, f"the constexprs name unknown parameters of {fn.__name__}: {', '.join(sorted(extra))}; "
+                 f"its parameters are {', '.join(names)}")
     tgt = "cpu" if target in ("auto", "cpu") else target
     if tgt == "cuda":
         tgt = "cuda:sm_90a"

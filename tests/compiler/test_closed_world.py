@@ -278,3 +278,22 @@ def test_text_of_language_objects_holds_no_addresses_or_paths() -> None:
         err = compile_body(f"tl.static_assert(False, {expr})")
         text = str(err)
         assert "0x" not in text and "/" not in text.split("static_assert failed:")[-1].split("\n")[0], text
+
+
+def test_call_argument_errors_point_at_the_parameter() -> None:
+    src = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr, n,\n      BLOCK: tl.constexpr):\n    pass\n"
+    kernel = compiler.compile_source(src, "k")
+    with pytest.raises(compiler.CompilationError) as info:
+        kernel.compile({"x_ptr": "*fp32", "n": "i32"}, {}, target="cpu")
+    assert "'BLOCK'" in info.value.message and (info.value.lineno, info.value.col) == (6, 7)
+    with pytest.raises(compiler.CompilationError) as info:
+        kernel.compile({"x_ptr": "*fp32"}, {"BLOCK": 4}, target="cpu")
+    assert "'n'" in info.value.message and info.value.lineno == 5
+    with pytest.raises(compiler.CompilationError) as info:
+        kernel.compile({"x_ptr": "*fp32", "n": "i32"}, {"BLOCK": 4, "NOPE": 1}, target="cpu")
+    assert "NOPE" in info.value.message and info.value.lineno == 5
+
+
+def test_dot_of_pointers_is_a_located_error() -> None:
+    err = compile_body("offs = tl.arange(0, 16)\np = x_ptr + offs[:, None] * 16 + offs[None, :]\nx = tl.dot(p, p)")
+    assert isinstance(err, compiler.errors.DtypeError) and err.lineno == 9
