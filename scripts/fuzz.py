@@ -10,6 +10,7 @@ there is any finding.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         child.kill()
     if "tools" in chosen:
+        # every refused call logs a warning: millions of lines in a long run, none of them a finding
+        logging.getLogger("fastmcp").setLevel(logging.ERROR)
         from server.app import create_app
         from server.worker import ProcessExecutor
         from tools.limits import Limits
