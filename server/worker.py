@@ -399,7 +399,11 @@ def _fault(
         status = describe_exit(getattr(exc, "exitcode", None))
         detail = str(exc)
         what = f"crashed its worker process ({status})" if status in detail else f"failed: {detail} ({status})"
-        if memory[0] and status == "SIGABRT":
+        if job == "benchmark":
+            what += (" (the timed runs are unchecked, after one checked run per input set: a kernel that reads "
+                     "or writes out of bounds only in later runs, through state kept in an input or a race, "
+                     "crashes there; launch_kernel checks every access)")
+        elif memory[0] and status == "SIGABRT":
             what += f" (native code aborts when it cannot allocate: the worker's memory limit is {memory[0]:,} bytes, "
             what += f"{memory[1]})"
     suggestion = _SUGGESTIONS[f"compile-{kind}"] if job == "compile" else _SUGGESTIONS[kind]
