@@ -171,7 +171,7 @@ def test_compile_for_signature_without_tensors() -> None:
     sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
     with pytest.raises(compiler.errors.ArgumentError, match="unknown parameters of kernel: BLOK; its parameters"):
         k.compile(sig, {"BLOCK": 64, "BLOK": 32})  # a misspelt constexpr is not silently ignored
-    with pytest.raises(compiler.errors.ArgumentError, match="signature names unknown parameters: m"):
+    with pytest.raises(compiler.errors.ArgumentError, match="signature names unknown parameters of kernel: m"):
         k.compile({**sig, "m": "i32"}, {"BLOCK": 64})
 
 
