@@ -269,7 +269,17 @@ def load_kernel(source: str, kernel_name: str | None) -> Any:
 
 
 def run_compile_job(payload: dict[str, Any], state: WorkerState, report: Report) -> dict[str, Any]:
-    """Compile a CompileSpec; return the fields of a KernelRecord (except the spec)."""
+    """Compile a CompileSpec; return the fields of a KernelRecord (except the spec). The compiled code
+    is not kept: the device worker builds the binary it launches, so a compile worker's memory stays flat."""
+    from compiler.runtime.compiled import forget_compiled
+
+    try:
+        return _compile_job(payload, report)
+    finally:
+        forget_compiled()
+
+
+def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
     import compiler
 
     spec = CompileSpec.from_dict(payload)

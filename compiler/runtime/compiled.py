@@ -191,7 +191,13 @@ def _cache_key(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> s
 
 
 _MEMORY: dict[str, CompiledKernel] = {}  # by cache key, oldest first; at most _MEMORY_KERNELS
-_MEMORY_KERNELS = 1024  # a long-running worker compiling many kernels keeps only the most recent
+_MEMORY_KERNELS = 256  # a long-running process compiling many kernels keeps only the most recent
+
+
+def forget_compiled() -> None:
+    """Drop every kernel compiled in this process from the in-memory cache (a compile worker keeps none
+    between jobs: each holds its native code, about 0.6 MB for a small kernel)."""
+    _MEMORY.clear()
 
 
 def _remember(key: str, ck: Any) -> None:
