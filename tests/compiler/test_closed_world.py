@@ -281,7 +281,8 @@ def test_text_of_language_objects_holds_no_addresses_or_paths() -> None:
 
 
 def test_call_argument_errors_point_at_the_parameter() -> None:
-    src = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr, n,\n      BLOCK: tl.constexpr):\n    pass\n"
+    src = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr, n,\n"
+           "      BLOCK: tl.constexpr):\n    pass\n")
     kernel = compiler.compile_source(src, "k")
     with pytest.raises(compiler.CompilationError) as info:
         kernel.compile({"x_ptr": "*fp32", "n": "i32"}, {}, target="cpu")
