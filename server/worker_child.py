@@ -78,16 +78,33 @@ def serve(
             fatal = True
         except Exception as exc:
             reply, fatal = _error_reply(call_id, exc, is_device_fault(exc))
-        if state.tainted:  # unchecked kernel code ran: answer, then make way for a fresh worker
-            reply["retire"] = True
+        if state.tainted or _grown():  # unchecked kernel code ran, or compiled code piled up: answer,
+            reply["retire"] = True      # then make way for a fresh worker
         try:
             send(conn, reply)
         except MemoryError:  # the reply itself did not fit: say so in a few bytes
             send(conn, {"type": "error", "id": call_id, "kind": "oom", "message": "MemoryError"})
             fatal = True
-        if fatal or state.tainted:  # a faulted CUDA context (or a fragmented heap) is not worth keeping
+        if fatal or reply.get("retire"):  # a faulted CUDA context (or a fragmented heap) is not worth keeping
             sys.stderr.flush()
             os._exit(3 if fatal else 0)
+
+
+def _grown() -> bool:
+    """Whether this worker's data memory passed 3/4 of its limit. Native code of every kernel compiled
+    in a process stays in its one JIT engine (about 0.1 MB each), so a worker that has compiled many
+    thousands retires before an allocation past its limit would abort it in the middle of a job."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    if limit in (resource.RLIM_INFINITY, -1) or limit <= 0:
+        return False
+    try:
+        with open("/proc/self/status") as f:
+            data_kb = next((int(line.split()[1]) for line in f if line.startswith("VmData:")), 0)
+    except (OSError, ValueError):
+        return False
+    return data_kb * 1024 > limit * 3 // 4
 
 
 def _error_reply(call_id: int, exc: Exception, device_fault: bool) -> tuple[dict[str, Any], bool]:

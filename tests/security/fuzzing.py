@@ -84,6 +84,7 @@ class CompileChild:
         self.env["PYTHONPATH"] = os.pathsep.join([str(REPO), self.env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         self.proc: subprocess.Popen[str] | None = None
         self.restarts = 0
+        self.compiles = 0
 
     def _start(self) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
@@ -131,6 +132,9 @@ class CompileChild:
             return Outcome("crash", message=f"the compile process died (exit status {proc.returncode})",
                            seconds=seconds)
         data = json.loads(line)
+        self.compiles += 1
+        if self.compiles % 2000 == 0:  # like the server's workers, which retire as compiled code piles up
+            self.kill()
         return Outcome(**data, seconds=seconds)
 
     def kill(self) -> None:

@@ -242,3 +242,21 @@ def test_serve_flags_set_the_memory_limits(monkeypatch: Any) -> None:
     with pytest.raises(SystemExit):
         cli.main(["serve", "--compile-memory", "1234", "--worker-memory", "0"])
     assert seen["limits"].compile_memory_bytes == 1234 and seen["limits"].worker_memory_bytes == 0
+
+
+def test_a_worker_retires_when_its_data_memory_passes_three_quarters_of_its_limit() -> None:
+    """Compiled native code stays in a process's JIT engine: a worker that has compiled thousands of kernels
+    answers, then retires, before an allocation past its limit would abort it mid-job."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource; from server.worker_child import _grown\n"
+        "kb = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmData:'))\n"
+        "resource.setrlimit(resource.RLIMIT_DATA, (kb * 1024 * 4, kb * 1024 * 4)); a = _grown()\n"
+        "resource.setrlimit(resource.RLIMIT_DATA, (kb * 1024 * 5 // 4, kb * 1024 * 5 // 4)); b = _grown()\n"
+        "print(a, b)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["False", "True"], out.stderr
