@@ -17,7 +17,10 @@ from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import torch
+
 from .. import errors as E
+from .dynamo import outside_graph
 
 __all__ = ["JITFunction", "jit", "compile_source", "KernelInterface"]
 
@@ -26,10 +29,15 @@ class KernelInterface:
     """`kernel[grid](*args, **kwargs)` sugar shared by JIT functions, autotuners, heuristics."""
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        if torch.compiler.is_compiling():
+            return outside_graph(self, grid)
+
         def launcher(*args: Any, **kwargs: Any) -> Any:
             return self.run(*args, grid=grid, **kwargs)  # type: ignore[attr-defined]
 
         return launcher
+
+
 
 
 class JITFunction(KernelInterface):
@@ -136,6 +144,8 @@ class JITFunction(KernelInterface):
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         # The warm path (fastpath.py): the kernel's generated front with this grid bound, made once
         # per grid value; calling it is a C-level call of the front.
+        if torch.compiler.is_compiling():
+            return outside_graph(self, grid)
         launcher = self._launcher or self.launcher
         try:
             b = launcher.grids.get(grid)

@@ -101,6 +101,7 @@ MODULES: dict[str, str] = {
 }
 
 _saved: dict[str, Any] | None = None
+_router: Any = None  # the routing.Router in builtins.__import__ while installed
 
 
 def installed() -> bool:
@@ -112,25 +113,39 @@ def install() -> None:
     """Make `import triton` (and its submodules) resolve to Anvil. Idempotent.
 
     Call it before the code that imports triton; modules that imported the real triton
-    earlier keep their reference to it.
+    earlier keep their reference to it. torch's own imports of triton keep resolving to the real
+    package (or to none, where it is not installed): see `routing`.
     """
-    global _saved
+    global _saved, _router
     if _saved is not None:
         return
+    import builtins
+
+    from .routing import Router
+
     mods = {name: importlib.import_module(target) for name, target in MODULES.items()}
     saved = {k: v for k, v in sys.modules.items() if k == "triton" or k.startswith("triton.")}
     for k in saved:
         del sys.modules[k]
     sys.modules.update(mods)
     _saved = saved
+    _router = Router(saved)
+    builtins.__import__ = _router
 
 
 def uninstall() -> None:
     """Undo install(): remove the stand-in modules and restore what `triton` was before."""
-    global _saved
+    global _saved, _router
     if _saved is None:
         return
+    import builtins
+
+    previous, real = _router.previous, _router.real_modules()
+    if builtins.__import__ is _router:  # else another hook was installed over it: leave that in place
+        builtins.__import__ = previous
+    else:
+        _router.previous_only = True
     for k in [k for k in sys.modules if k == "triton" or k.startswith("triton.")]:
         del sys.modules[k]
-    sys.modules.update(_saved)
-    _saved = None
+    sys.modules.update(real)  # what `triton` was, and what torch imported of it since
+    _saved = _router = None
