@@ -18,6 +18,8 @@
   ptxas: the CUDA toolkit's nvvm/libdevice, then the triton package's copy).
 - ANVIL_NVJITLINK: the in-process assembler (libnvJitLink): unset uses one of the same release as
   ptxas when found, 0 never, `any` any release, or a path to the library.
+- ANVIL_FUSION_DUMP: a directory: the `anvil` torch.compile backend writes the source of every
+  kernel it generates there (`<name>.py`), and logs each graph's fusion groups to stderr.
 - ANVIL_PTXAS_FD: set by sandboxed server workers (which may not start processes): the socket of
   their ptxas process (server/assembler.py), through which ptxas runs instead. Not for users.
 """
@@ -28,7 +30,7 @@ import os
 from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback", "cpu_target",
-           "wgmma", "ptxas", "ptxas_fd", "nvjitlink", "libdevice"]
+           "wgmma", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "fusion_dump"]
 
 
 def _flag(name: str) -> bool:
@@ -112,3 +114,8 @@ def nvjitlink() -> str:
 
 def libdevice() -> str:
     return os.environ.get("ANVIL_LIBDEVICE", "")
+
+
+def fusion_dump() -> Path | None:
+    d = os.environ.get("ANVIL_FUSION_DUMP")
+    return Path(d) if d else None

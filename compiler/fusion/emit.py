@@ -1,0 +1,172 @@
+"""A `Group` and its inputs' layouts at one launch -> the fused kernel's source text.
+
+The text is ordinary kernel source (readable, and what `ANVIL_FUSION_DUMP` writes out), compiled by
+Anvil like any kernel. Its parameters: the input pointers, the output pointers, the domain size
+(`n`, or `R` and `C`), then per strided input its (divisor, size, stride) triples, then the
+constexpr block sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .graph import FULL, ROW, Group, Layout, Op, Ref
+from .ops import COMPUTE, ELEMENTWISE, REDUCTIONS, TL_DTYPE
+
+__all__ = ["Kernel", "emit", "MAX_ROW"]
+
+# Widest row a rows kernel holds in registers; wider rows are not fused (torch computes them).
+MAX_ROW = 16384
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    source: str
+    params: tuple[str, ...]  # runtime parameters after the pointers, in order
+
+
+def _literal(v: object) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "float('nan')"
+        if math.isinf(v):
+            return "float('inf')" if v > 0 else "float('-inf')"
+        return repr(v)
+    if isinstance(v, int):
+        return str(v)
+    raise TypeError(f"not a scalar operand: {v!r}")
+
+
+def _compute(dtype: str) -> str:
+    return TL_DTYPE[COMPUTE.get(dtype, dtype)]
+
+
+class _Writer:
+    def __init__(self, group: Group, layouts: list[Layout], wide: bool) -> None:
+        self.g = group
+        self.layouts = layouts
+        self.wide = wide
+        self.lines: list[str] = []
+        self.params: list[str] = []
+        self.names: dict[Ref, str] = {}
+        self.kinds: dict[Ref, str] = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def offset(self, k: int, index: str) -> str:
+        """The element offset of input k for a (flat or row) index expression."""
+        lay = self.layouts[k]
+        if lay.linear:
+            return index
+        terms = []
+        for d in range(len(lay.row_dims)):
+            div, size, stride = f"in{k}_div{d}", f"in{k}_size{d}", f"in{k}_stride{d}"
+            self.params += [div, size, stride]
+            terms.append(f"(({index} // {div}) % {size}) * {stride}")
+        return " + ".join(terms) or "0"
+
+    def operand(self, a: Ref | object) -> str:
+        return self.names[a] if isinstance(a, Ref) else _literal(a)
+
+    def op(self, i: int, op: Op) -> None:
+        ref = Ref(i)
+        name = f"v{i}"
+        refs = [a for a in op.args if isinstance(a, Ref)]
+        self.kinds[ref] = op.kind
+        if op.name in REDUCTIONS:
+            self.reduction(name, op)
+        elif op.name == "convert":
+            expr = f"{self.operand(op.args[0])}.to({TL_DTYPE[op.dtype]})"
+            if op.dtype in COMPUTE:  # rounded to the narrow type, then computed on in float32 as torch does
+                expr += f".to({_compute(op.dtype)})"
+            self.line(f"{name} = {expr}")
+        else:
+            template = ELEMENTWISE[op.name]
+            expr = template.format(*(self.operand(a) for a in op.args))
+            if (self.g.kind == "rows" and op.kind == FULL and refs
+                    and all(self.kinds[r] == ROW for r in refs)):
+                expr = f"tl.broadcast_to({expr}, (ROWS, BLOCK_C))"
+            self.line(f"{name} = ({expr}).to({_compute(op.dtype)})")
+        self.names[ref] = name
+
+    def reduction(self, name: str, op: Op) -> None:
+        x = self.operand(op.args[0])
+        ident = REDUCTIONS[op.name]
+        masked = f"tl.where(mask, {x}, {ident})"
+        ctype = _compute(op.dtype)
+        if op.name == "sum":
+            self.line(f"{name} = tl.sum({masked}, axis=1, keep_dims=True).to({ctype})")
+        elif op.name == "amax":
+            self.line(f"{name} = tl.max({masked}, axis=1, keep_dims=True).to({ctype})")
+        elif op.name == "amin":
+            self.line(f"{name} = tl.min({masked}, axis=1, keep_dims=True).to({ctype})")
+        elif op.name == "mean":
+            self.line(f"{name} = (tl.sum({masked}, axis=1, keep_dims=True) / C).to({ctype})")
+        else:  # var, two passes over the registers: the mean, then squared deviations
+            correction = op.args[1] if len(op.args) > 1 else 1
+            self.line(f"{name}_m = tl.sum({masked}, axis=1, keep_dims=True) / C")
+            self.line(f"{name}_d = tl.where(mask, {x} - {name}_m, 0.0)")
+            self.line(f"{name} = (tl.sum({name}_d * {name}_d, axis=1, keep_dims=True) "
+                      f"/ (C - {_literal(correction)})).to({ctype})")
+
+    def body(self) -> None:
+        g = self.g
+        rows = g.kind == "rows"
+        if rows:
+            pid = "tl.program_id(0).to(tl.int64)" if self.wide else "tl.program_id(0)"
+            self.line(f"rows = {pid} * ROWS + tl.arange(0, ROWS)[:, None]")
+            self.line("cols = tl.arange(0, BLOCK_C)[None, :]")
+            self.line("rmask = rows < R")
+            self.line("mask = rmask & (cols < C)")
+        else:
+            pid = "tl.program_id(0).to(tl.int64)" if self.wide else "tl.program_id(0)"
+            self.line(f"lin = {pid} * BLOCK + tl.arange(0, BLOCK)")
+            self.line("mask = lin < n")
+        for k, (dtype, kind) in enumerate(g.inputs):
+            ref = Ref(k, input=True)
+            lay = self.layouts[k]
+            if rows:
+                off = self.offset(k, "rows")
+                if kind == FULL and lay.col_stride != 0:
+                    col = "cols" if lay.col_stride == 1 else f"cols * in{k}_cstride"
+                    if lay.col_stride not in (0, 1):
+                        self.params.append(f"in{k}_cstride")
+                    off = f"{off} + {col}" if off != "0" else col
+                    m = "mask"
+                else:
+                    m = "rmask"
+            else:
+                off, m = self.offset(k, "lin"), "mask"
+            self.line(f"x{k} = tl.load(in{k} + {off}, mask={m}, other=0).to({_compute(dtype)})")
+            self.names[ref] = f"x{k}"
+            self.kinds[ref] = FULL if not rows or (kind == FULL and lay.col_stride != 0) else ROW
+        for i, op in enumerate(g.ops):
+            self.op(i, op)
+        for j, i in enumerate(g.outputs):
+            op = g.ops[i]
+            value = f"{self.names[Ref(i)]}.to({TL_DTYPE[op.dtype]})"
+            if not rows:
+                self.line(f"tl.store(out{j} + lin, {value}, mask=mask)")
+            elif op.kind == FULL:
+                self.line(f"tl.store(out{j} + rows * C + cols, {value}, mask=mask)")
+            else:
+                self.line(f"tl.store(out{j} + rows, {value}, mask=rmask)")
+
+
+def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False) -> Kernel:
+    """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing."""
+    w = _Writer(group, layouts, wide)
+    w.body()
+    ptrs = [f"in{k}" for k in range(len(group.inputs))] + [f"out{j}" for j in range(len(group.outputs))]
+    size = ["R", "C"] if group.kind == "rows" else ["n"]
+    consts = ["ROWS: tl.constexpr", "BLOCK_C: tl.constexpr"] if group.kind == "rows" else ["BLOCK: tl.constexpr"]
+    params = tuple(size + w.params)
+    header = f"def {name}({', '.join(ptrs + list(params) + consts)}):"
+    text = "\n".join(["import triton", "import triton.language as tl",
+                      "from triton.language.extra import libdevice", "", "", "@triton.jit", header, *w.lines, ""])
+    return Kernel(name, text, params)

@@ -1,0 +1,85 @@
+"""The plain graph a fused kernel is generated from: no torch, no FX, only values and ops.
+
+A `Group` is one kernel's worth of work over one iteration domain:
+
+- `pointwise`: every value has the domain's shape; one program handles BLOCK consecutive elements
+  of it (in row-major order).
+- `rows`: the domain is (rows..., C); values are either `full` (one per element) or `row` (one per
+  row: the results of reductions over C, and anything computed from them alone). One program
+  handles ROWS whole rows, each held in registers (C <= the emitter's limit).
+
+Inputs are tensors the kernel loads; how each is laid out in memory (contiguous, broadcast,
+strided) is known only at launch, so the emitter takes it per launch as a `Layout`. Outputs are
+written contiguously. Ops refer to earlier values by `Ref`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Ref", "Op", "Group", "Layout", "Scalar", "FULL", "ROW"]
+
+FULL: Literal["full"] = "full"
+ROW: Literal["row"] = "row"
+Kind = Literal["full", "row"]
+Scalar = bool | int | float
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Input `index` of the group (`input=True`) or the result of op `index`."""
+
+    index: int
+    input: bool = False
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation: `name` from the op table (ops.py), operands, the result's dtype and kind.
+
+    `dtype` is a torch dtype name without the prefix ("float32", "bfloat16", "bool").
+    """
+
+    name: str
+    args: tuple[Ref | Scalar | str | None, ...]
+    dtype: str
+    kind: Kind = FULL
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one input is addressed at one launch.
+
+    `row_dims`: (size, stride) pairs, outermost first, over which the (row or flat) index is
+    decomposed after merging dims that are contiguous with each other; empty when the tensor is
+    broadcast along all of them. `linear` says the offset is the index itself. `col_stride` (rows
+    groups only): the stride along C (0: broadcast along the row).
+    """
+
+    linear: bool
+    row_dims: tuple[tuple[int, int], ...] = ()
+    col_stride: int = 1
+
+    def key(self) -> tuple[object, ...]:
+        """What changes the kernel text: the number of dims and whether C is contiguous."""
+        return (self.linear, len(self.row_dims), "c1" if self.col_stride == 1 else "c0" if self.col_stride == 0 else
+                "cs")
+
+
+@dataclass
+class Group:
+    """One fused kernel: inputs (dtype, kind), ops in order, outputs (op index)."""
+
+    kind: Literal["pointwise", "rows"]
+    inputs: list[tuple[str, Kind]] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """A one-line name for the kernel: its ops, in order, without repeats."""
+        names: list[str] = []
+        for op in self.ops:
+            if op.name not in ("load", "convert", "view") and op.name not in names:
+                names.append(op.name)
+        return "_".join(names[:6]) or "copy"

@@ -1,0 +1,201 @@
+"""Running one fusion group: sizes from the actual inputs, one kernel per input layout pattern.
+
+Sizes and strides are kernel arguments, so one compiled kernel serves every size with the same
+pattern (which inputs are contiguous, broadcast or strided, and in how many dims): new sizes of a
+dynamic dimension launch the same kernel. The kernel text depends only on the pattern.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .. import knobs
+from ..fusion.emit import MAX_ROW, emit
+from ..fusion.graph import Group, Layout
+from .partition import FxGroup
+
+__all__ = ["GroupRunner", "layout_of"]
+
+_POINTWISE_BLOCK = 1024
+
+
+def _next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _merge(dims: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """(size, stride) pairs, outermost first, with size-1 dims dropped and adjacent dims that are
+    contiguous with each other merged."""
+    out: list[tuple[int, int]] = []
+    for size, stride in dims:
+        if size == 1:
+            continue
+        if out and out[-1][1] == stride * size:
+            out[-1] = (out[-1][0] * size, stride)
+        else:
+            out.append((size, stride))
+    return tuple(out)
+
+
+def layout_of(t: torch.Tensor, pad: tuple[int, bool], domain: Sequence[int], rows: bool) -> Layout:
+    """How `t`, lined up with the domain by `pad` and broadcast to it, is addressed by a flat index
+    (pointwise) or by a row index and a column (rows: broadcast along C, it loads one value per row)."""
+    lead, trail = pad
+    if lead or trail:
+        t = t[(None,) * lead + (Ellipsis,) + ((None,) if trail else ())]
+    strides = t.expand(tuple(domain)).stride() if tuple(t.shape) != tuple(domain) else t.stride()
+    pairs = list(zip(domain, strides, strict=True))
+    if not rows:
+        dims = _merge(pairs)
+        return Layout(linear=len(dims) == 1 and dims[0][1] == 1, row_dims=dims)
+    *row_pairs, (size_c, cstride) = pairs
+    return Layout(linear=False, row_dims=_merge(row_pairs), col_stride=0 if size_c == 1 else cstride)
+
+
+def _layout_args(lay: Layout) -> list[int]:
+    args: list[int] = []
+    if lay.linear:
+        return args
+    div = 1
+    triples = []
+    for size, stride in reversed(lay.row_dims):
+        triples.append((div, size, stride))
+        div *= size
+    for t in reversed(triples):
+        args += list(t)
+    return args
+
+
+class GroupRunner:
+    """Callable that computes a group's outputs. Its arguments: the tensors the kernel loads, then
+    the other graph values the group's ops mention (for the fallback), then one value per size
+    symbol the group's shapes mention (a tensor whose dim `d` is that size, or the size itself)."""
+
+    def __init__(self, fxg: FxGroup, name: str, fallback: Callable[..., Any], n_extra: int,
+                 symbols: Sequence[tuple[Any, int | None]]) -> None:
+        outputs = fxg.outputs()
+        self.group: Group = fxg.to_group(outputs)
+        self.name = self.__name__ = self.__qualname__ = name  # FX names the call after it
+        self.fallback = fallback
+        self.n_inputs = len(fxg.inputs)
+        self.n_extra = n_extra
+        self.symbols = [s for s, _ in symbols]  # sympy symbols
+        self.symbol_dims = [d for _, d in symbols]
+        self.domain = fxg.domain
+        self.pads = [fxg.pads[n] for n in fxg.inputs]
+        self.out_shapes = [tuple(n.meta["val"].shape) for n in outputs]
+        self.out_dtypes = [n.meta["val"].dtype for n in outputs]
+        self.kernels: dict[Any, Any] = {}
+        self.shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    # ---------------------------------------------------------------- sizes
+    def _eval(self, shape: tuple[Any, ...], env: dict[Any, int]) -> tuple[int, ...]:
+        out = []
+        for s in shape:
+            if isinstance(s, int):
+                out.append(s)
+            else:
+                expr = s.node.expr if hasattr(s, "node") else s
+                out.append(int(expr.xreplace(env)) if env else int(expr))
+        return tuple(out)
+
+    def _sizes(self, sym_values: tuple[int, ...]) -> tuple[Any, ...]:
+        hit = self.shapes.get(sym_values)
+        if hit is None:
+            import sympy
+
+            env = {s: sympy.Integer(v) for s, v in zip(self.symbols, sym_values, strict=True)}
+            hit = (self._eval(self.domain, env), [self._eval(o, env) for o in self.out_shapes])
+            self.shapes[sym_values] = hit
+        return hit
+
+    # ---------------------------------------------------------------- kernels
+    def _kernel(self, layouts: list[Layout], wide: bool) -> Any:
+        key = (tuple(lay.key() for lay in layouts), wide)
+        k = self.kernels.get(key)
+        if k is None:
+            from ..runtime.jit import compile_source
+
+            kern = emit(self.group, layouts, self.name, wide=wide)
+            dump = knobs.fusion_dump()
+            filename = f"<fused {self.name}>"
+            if dump is not None:
+                dump.mkdir(parents=True, exist_ok=True)
+                path = dump / f"{self.name}_{len(self.kernels)}.py"
+                path.write_text(kern.source)
+                filename = str(path)
+            k = compile_source(kern.source, self.name, filename=filename)
+            self.kernels[key] = k
+        return k
+
+    def __call__(self, *args: Any) -> tuple[torch.Tensor, ...]:
+        inputs = args[:self.n_inputs]
+        first_sym = self.n_inputs + self.n_extra
+        sym_values = tuple(int(v) if d is None else int(v.shape[d])
+                           for v, d in zip(args[first_sym:], self.symbol_dims, strict=True))
+        domain, out_shapes = self._sizes(sym_values)
+        rows = self.group.kind == "rows"
+        numel = 1
+        for s in domain:
+            numel *= s
+        C = domain[-1] if rows else 0
+        if rows and C > MAX_ROW:
+            return tuple(self.fallback(*args[:first_sym]))
+        device = inputs[0].device if inputs else torch.device("cpu")
+        outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(out_shapes, self.out_dtypes, strict=True)]
+        if numel == 0:
+            return tuple(outs)
+        tensors = [t if isinstance(t, torch.Tensor) else torch.tensor(t, device=device) for t in inputs]
+        layouts = [layout_of(t, pad, domain, rows) for t, pad in zip(tensors, self.pads, strict=True)]
+        span = max([numel] + [t.untyped_storage().nbytes() // max(1, t.element_size()) for t in tensors])
+        wide = span >= 2**31 - 1
+        kernel = self._kernel(layouts, wide)
+        extra: list[int] = []
+        for lay in layouts:
+            extra += _layout_args(lay)
+            if rows and lay.col_stride not in (0, 1) and not lay.linear:
+                extra.append(lay.col_stride)
+        if rows:
+            R = numel // C if C else 0
+            block_c = _next_pow2(C)
+            per_prog = max(1, min(_next_pow2(R), 4096 // block_c))
+            warps = 4 if block_c * per_prog <= 2048 else 8 if block_c * per_prog <= 8192 else 16
+            kernel[((R + per_prog - 1) // per_prog,)](*tensors, *outs, R, C, *extra, ROWS=per_prog,
+                                                      BLOCK_C=block_c, num_warps=warps)
+        else:
+            grid = ((numel + _POINTWISE_BLOCK - 1) // _POINTWISE_BLOCK,)
+            kernel[grid](*tensors, *outs, numel, *extra, BLOCK=_POINTWISE_BLOCK, num_warps=4)
+        return tuple(outs)
+
+
+def external_values(fxg: FxGroup) -> list[fx.Node]:
+    """Graph values the group's ops mention besides the tensors the kernel loads (sizes of views)."""
+    members, out = set(fxg.nodes), []
+    for n in fxg.nodes:
+        for a in n.all_input_nodes:
+            if a not in members and a not in fxg.inputs and a not in out:
+                out.append(a)
+    return out
+
+
+def fallback_module(gm: fx.GraphModule, fxg: FxGroup) -> fx.GraphModule:
+    """The group's ops as torch computes them: for rows wider than a kernel holds. Its arguments:
+    the group's inputs, then its `external_values`."""
+    g = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for n in list(fxg.inputs) + external_values(fxg):
+        env[n] = g.placeholder(f"a{len(env)}")
+    for n in fxg.nodes:
+        env[n] = g.node_copy(n, lambda x: env[x])
+    g.output(tuple(env[n] for n in fxg.outputs()))
+    return fx.GraphModule(gm, g)
+
+
+def log(message: str) -> None:
+    if knobs.fusion_dump() is not None:
+        print(message, file=sys.stderr)
