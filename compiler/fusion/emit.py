@@ -64,10 +64,12 @@ class _Writer:
         if lay.linear:
             return index
         terms = []
-        for d in range(len(lay.row_dims)):
-            div, size, stride = f"in{k}_div{d}", f"in{k}_size{d}", f"in{k}_stride{d}"
-            self.params += [div, size, stride]
-            terms.append(f"(({index} // {div}) % {size}) * {stride}")
+        for d, (_, stride) in enumerate(lay.row_dims):
+            if stride == 0:
+                continue
+            div, size, stride_name = f"in{k}_div{d}", f"in{k}_size{d}", f"in{k}_stride{d}"
+            self.params += [div, size, stride_name]
+            terms.append(f"(({index} // {div}) % {size}) * {stride_name}")
         return " + ".join(terms) or "0"
 
     def operand(self, a: Ref | object) -> str:
@@ -142,7 +144,10 @@ class _Writer:
                     m = "rmask"
             else:
                 off, m = self.offset(k, "lin"), "mask"
-            self.line(f"x{k} = tl.load(in{k} + {off}, mask={m}, other=0).to({_compute(dtype)})")
+            if off == "0":  # broadcast everywhere: one scalar (the tensor is not empty: the domain is not)
+                self.line(f"x{k} = tl.load(in{k}).to({_compute(dtype)})")
+            else:
+                self.line(f"x{k} = tl.load(in{k} + {off}, mask={m}, other=0).to({_compute(dtype)})")
             self.names[ref] = f"x{k}"
             self.kinds[ref] = FULL if not rows or (kind == FULL and lay.col_stride != 0) else ROW
         for i, op in enumerate(g.ops):

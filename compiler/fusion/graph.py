@@ -52,8 +52,9 @@ class Layout:
     """How one input is addressed at one launch.
 
     `row_dims`: (size, stride) pairs, outermost first, over which the (row or flat) index is
-    decomposed after merging dims that are contiguous with each other; empty when the tensor is
-    broadcast along all of them. `linear` says the offset is the index itself. `col_stride` (rows
+    decomposed after merging dims that are contiguous with each other; a dim of stride 0 (broadcast)
+    adds nothing to the offset but its size still divides the index of the dims outside it.
+    `linear` says the offset is the index itself. `col_stride` (rows
     groups only): the stride along C (0: broadcast along the row).
     """
 
@@ -62,9 +63,9 @@ class Layout:
     col_stride: int = 1
 
     def key(self) -> tuple[object, ...]:
-        """What changes the kernel text: the number of dims and whether C is contiguous."""
-        return (self.linear, len(self.row_dims), "c1" if self.col_stride == 1 else "c0" if self.col_stride == 0 else
-                "cs")
+        """What changes the kernel text: the dims (broadcast ones read nothing) and how C is strided."""
+        return (self.linear, tuple(stride == 0 for _, stride in self.row_dims),
+                "c1" if self.col_stride == 1 else "c0" if self.col_stride == 0 else "cs")
 
 
 @dataclass

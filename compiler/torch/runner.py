@@ -39,6 +39,8 @@ def _merge(dims: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
             out[-1] = (out[-1][0] * size, stride)
         else:
             out.append((size, stride))
+    while out and out[0][1] == 0:  # outermost broadcast dims: nothing inside needs their size
+        out.pop(0)
     return tuple(out)
 
 
@@ -52,7 +54,10 @@ def layout_of(t: torch.Tensor, pad: tuple[int, bool], domain: Sequence[int], row
     pairs = list(zip(domain, strides, strict=True))
     if not rows:
         dims = _merge(pairs)
-        return Layout(linear=len(dims) == 1 and dims[0][1] == 1, row_dims=dims)
+        numel = 1
+        for size in domain:
+            numel *= size
+        return Layout(linear=len(dims) == 1 and dims[0] == (numel, 1), row_dims=dims)
     *row_pairs, (size_c, cstride) = pairs
     return Layout(linear=False, row_dims=_merge(row_pairs), col_stride=0 if size_c == 1 else cstride)
 
@@ -64,7 +69,8 @@ def _layout_args(lay: Layout) -> list[int]:
     div = 1
     triples = []
     for size, stride in reversed(lay.row_dims):
-        triples.append((div, size, stride))
+        if stride != 0:  # a broadcast dim reads nothing (emit.py leaves it out of the offset)
+            triples.append((div, size, stride))
         div *= size
     for t in reversed(triples):
         args += list(t)

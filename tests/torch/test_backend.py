@@ -1,0 +1,148 @@
+"""torch.compile(backend="anvil"): outputs and gradients match eager torch on the fused patterns.
+
+Every output the fused kernels allocate starts as NaN (the `poisoned` fixture), so an element a
+kernel fails to write shows up as a mismatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from compiler.torch import runner
+from compiler.torch.backend import anvil
+
+SHAPES = [(4, 8, 64), (5, 37), (3, 1000)]
+
+
+@pytest.fixture(autouse=True)
+def poisoned(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    real_empty = torch.empty
+
+    def empty(*size: Any, **kw: Any) -> torch.Tensor:
+        t = real_empty(*size, **kw)
+        if t.is_floating_point():
+            t.fill_(float("nan"))
+        return t
+
+    monkeypatch.setattr(runner.torch, "empty", empty)
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _check(fn: Callable[..., torch.Tensor], *inputs: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-5,
+           grad: bool = True) -> None:
+    """fn compiled with the anvil backend against fn in eager torch: outputs, then input gradients."""
+    want_in = [t.detach().clone().requires_grad_(grad and t.is_floating_point()) for t in inputs]
+    got_in = [t.detach().clone().requires_grad_(grad and t.is_floating_point()) for t in inputs]
+    want = fn(*want_in)
+    got = torch.compile(fn, backend=anvil)(*got_in)
+    torch.testing.assert_close(got, want, atol=atol, rtol=rtol)
+    if grad:
+        g = torch.randn_like(want)
+        want.backward(g)
+        got.backward(g)
+        for a, b in zip(got_in, want_in, strict=True):
+            if b.grad is not None:
+                torch.testing.assert_close(a.grad, b.grad, atol=atol * 10, rtol=rtol * 10)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_layer_norm_gelu(shape: tuple[int, ...]) -> None:
+    C = shape[-1]
+    w, b = torch.randn(C), torch.randn(C)
+    _check(lambda x, w, b: F.gelu(F.layer_norm(x, (C,), w, b, 1e-5)), torch.randn(shape), w, b)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_rms_norm_swiglu(shape: tuple[int, ...]) -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+        return F.silu(h) * up
+
+    _check(fn, torch.randn(shape), torch.randn(shape[-1]), torch.randn(shape))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_scaled_masked_softmax_and_log_softmax(shape: tuple[int, ...]) -> None:
+    mask = torch.randn(shape[-2:]) if len(shape) > 2 else torch.randn(shape[-1])
+    _check(lambda x, m: torch.softmax(x * 0.125 + m, -1), torch.randn(shape), mask)
+    _check(lambda x: torch.log_softmax(x, dim=-1), torch.randn(shape))
+
+
+def test_bias_gelu_tanh_and_pointwise_broadcasts() -> None:
+    x, b = torch.randn(6, 33, 17), torch.randn(17)
+    _check(lambda x, b: F.gelu(x + b, approximate="tanh"), x, b)
+    _check(lambda x, y: torch.where(x > 0, torch.exp(-x.abs()) * y, torch.tanh(y) / (1 + x * x)),
+           torch.randn(7, 1, 5), torch.randn(1, 9, 5))
+
+
+def test_linear_bias_gelu_and_cross_entropy() -> None:
+    lin = torch.nn.Linear(48, 40)
+    x, target = torch.randn(13, 48), torch.randint(0, 40, (13,))
+    _check(lambda x: F.gelu(lin(x)), x)
+    _check(lambda x: F.cross_entropy(lin(x), target), x, atol=1e-5)
+
+
+def test_transformer_encoder_layer_forward_and_backward() -> None:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True, activation="gelu")
+    x = torch.randn(3, 11, 64)
+    _check(lambda x: layer(x), x, atol=1e-4, rtol=1e-4)
+
+
+def test_bfloat16_rounds_where_torch_does() -> None:
+    x, w = torch.randn(9, 130, dtype=torch.bfloat16), torch.randn(130, dtype=torch.bfloat16)
+    _check(lambda x, w: F.silu(F.rms_norm(x, (130,), w, 1e-6)) if hasattr(F, "rms_norm") else F.silu(x * w),
+           x, w, atol=2e-2, rtol=2e-2, grad=False)
+
+
+def test_strided_inputs() -> None:
+    x = torch.randn(40, 24).t()  # rows of stride 1, columns of stride 24
+    _check(lambda x: torch.softmax(x, -1) * 2 + 1, x)
+    _check(lambda x: torch.sigmoid(x) * x, torch.randn(8, 6, 10).permute(2, 0, 1))
+
+
+def test_rows_wider_than_a_kernel_holds_fall_back_to_torch() -> None:
+    _check(lambda x: torch.softmax(x, -1), torch.randn(2, 20000), grad=False)
+
+
+def test_dynamic_sizes_reuse_one_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x * 3, -1) + 1
+
+    monkeypatch.setenv("ANVIL_FUSION_DUMP", str(tmp_path))
+    compiled = torch.compile(fn, backend=anvil, dynamic=True)
+    for rows, cols in [(3, 17), (9, 40), (2, 300)]:
+        x = torch.randn(rows, cols)
+        torch.testing.assert_close(compiled(x), fn(x))
+    kernels = list(tmp_path.glob("*.py"))
+    assert len(kernels) == 1, kernels  # one pattern: contiguous rows of any size
+    text = kernels[0].read_text()
+    assert "tl.max(" in text and "tl.exp(" in text and "@triton.jit" in text
+
+
+def test_mark_dynamic() -> None:
+    x = torch.randn(6, 50)
+    torch._dynamo.mark_dynamic(x, 0)
+    compiled = torch.compile(lambda x: F.gelu(x) * x.sum(-1, keepdim=True), backend=anvil)
+    for n in (6, 11):
+        y = torch.randn(n, 50)
+        torch.testing.assert_close(compiled(y if n != 6 else x), F.gelu(y if n != 6 else x)
+                                   * (y if n != 6 else x).sum(-1, keepdim=True))
+
+
+def test_entry_point_registers_the_backend() -> None:
+    from importlib.metadata import entry_points
+
+    names = [e.name for e in entry_points(group="torch_dynamo_backends")]
+    assert "anvil" in names
+    f = torch.compile(lambda x: torch.relu(x) * 2, backend="anvil")
+    x = torch.randn(100)
+    torch.testing.assert_close(f(x), torch.relu(x) * 2)
