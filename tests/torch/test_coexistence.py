@@ -116,3 +116,21 @@ def test_uninstall_gives_back_the_real_triton(tmp_path: Path) -> None:
         print("after:", triton.__version__)
     """)
     assert "after: 3.6" in out and "+anvil" not in out.split("after:")[1]
+
+
+@pytest.mark.gpu
+def test_default_backend_on_cuda_after_install(tmp_path: Path) -> None:
+    """inductor generates and compiles Triton kernels with the real triton while user code has the stand-in."""
+    _run(tmp_path, """
+        import torch._dynamo
+        import triton
+        assert triton.__version__.endswith("+anvil")
+        x = torch.randn(4099, device="cuda")
+        f = torch.compile(lambda x: torch.nn.functional.gelu(x) * torch.sigmoid(x) + 1)
+        torch.testing.assert_close(f(x), torch.nn.functional.gelu(x) * torch.sigmoid(x) + 1)
+        y = torch.empty_like(x)
+        userlib.affine[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)  # Anvil's NVIDIA backend
+        torch.testing.assert_close(y, x * 2 + 1)
+        g = torch.compile(lambda x: userlib.eager_only(torch.cos(x)) * 2)
+        torch.testing.assert_close(g(x), (torch.cos(x) + 1) * 2)
+    """)
