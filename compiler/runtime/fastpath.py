@@ -75,7 +75,7 @@ def raw_value(v: Any) -> Any:
     """What the binary receives for a non-constexpr argument that took the generic key path (a fake
     tensor has no address: its key token, NO_DATA, sends the launch to the general path, which runs nothing)."""
     if hasattr(v, "data_ptr") and hasattr(v, "dtype"):
-        return 0 if isinstance(v, _FakeTensor) else v.data_ptr()
+        return 0 if type(v) is _FakeTensor else v.data_ptr()
     return v
 
 

@@ -165,7 +165,8 @@ def arg_key(p: ParamInfo, v: Any) -> Any:
     if desc is not None:
         return ("desc", desc)
     if _is_tensor(v):
-        if isinstance(v, _FakeTensor):  # no memory (and a data_ptr that warns): see NO_DATA
+        if type(v) is _FakeTensor:  # no memory (and a data_ptr that warns): see NO_DATA. The exact type (torch
+            # has no subclass of it) costs a tensor subclass such as nn.Parameter less than isinstance
             return NO_DATA
         # the device is part of the key: the same dtypes on CPU and GPU are different kernels
         return (v.dtype, getattr(v, "device", None), p.no_specialize or v.data_ptr() % 16 == 0)
