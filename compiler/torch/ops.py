@@ -33,8 +33,8 @@ __all__ = ["op", "DataDependentOpError"]
 class DataDependentOpError(AnvilError, RuntimeError):
     """An op's body, run as its own fake implementation, needed the values of a tensor.
 
-    A RuntimeError as well, like torch's own fake-implementation failures: torch.compile reports it
-    as one (an error under fullgraph=True, a graph break otherwise)."""
+    A RuntimeError as well, like torch's own fake-implementation failures ("no fake impl registered"):
+    torch.compile stops with it (a TorchRuntimeError that quotes it), with or without fullgraph."""
 
 
 def op(name: str, *, mutates_args: str | Iterable[str] = (), schema: str | None = None,
@@ -96,9 +96,7 @@ def op(name: str, *, mutates_args: str | Iterable[str] = (), schema: str | None 
             raise TypeError(f"@op({name!r}) decorates a function that launches Anvil kernels, got {fn!r}")
         custom = torch.library.custom_op(name, fn, mutates_args=mutates_args, device_types=device_types,
                                          schema=schema)
-        # An op torch tags in-place or out= already has a generated fake (torch warns at a second one).
-        if not (getattr(custom, "_is_inplace", False) or getattr(custom, "_is_out", False)):
-            custom.register_fake(_body_as_fake(name, fn))
+        custom.register_fake(_body_as_fake(name, fn))  # a later register_fake replaces it
         return custom
 
     return register
