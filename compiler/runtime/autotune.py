@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import errors as E
 from .jit import KernelInterface
+from .specialize import without_data
 
 __all__ = ["Config", "Autotuner", "Heuristics", "autotune", "heuristics", "precompile", "exceeds", "device_limits"]
 
@@ -89,6 +90,8 @@ class Autotuner(KernelInterface):
         key = tuple(_key_of(named.get(k)) for k in self.key)
         cfg = self.cache.get(key)
         if cfg is None:
+            if without_data(named.values()):  # traced (fake or meta tensors): nothing to time, no choice to keep
+                return None
             configs = self._pruned(named)
             cfg = configs[0] if len(configs) == 1 else self._tune(configs, args, kwargs, grid, named)
             self.cache[key] = cfg

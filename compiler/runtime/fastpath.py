@@ -48,7 +48,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .specialize import _Tensor, arg_key
+from .specialize import _FakeTensor, _Tensor, arg_key
 
 __all__ = ["make_front", "bind_grid", "constexpr_token", "raw_value", "MISSING"]
 
@@ -72,8 +72,11 @@ def constexpr_token(v: Any) -> Any:
 
 
 def raw_value(v: Any) -> Any:
-    """What the binary receives for a non-constexpr argument that took the generic key path."""
-    return v.data_ptr() if hasattr(v, "data_ptr") and hasattr(v, "dtype") else v
+    """What the binary receives for a non-constexpr argument that took the generic key path (a fake
+    tensor has no address: its key token, NO_DATA, sends the launch to the general path, which runs nothing)."""
+    if hasattr(v, "data_ptr") and hasattr(v, "dtype"):
+        return 0 if type(v) is _FakeTensor else v.data_ptr()
+    return v
 
 
 class _ConstexprInfo:

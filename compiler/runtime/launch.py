@@ -13,7 +13,7 @@ from .. import errors as E
 from ..ir import types as T
 from .compiled import CompiledKernel, collector_paused, compile_kernel
 from .fastpath import MISSING, Unchecked, bind_grid, grid_of, make_front
-from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signature_type, spec_for
+from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signature_type, spec_for, without_data
 
 __all__ = ["Launcher", "compile_for_signature", "run_grid", "grid3"]
 
@@ -150,7 +150,7 @@ class Launcher:
                 ck, eligible = self._run(vals, kwargs, grid_of(g), False)
         except E.AnvilError as e:
             raise clean_error(e) from None
-        if eligible:
+        if ck is not None and eligible:  # None: a traced launch (fake or meta tensors), nothing to remember
             raw_positions = [self.raw_pos[i] for i in ck.arg_index]
             n_raw, n_params = len(self.raw_pos), len(self.names)
             fe = getattr(ck, "fast_entry", None)
@@ -235,19 +235,23 @@ class Launcher:
                 out.append(arg_key(p, v))
         return tuple(out)
 
-    def run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any, warmup: bool) -> CompiledKernel:
+    def run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any, warmup: bool) -> CompiledKernel | None:
         return self._run(args, kwargs, grid, warmup)[0]
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
-             warmup: bool) -> tuple[CompiledKernel, bool]:
+             warmup: bool) -> tuple[CompiledKernel | None, bool]:
         """The general path; also says whether the warm path may launch this specialization (no
-        host tensor descriptors, no debug option other than the default)."""
+        host tensor descriptors, no debug option other than the default). A launch with a fake or
+        meta tensor (tracing a torch op for shapes) binds its arguments, then returns (None, False)
+        without compiling or running anything."""
         vals, opts = self.bind(args, kwargs)
         key = self._key(vals)
         if opts is not self._default_opts:
             key = (key, opts)
         hit = self.cache.get(key)
         if hit is None:
+            if without_data(vals):  # traced (fake or meta tensors): nothing to compile or run, nothing cached
+                return None, False
             specs = [spec_for(p, v, self.fn.__name__) for p, v in zip(self.params, vals, strict=True)]
             ck = compile_kernel(self.fn, specs, opts, _target_for(vals, self.fn.__name__))
             desc = any(type(s.value).__name__ == "DescriptorArg" for s in specs)
@@ -274,12 +278,18 @@ class Launcher:
 
 def general_entry(ck: Any, n_raw: int, name: str) -> Callable[..., Any]:
     """A launch entry that calls `ck.launch` (the CPU backend). The key's device token (get_device)
-    is -1 for CPU and meta tensors alike: the devices are checked here, with the general path's errors."""
+    is -1 for CPU and meta tensors alike: the devices are checked here, with the general path's errors,
+    and a launch with meta tensors runs nothing, as on the general path."""
     launch = ck.launch
 
     def entry(gx: int, gy: int, gz: int, *rest: Any) -> Any:
         params = list(rest[n_raw:])
-        _target_for(params, name)
+        try:
+            _target_for(params, name)
+        except E.LaunchError:
+            if without_data(params):  # meta tensors: shape inference, nothing to run
+                return None
+            raise
         launch((gx, gy, gz), params)
         return ck
 

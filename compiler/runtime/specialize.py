@@ -14,8 +14,33 @@ try:
     from torch import Tensor as _Tensor
 except ImportError:  # pragma: no cover - torch is a dependency
     _Tensor = type(None)  # type: ignore[assignment,misc]
+try:
+    from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
+except ImportError:  # pragma: no cover - every supported torch has it
+    class _FakeTensor:  # type: ignore[no-redef]
+        pass
 
-__all__ = ["ParamInfo", "LaunchOptions", "arg_key", "spec_for", "parse_signature_type", "torch_elem"]
+__all__ = ["ParamInfo", "LaunchOptions", "arg_key", "spec_for", "parse_signature_type", "torch_elem", "NO_DATA",
+           "without_data"]
+
+
+class _NoData:
+    def __repr__(self) -> str:
+        return "<fake tensor>"
+
+
+# A fake tensor's key token. No launch entry or compiled kernel is ever registered under a key that
+# holds it, so a launch with a fake tensor always misses and reaches the general path, which runs
+# nothing for it (Launcher._run).
+NO_DATA: Any = _NoData()
+
+
+def without_data(vals: Any) -> bool:
+    """Whether any of `vals` is a tensor without memory: a fake tensor (FakeTensorMode, torch.compile's
+    tracing) or a meta tensor. Its shape, dtype and device are known; there is nothing to run a kernel
+    on, and its data_ptr is no address. (torch's is_fake also sees through wrapper subclasses, at a
+    microsecond a call; none of those reach a launch.)"""
+    return any(isinstance(v, _FakeTensor) or (type(v) is _Tensor and v.is_meta) for v in vals)
 
 
 @dataclass(frozen=True)
@@ -140,6 +165,9 @@ def arg_key(p: ParamInfo, v: Any) -> Any:
     if desc is not None:
         return ("desc", desc)
     if _is_tensor(v):
+        if type(v) is _FakeTensor:  # no memory (and a data_ptr that warns): see NO_DATA. The exact type (torch
+            # has no subclass of it) costs a tensor subclass such as nn.Parameter less than isinstance
+            return NO_DATA
         # the device is part of the key: the same dtypes on CPU and GPU are different kernels
         return (v.dtype, getattr(v, "device", None), p.no_specialize or v.data_ptr() % 16 == 0)
     return ("?", type(v).__name__)

@@ -210,11 +210,29 @@ def _copy(x_ptr, y_ptr, n, BLOCK: compiler.language.constexpr):
     compiler.language.store(y_ptr + offs, compiler.language.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
 
+class _OnOtherDevice:
+    """A tensor as the launch sees one (dtype, device, data_ptr), on a device this machine may lack."""
+
+    dtype = torch.float32
+    device = torch.device("xpu")
+
+    def data_ptr(self) -> int:
+        return 0
+
+
 def test_mixed_devices_at_launch() -> None:
     x = torch.zeros(16)
-    y = torch.zeros(16, device="meta")
     with pytest.raises(E.LaunchError, match="different devices"):
-        _copy[(1,)](x, y, 16, BLOCK=16)
+        _copy[(1,)](x, _OnOtherDevice(), 16, BLOCK=16)
+
+
+def test_meta_tensor_at_launch_runs_nothing() -> None:
+    """A meta tensor (a torch op traced for shapes) holds no data: the launch compiles and runs nothing,
+    also beside a CPU tensor (tests/torch/test_ops.py covers ops traced this way)."""
+    x = torch.zeros(16)
+    assert _copy[(1,)](x, torch.zeros(16, device="meta"), 16, BLOCK=16) is None
+    assert _copy[(1,)](torch.zeros(16, device="meta"), x, 16, BLOCK=16) is None
+    assert not x.any()
 
 
 def test_unknown_launch_keyword() -> None:
