@@ -69,7 +69,10 @@ class _Writer:
                 continue
             div, size, stride_name = f"in{k}_div{d}", f"in{k}_size{d}", f"in{k}_stride{d}"
             self.params += [div, size, stride_name]
-            terms.append(f"(({index} // {div}) % {size}) * {stride_name}")
+            idx = f"({index} // {div})"
+            if not (d == 0 and lay.outer):  # the outermost index is below its size already
+                idx = f"({idx} % {size})"
+            terms.append(f"{idx} * {stride_name}")
         return " + ".join(terms) or "0"
 
     def operand(self, a: Ref | object) -> str:
@@ -163,15 +166,18 @@ class _Writer:
                 self.line(f"tl.store(out{j} + rows, {value}, mask=rmask)")
 
 
-def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False) -> Kernel:
-    """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing."""
+def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False, static: bool = False) -> Kernel:
+    """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing; `static`:
+    sizes and strides are constexprs (one kernel per shape, its index arithmetic folded), else
+    arguments (one kernel for all shapes)."""
     w = _Writer(group, layouts, wide)
     w.body()
     ptrs = [f"in{k}" for k in range(len(group.inputs))] + [f"out{j}" for j in range(len(group.outputs))]
     size = ["R", "C"] if group.kind == "rows" else ["n"]
     consts = ["ROWS: tl.constexpr", "BLOCK_C: tl.constexpr"] if group.kind == "rows" else ["BLOCK: tl.constexpr"]
     params = tuple(size + w.params)
-    header = f"def {name}({', '.join(ptrs + list(params) + consts)}):"
+    declared = [f"{p}: tl.constexpr" for p in params] if static else list(params)
+    header = f"def {name}({', '.join(ptrs + declared + consts)}):"
     text = "\n".join(["import triton", "import triton.language as tl",
                       "from triton.language.extra import libdevice", "", "", "@triton.jit", header, *w.lines, ""])
     return Kernel(name, text, params)

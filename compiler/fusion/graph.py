@@ -61,10 +61,11 @@ class Layout:
     linear: bool
     row_dims: tuple[tuple[int, int], ...] = ()
     col_stride: int = 1
+    outer: bool = True  # row_dims[0] is the domain's outermost dim: its index needs no modulo
 
     def key(self) -> tuple[object, ...]:
         """What changes the kernel text: the dims (broadcast ones read nothing) and how C is strided."""
-        return (self.linear, tuple(stride == 0 for _, stride in self.row_dims),
+        return (self.linear, self.outer, tuple(stride == 0 for _, stride in self.row_dims),
                 "c1" if self.col_stride == 1 else "c0" if self.col_stride == 0 else "cs")
 
 

@@ -21,10 +21,23 @@ from .partition import FxGroup
 
 __all__ = ["GroupRunner", "layout_of"]
 
-_POINTWISE_BLOCK = 1024
 
 
-def _next_pow2(n: int) -> int:
+def pointwise_config(numel: int, device: str) -> tuple[int, int]:
+    """(BLOCK, num_warps) of a pointwise kernel."""
+    return 1024, 4
+
+
+def rows_config(R: int, C: int, device: str) -> tuple[int, int]:
+    """(ROWS per program, num_warps) of a rows kernel whose rows hold C values (BLOCK_C = C rounded
+    up to a power of two)."""
+    block_c = _next_pow2(C)
+    per_prog = max(1, min(_next_pow2(R), 4096 // block_c))
+    elems = block_c * per_prog
+    return per_prog, 4 if elems <= 2048 else 8 if elems <= 8192 else 16
+
+
+def _next_pow2(n: int) -> int:  # noqa: E302
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
@@ -39,9 +52,15 @@ def _merge(dims: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
             out[-1] = (out[-1][0] * size, stride)
         else:
             out.append((size, stride))
-    while out and out[0][1] == 0:  # outermost broadcast dims: nothing inside needs their size
-        out.pop(0)
     return tuple(out)
+
+
+def _trim(dims: tuple[tuple[int, int], ...]) -> tuple[tuple[tuple[int, int], ...], bool]:
+    """Outermost broadcast dims dropped (nothing inside needs their size); whether none was."""
+    i = 0
+    while i < len(dims) and dims[i][1] == 0:
+        i += 1
+    return dims[i:], i == 0
 
 
 def layout_of(t: torch.Tensor, pad: tuple[int, bool], domain: Sequence[int], rows: bool) -> Layout:
@@ -53,13 +72,14 @@ def layout_of(t: torch.Tensor, pad: tuple[int, bool], domain: Sequence[int], row
     strides = t.expand(tuple(domain)).stride() if tuple(t.shape) != tuple(domain) else t.stride()
     pairs = list(zip(domain, strides, strict=True))
     if not rows:
-        dims = _merge(pairs)
+        dims, outer = _trim(_merge(pairs))
         numel = 1
         for size in domain:
             numel *= size
-        return Layout(linear=len(dims) == 1 and dims[0] == (numel, 1), row_dims=dims)
+        return Layout(linear=len(dims) == 1 and dims[0] == (numel, 1), row_dims=dims, outer=outer)
     *row_pairs, (size_c, cstride) = pairs
-    return Layout(linear=False, row_dims=_merge(row_pairs), col_stride=0 if size_c == 1 else cstride)
+    dims, outer = _trim(_merge(row_pairs))
+    return Layout(linear=False, row_dims=dims, col_stride=0 if size_c == 1 else cstride, outer=outer)
 
 
 def _layout_args(lay: Layout) -> list[int]:
@@ -127,7 +147,7 @@ class GroupRunner:
         if k is None:
             from ..runtime.jit import compile_source
 
-            kern = emit(self.group, layouts, self.name, wide=wide)
+            kern = emit(self.group, layouts, self.name, wide=wide, static=not self.symbols)
             dump = knobs.fusion_dump()
             filename = f"<fused {self.name}>"
             if dump is not None:
@@ -168,14 +188,12 @@ class GroupRunner:
                 extra.append(lay.col_stride)
         if rows:
             R = numel // C if C else 0
-            block_c = _next_pow2(C)
-            per_prog = max(1, min(_next_pow2(R), 4096 // block_c))
-            warps = 4 if block_c * per_prog <= 2048 else 8 if block_c * per_prog <= 8192 else 16
+            per_prog, warps = rows_config(R, C, device.type)
             kernel[((R + per_prog - 1) // per_prog,)](*tensors, *outs, R, C, *extra, ROWS=per_prog,
-                                                      BLOCK_C=block_c, num_warps=warps)
+                                                      BLOCK_C=_next_pow2(C), num_warps=warps)
         else:
-            grid = ((numel + _POINTWISE_BLOCK - 1) // _POINTWISE_BLOCK,)
-            kernel[grid](*tensors, *outs, numel, *extra, BLOCK=_POINTWISE_BLOCK, num_warps=4)
+            block, warps = pointwise_config(numel, device.type)
+            kernel[((numel + block - 1) // block,)](*tensors, *outs, numel, *extra, BLOCK=block, num_warps=warps)
         return tuple(outs)
 
 

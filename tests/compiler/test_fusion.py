@@ -60,10 +60,10 @@ def test_layouts_merge_contiguous_dims() -> None:
     x = torch.randn(4, 5, 6)
     assert layout_of(x, (0, False), (4, 5, 6), rows=False) == Layout(True, ((120, 1),))
     bias = torch.randn(6)
-    assert layout_of(bias, (2, False), (4, 5, 6), rows=True) == Layout(False, (), 1)
+    assert layout_of(bias, (2, False), (4, 5, 6), rows=True) == Layout(False, (), 1, outer=False)
     rstd = torch.randn(4, 5, 1)
     assert layout_of(rstd, (0, False), (4, 5, 6), rows=True) == Layout(False, ((20, 1),), 0)
     mask = torch.randn(5, 6)  # broadcast over the outer dim: nothing to decompose there
-    assert layout_of(mask, (1, False), (4, 5, 6), rows=False) == Layout(False, ((30, 1),))
+    assert layout_of(mask, (1, False), (4, 5, 6), rows=False) == Layout(False, ((30, 1),), outer=False)
     col = torch.randn(4, 1, 6)
     assert layout_of(col, (0, False), (4, 5, 6), rows=False) == Layout(False, ((4, 6), (5, 0), (6, 1)))
