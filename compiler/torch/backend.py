@@ -71,7 +71,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
     emitted: set[int] = set()
 
     def emit_group(g: FxGroup, syms: list[Any]) -> None:
-        name = f"fused_{g.to_group(g.outputs()).describe()}_{len(emitted)}"
+        name = f"fused_{g.to_group(g.outputs()).describe()}"
         extra = external_values(g)
         runner = GroupRunner(g, name, fallback_module(gm, g), len(extra), [(s, sources[s][1]) for s in syms])
         args = [env[n] for n in g.inputs] + [env[n] for n in extra] + [env[sources[s][0]] for s in syms]

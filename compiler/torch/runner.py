@@ -7,6 +7,7 @@ dynamic dimension launch the same kernel. The kernel text depends only on the pa
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,6 +21,10 @@ from ..fusion.graph import Group, Layout
 from .partition import FxGroup
 
 __all__ = ["GroupRunner", "layout_of"]
+
+# Kernels by name (which carries a hash of their text), shared by every runner of the process.
+_SHARED: dict[str, Any] = {}
+_MAX_SHARED = 4096
 
 
 
@@ -147,19 +152,30 @@ class GroupRunner:
         if k is None:
             from ..runtime.jit import compile_source
 
-            kern = emit(self.group, layouts, self.name, wide=wide, static=not self.symbols)
-            dump = knobs.fusion_dump()
-            filename = f"<fused {self.name}>"
-            if dump is not None:
-                dump.mkdir(parents=True, exist_ok=True)
-                path = dump / f"{self.name}_{len(self.kernels)}.py"
-                path.write_text(kern.source)
-                filename = str(path)
-            k = compile_source(kern.source, self.name, filename=filename)
+            # Named by content: groups (and graphs) computing the same thing share one kernel.
+            text = emit(self.group, layouts, "KERNEL", wide=wide, static=not self.symbols).source
+            name = f"{self.name}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+            k = _SHARED.get(name)
+            if k is None:
+                source = text.replace("def KERNEL(", f"def {name}(", 1)
+                dump = knobs.fusion_dump()
+                if dump is not None:
+                    dump.mkdir(parents=True, exist_ok=True)
+                    (dump / f"{name}.py").write_text(source)
+                    log(f"anvil: {name}: {dump / (name + '.py')}")
+                if len(_SHARED) >= _MAX_SHARED:
+                    _SHARED.clear()
+                k = _SHARED[name] = compile_source(source, name, filename=f"<anvil {name}>")
             self.kernels[key] = k
         return k
 
     def __call__(self, *args: Any) -> tuple[torch.Tensor, ...]:
+        if torch.autograd.profiler._is_profiler_enabled:  # name the launch in profiles
+            with torch.profiler.record_function(self.name):
+                return self._run(args)
+        return self._run(args)
+
+    def _run(self, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
         inputs = args[:self.n_inputs]
         first_sym = self.n_inputs + self.n_extra
         sym_values = tuple(int(v) if d is None else int(v.shape[d])

@@ -146,3 +146,21 @@ def test_entry_point_registers_the_backend() -> None:
     f = torch.compile(lambda x: torch.relu(x) * 2, backend="anvil")
     x = torch.randn(100)
     torch.testing.assert_close(f(x), torch.relu(x) * 2)
+
+
+def test_each_kernel_text_is_compiled_once_and_dumped_under_its_own_name(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANVIL_FUSION_DUMP", str(tmp_path))
+    f = torch.compile(lambda x, b: torch.relu(x + b), backend=anvil)
+    f(torch.randn(8, 3), torch.randn(3))
+    f(torch.randn(8, 3), torch.randn(8, 3))  # a second graph (b's shape changed): another kernel text
+    assert len(list(tmp_path.glob("*.py"))) == 2
+
+    def two_layers(x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(F.layer_norm(F.gelu(F.layer_norm(x, (16,))), (16,)))
+
+    for p in tmp_path.glob("*.py"):
+        p.unlink()
+    torch._dynamo.reset()
+    torch.compile(two_layers, backend=anvil)(torch.randn(4, 16))
+    assert len(list(tmp_path.glob("*.py"))) == 1  # both layers run the same kernel
