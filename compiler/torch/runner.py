@@ -25,6 +25,8 @@ __all__ = ["GroupRunner", "layout_of"]
 # Kernels by name (which carries a hash of their text), shared by every runner of the process.
 _SHARED: dict[str, Any] = {}
 _MAX_SHARED = 4096
+_MAX_PLANS = 64
+_FALLBACK = object()  # a plan: rows too wide for a kernel, torch computes the group
 
 
 
@@ -122,6 +124,7 @@ class GroupRunner:
         self.out_shapes = [tuple(n.meta["val"].shape) for n in outputs]
         self.out_dtypes = [n.meta["val"].dtype for n in outputs]
         self.kernels: dict[Any, Any] = {}
+        self.plans: dict[Any, Any] = {}  # per input shapes and strides: what to launch
         self.shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     # ---------------------------------------------------------------- sizes
@@ -178,25 +181,41 @@ class GroupRunner:
     def _run(self, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
         inputs = args[:self.n_inputs]
         first_sym = self.n_inputs + self.n_extra
-        sym_values = tuple(int(v) if d is None else int(v.shape[d])
-                           for v, d in zip(args[first_sym:], self.symbol_dims, strict=True))
-        domain, out_shapes = self._sizes(sym_values)
+        syms = tuple(int(v) if d is None else int(v.shape[d])
+                     for v, d in zip(args[first_sym:], self.symbol_dims, strict=True)) if self.symbols else ()
+        key = (syms, *[(t.shape, t.stride()) for t in inputs])
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) >= _MAX_PLANS:
+                self.plans.clear()
+            plan = self.plans[key] = self._plan(inputs, syms)
+        if plan is _FALLBACK:
+            return tuple(self.fallback(*args[:first_sym]))
+        launch, tail, options, out_shapes = plan
+        device = inputs[0].device
+        outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(out_shapes, self.out_dtypes, strict=True)]
+        if launch is not None:
+            launch(*inputs, *outs, *tail, **options)
+        return tuple(outs)
+
+    def _plan(self, inputs: tuple[Any, ...], syms: tuple[int, ...]) -> Any:
+        """What a call with these input shapes and strides launches: (the launcher bound to its grid,
+        the size and stride arguments, the launch options, the output shapes)."""
+        domain, out_shapes = self._sizes(syms)
         rows = self.group.kind == "rows"
         numel = 1
         for s in domain:
             numel *= s
         C = domain[-1] if rows else 0
         if rows and C > MAX_ROW:
-            return tuple(self.fallback(*args[:first_sym]))
-        device = inputs[0].device if inputs else torch.device("cpu")
-        outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(out_shapes, self.out_dtypes, strict=True)]
+            return _FALLBACK
         if numel == 0:
-            return tuple(outs)
-        tensors = [t if isinstance(t, torch.Tensor) else torch.tensor(t, device=device) for t in inputs]
-        layouts = [layout_of(t, pad, domain, rows) for t, pad in zip(tensors, self.pads, strict=True)]
-        span = max([numel] + [t.untyped_storage().nbytes() // max(1, t.element_size()) for t in tensors])
-        wide = span >= 2**31 - 1
-        kernel = self._kernel(layouts, wide)
+            return (None, (), {}, out_shapes)
+        device = inputs[0].device
+        layouts = [layout_of(t, pad, domain, rows) for t, pad in zip(inputs, self.pads, strict=True)]
+        reach = max([numel] + [sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride(), strict=True)) + 1
+                               for t in inputs])
+        kernel = self._kernel(layouts, wide=reach >= 2**31 - 1)
         extra: list[int] = []
         for lay in layouts:
             extra += _layout_args(lay)
@@ -205,12 +224,11 @@ class GroupRunner:
         if rows:
             R = numel // C if C else 0
             per_prog, warps = rows_config(R, C, device.type)
-            kernel[((R + per_prog - 1) // per_prog,)](*tensors, *outs, R, C, *extra, ROWS=per_prog,
-                                                      BLOCK_C=_next_pow2(C), num_warps=warps)
-        else:
-            block, warps = pointwise_config(numel, device.type)
-            kernel[((numel + block - 1) // block,)](*tensors, *outs, numel, *extra, BLOCK=block, num_warps=warps)
-        return tuple(outs)
+            return (kernel[((R + per_prog - 1) // per_prog,)], (R, C, *extra),
+                    {"ROWS": per_prog, "BLOCK_C": _next_pow2(C), "num_warps": warps}, out_shapes)
+        block, warps = pointwise_config(numel, device.type)
+        return (kernel[((numel + block - 1) // block,)], (numel, *extra), {"BLOCK": block, "num_warps": warps},
+                out_shapes)
 
 
 def external_values(fxg: FxGroup) -> list[fx.Node]:
