@@ -46,10 +46,15 @@ def _compute(dtype: str) -> str:
 
 
 class _Writer:
-    def __init__(self, group: Group, layouts: list[Layout], wide: bool) -> None:
+    def __init__(self, group: Group, layouts: list[Layout], wide: bool, even_rows: bool, even_cols: bool) -> None:
         self.g = group
         self.layouts = layouts
         self.wide = wide
+        # masks: None where the sizes are known to fill every block (then no mask is emitted)
+        rows = group.kind == "rows"
+        self.cmask = None if even_cols or not rows else "cmask"
+        self.rmask = None if even_rows else "rmask" if rows else "mask"
+        self.mask = ("mask" if self.rmask and self.cmask else self.rmask or self.cmask) if rows else self.rmask
         self.lines: list[str] = []
         self.params: list[str] = []
         self.names: dict[Ref, str] = {}
@@ -102,7 +107,7 @@ class _Writer:
     def reduction(self, name: str, op: Op) -> None:
         x = self.operand(op.args[0])
         ident = REDUCTIONS[op.name]
-        masked = f"tl.where(mask, {x}, {ident})"
+        masked = f"tl.where(cmask, {x}, {ident})" if self.cmask else x
         ctype = _compute(op.dtype)
         if op.name == "sum":
             self.line(f"{name} = tl.sum({masked}, axis=1, keep_dims=True).to({ctype})")
@@ -115,7 +120,8 @@ class _Writer:
         else:  # var, two passes over the registers: the mean, then squared deviations
             correction = op.args[1] if len(op.args) > 1 else 1
             self.line(f"{name}_m = tl.sum({masked}, axis=1, keep_dims=True) / C")
-            self.line(f"{name}_d = tl.where(mask, {x} - {name}_m, 0.0)")
+            dev = f"{x} - {name}_m"
+            self.line(f"{name}_d = tl.where(cmask, {dev}, 0.0)" if self.cmask else f"{name}_d = {dev}")
             self.line(f"{name} = (tl.sum({name}_d * {name}_d, axis=1, keep_dims=True) "
                       f"/ (C - {_literal(correction)})).to({ctype})")
 
@@ -126,12 +132,17 @@ class _Writer:
             pid = "tl.program_id(0).to(tl.int64)" if self.wide else "tl.program_id(0)"
             self.line(f"rows = {pid} * ROWS + tl.arange(0, ROWS)[:, None]")
             self.line("cols = tl.arange(0, BLOCK_C)[None, :]")
-            self.line("rmask = rows < R")
-            self.line("mask = rmask & (cols < C)")
+            if self.rmask:
+                self.line("rmask = rows < R")
+            if self.cmask:
+                self.line("cmask = cols < C")
+            if self.mask == "mask":
+                self.line("mask = rmask & cmask")
         else:
             pid = "tl.program_id(0).to(tl.int64)" if self.wide else "tl.program_id(0)"
             self.line(f"lin = {pid} * BLOCK + tl.arange(0, BLOCK)")
-            self.line("mask = lin < n")
+            if self.mask:
+                self.line("mask = lin < n")
         for k, (dtype, kind) in enumerate(g.inputs):
             ref = Ref(k, input=True)
             lay = self.layouts[k]
@@ -142,15 +153,16 @@ class _Writer:
                     if lay.col_stride not in (0, 1):
                         self.params.append(f"in{k}_cstride")
                     off = f"{off} + {col}" if off != "0" else col
-                    m = "mask"
+                    m = self.mask
                 else:
-                    m = "rmask"
+                    m = self.rmask
             else:
-                off, m = self.offset(k, "lin"), "mask"
+                off, m = self.offset(k, "lin"), self.mask
             if off == "0":  # broadcast everywhere: one scalar (the tensor is not empty: the domain is not)
                 self.line(f"x{k} = tl.load(in{k}).to({_compute(dtype)})")
             else:
-                self.line(f"x{k} = tl.load(in{k} + {off}, mask={m}, other=0).to({_compute(dtype)})")
+                masked = f", mask={m}, other=0" if m else ""
+                self.line(f"x{k} = tl.load(in{k} + {off}{masked}).to({_compute(dtype)})")
             self.names[ref] = f"x{k}"
             self.kinds[ref] = FULL if not rows or (kind == FULL and lay.col_stride != 0) else ROW
         for i, op in enumerate(g.ops):
@@ -159,18 +171,21 @@ class _Writer:
             op = g.ops[i]
             value = f"{self.names[Ref(i)]}.to({TL_DTYPE[op.dtype]})"
             if not rows:
-                self.line(f"tl.store(out{j} + lin, {value}, mask=mask)")
+                ptr, m = f"out{j} + lin", self.mask
             elif op.kind == FULL:
-                self.line(f"tl.store(out{j} + rows * C + cols, {value}, mask=mask)")
+                ptr, m = f"out{j} + rows * C + cols", self.mask
             else:
-                self.line(f"tl.store(out{j} + rows, {value}, mask=rmask)")
+                ptr, m = f"out{j} + rows", self.rmask
+            self.line(f"tl.store({ptr}, {value}, mask={m})" if m else f"tl.store({ptr}, {value})")
 
 
-def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False, static: bool = False) -> Kernel:
+def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False, static: bool = False,
+         even_rows: bool = False, even_cols: bool = False) -> Kernel:
     """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing; `static`:
     sizes and strides are constexprs (one kernel per shape, its index arithmetic folded), else
-    arguments (one kernel for all shapes)."""
-    w = _Writer(group, layouts, wide)
+    arguments (one kernel for all shapes). `even_rows`: the programs cover the rows (pointwise: the
+    elements) exactly; `even_cols`: C is BLOCK_C. Each drops its mask."""
+    w = _Writer(group, layouts, wide, even_rows, even_cols)
     w.body()
     ptrs = [f"in{k}" for k in range(len(group.inputs))] + [f"out{j}" for j in range(len(group.outputs))]
     size = ["R", "C"] if group.kind == "rows" else ["n"]

@@ -149,14 +149,15 @@ class GroupRunner:
         return hit
 
     # ---------------------------------------------------------------- kernels
-    def _kernel(self, layouts: list[Layout], wide: bool) -> Any:
-        key = (tuple(lay.key() for lay in layouts), wide)
+    def _kernel(self, layouts: list[Layout], wide: bool, even: tuple[bool, bool] = (False, False)) -> Any:
+        key = (tuple(lay.key() for lay in layouts), wide, even)
         k = self.kernels.get(key)
         if k is None:
             from ..runtime.jit import compile_source
 
             # Named by content: groups (and graphs) computing the same thing share one kernel.
-            text = emit(self.group, layouts, "KERNEL", wide=wide, static=not self.symbols).source
+            text = emit(self.group, layouts, "KERNEL", wide=wide, static=not self.symbols, even_rows=even[0],
+                        even_cols=even[1]).source
             name = f"{self.name}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
             k = _SHARED.get(name)
             if k is None:
@@ -215,18 +216,22 @@ class GroupRunner:
         layouts = [layout_of(t, pad, domain, rows) for t, pad in zip(inputs, self.pads, strict=True)]
         reach = max([numel] + [sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride(), strict=True)) + 1
                                for t in inputs])
-        kernel = self._kernel(layouts, wide=reach >= 2**31 - 1)
+        wide = reach >= 2**31 - 1
         extra: list[int] = []
         for lay in layouts:
             extra += _layout_args(lay)
             if rows and lay.col_stride not in (0, 1) and not lay.linear:
                 extra.append(lay.col_stride)
+        static = not self.symbols  # a kernel of static sizes may leave out the masks its sizes make moot
         if rows:
             R = numel // C if C else 0
             per_prog, warps = rows_config(R, C, device.type)
+            block_c = _next_pow2(C)
+            kernel = self._kernel(layouts, wide, (static and R % per_prog == 0, static and block_c == C))
             return (kernel[((R + per_prog - 1) // per_prog,)], (R, C, *extra),
-                    {"ROWS": per_prog, "BLOCK_C": _next_pow2(C), "num_warps": warps}, out_shapes)
+                    {"ROWS": per_prog, "BLOCK_C": block_c, "num_warps": warps}, out_shapes)
         block, warps = pointwise_config(numel, device.type)
+        kernel = self._kernel(layouts, wide, (static and numel % block == 0, False))
         return (kernel[((numel + block - 1) // block,)], (numel, *extra), {"BLOCK": block, "num_warps": warps},
                 out_shapes)
 
