@@ -268,7 +268,7 @@ def main() -> None:
     sim = fused @ fused.T
     for i, row in enumerate(sim.tolist()):
         print("  " + " ".join(f"{v:6.3f}" for v in row) + f"   {SENTENCES[i]}")
-    print(f"fused kernels generated: {len(kernels)} ({', '.join(kernels[:3])}, ...)")
+    print(f"distinct fused kernels: {len(kernels)} ({', '.join(kernels[:3])}, ...)")
 
 
 if __name__ == "__main__":

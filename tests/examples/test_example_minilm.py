@@ -104,9 +104,9 @@ def test_anvil_matches_eager(minilm: Any, loaded: tuple[Any, Any], tmp_path: Pat
     with minilm.fusion_dump(tmp_path):
         for i, texts in enumerate(BATCHES):
             fused = _embed(compiled, tok, texts)
-            if i == 0:  # the first graph's kernels: the 13 LayerNorms (embeddings, 2 per layer) are among them
+            if i == 0:  # the first graph's kernels: its 13 LayerNorms (embeddings, 2 per layer) share a few texts
                 norms = [p for p in tmp_path.glob("*.py") if "tl.rsqrt" in p.read_text()]
-                assert len(norms) >= 13, sorted(p.name for p in tmp_path.glob("*.py"))
+                assert 1 <= len(norms) <= 4, sorted(p.name for p in tmp_path.glob("*.py"))
             eager = _embed(model, tok, texts)
             cos = minilm.cosine(fused, eager)
             assert cos.min().item() >= 0.9999, (texts, cos)
