@@ -67,6 +67,7 @@ ELEMENTWISE: dict[str, str] = {
     "logical_and": "({0} != 0) & ({1} != 0)",
     "logical_or": "({0} != 0) | ({1} != 0)",
     "copy": "{0}",
+    "clone": "{0}",  # a copy torch would make too (into a new layout): worth a kernel of its own
 }
 
 # reduction -> the value masked-off columns take (the reduction's identity)

@@ -48,7 +48,7 @@ _SIMPLE = {
     aten.sqrt.default: "sqrt", aten.rsqrt.default: "rsqrt", aten.reciprocal.default: "reciprocal",
     aten.sin.default: "sin", aten.cos.default: "cos", aten.tanh.default: "tanh", aten.erf.default: "erf",
     aten.sigmoid.default: "sigmoid", aten.relu.default: "relu", aten.silu.default: "silu",
-    aten.logical_not.default: "logical_not", aten.clone.default: "copy", aten.alias.default: "copy",
+    aten.logical_not.default: "logical_not", aten.clone.default: "clone", aten.alias.default: "copy",
     aten.mul.Tensor: "mul", aten.mul.Scalar: "mul", aten.div.Tensor: "div", aten.div.Scalar: "div",
     aten.maximum.default: "maximum", aten.minimum.default: "minimum", aten.where.self: "where",
     aten.pow.Tensor_Tensor: "pow", aten.logical_and.default: "logical_and", aten.logical_or.default: "logical_or",

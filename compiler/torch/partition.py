@@ -223,4 +223,5 @@ def partition(gm: fx.GraphModule) -> list[FxGroup]:
             reader = owner.get(a)
             if reader is not None and owner.get(node) is not reader:
                 reader.closed = True
-    return [g for g in groups if any(g.lowered[n].name not in ("copy", "convert") for n in g.nodes)]
+    # groups that would only copy what torch leaves as views (expand, alias, views) are not kernels
+    return [g for g in groups if any(g.lowered[n].name != "copy" for n in g.nodes)]

@@ -30,18 +30,21 @@ _FALLBACK = object()  # a plan: rows too wide for a kernel, torch computes the g
 
 
 
+# Launch configurations, from a sweep on the H200 (benchmarks/probes/fusion_configs.py; its output is
+# beside it): pointwise kernels run best at 2048 elements a program on 4 warps; rows kernels at about
+# 2048 values a program (several short rows, or one long row), 16 or more values a thread: few warps.
+
 def pointwise_config(numel: int, device: str) -> tuple[int, int]:
     """(BLOCK, num_warps) of a pointwise kernel."""
-    return 1024, 4
+    return 2048, 4
 
 
 def rows_config(R: int, C: int, device: str) -> tuple[int, int]:
     """(ROWS per program, num_warps) of a rows kernel whose rows hold C values (BLOCK_C = C rounded
     up to a power of two)."""
     block_c = _next_pow2(C)
-    per_prog = max(1, min(_next_pow2(R), 4096 // block_c))
-    elems = block_c * per_prog
-    return per_prog, 4 if elems <= 2048 else 8 if elems <= 8192 else 16
+    per_prog = max(1, min(_next_pow2(R), 2048 // block_c))
+    return per_prog, max(1, min(8, per_prog * block_c // 512))
 
 
 def _next_pow2(n: int) -> int:  # noqa: E302
