@@ -9,6 +9,7 @@ constexpr block sizes.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .graph import FULL, ROW, Group, Layout, Op, Ref
@@ -179,20 +180,28 @@ class _Writer:
             self.line(f"tl.store({ptr}, {value}, mask={m})" if m else f"tl.store({ptr}, {value})")
 
 
-def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False, static: bool = False,
-         even_rows: bool = False, even_cols: bool = False) -> Kernel:
-    """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing; `static`:
-    sizes and strides are constexprs (one kernel per shape, its index arithmetic folded), else
-    arguments (one kernel for all shapes). `even_rows`: the programs cover the rows (pointwise: the
-    elements) exactly; `even_cols`: C is BLOCK_C. Each drops its mask."""
+def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False,
+         values: Mapping[str, int] | None = None, even_rows: bool = False, even_cols: bool = False) -> Kernel:
+    """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing.
+
+    `values`: the sizes, strides and block sizes of a static shape (`Kernel.params` and the block
+    constants), written into the text: one kernel per shape, its index arithmetic folded, and a
+    launch that passes only pointers. Without them they are parameters: one kernel for all shapes.
+    `even_rows`: the programs cover the rows (pointwise: the elements) exactly; `even_cols`: C is
+    BLOCK_C. Each drops its mask."""
     w = _Writer(group, layouts, wide, even_rows, even_cols)
     w.body()
     ptrs = [f"in{k}" for k in range(len(group.inputs))] + [f"out{j}" for j in range(len(group.outputs))]
     size = ["R", "C"] if group.kind == "rows" else ["n"]
-    consts = ["ROWS: tl.constexpr", "BLOCK_C: tl.constexpr"] if group.kind == "rows" else ["BLOCK: tl.constexpr"]
+    blocks = ["ROWS", "BLOCK_C"] if group.kind == "rows" else ["BLOCK"]
     params = tuple(size + w.params)
-    declared = [f"{p}: tl.constexpr" for p in params] if static else list(params)
-    header = f"def {name}({', '.join(ptrs + declared + consts)}):"
+    if values is None:
+        header = f"def {name}({', '.join(ptrs + list(params) + [f'{b}: tl.constexpr' for b in blocks])}):"
+        prelude = []
+    else:
+        header = f"def {name}({', '.join(ptrs)}):"
+        prelude = [f"    {p} = {int(values[p])}" for p in (*params, *blocks)]
     text = "\n".join(["import triton", "import triton.language as tl",
-                      "from triton.language.extra import libdevice", "", "", "@triton.jit", header, *w.lines, ""])
+                      "from triton.language.extra import libdevice", "", "", "@triton.jit", header, *prelude,
+                      *w.lines, ""])
     return Kernel(name, text, params)

@@ -152,14 +152,15 @@ class GroupRunner:
         return hit
 
     # ---------------------------------------------------------------- kernels
-    def _kernel(self, layouts: list[Layout], wide: bool, even: tuple[bool, bool] = (False, False)) -> Any:
-        key = (tuple(lay.key() for lay in layouts), wide, even)
+    def _kernel(self, layouts: list[Layout], wide: bool, even: tuple[bool, bool],
+                values: dict[str, int] | None) -> Any:
+        key = (tuple(lay.key() for lay in layouts), wide, even, tuple(values.items()) if values else None)
         k = self.kernels.get(key)
         if k is None:
             from ..runtime.jit import compile_source
 
             # Named by content: groups (and graphs) computing the same thing share one kernel.
-            text = emit(self.group, layouts, "KERNEL", wide=wide, static=not self.symbols, even_rows=even[0],
+            text = emit(self.group, layouts, "KERNEL", wide=wide, values=values, even_rows=even[0],
                         even_cols=even[1]).source
             name = f"{self.name}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
             k = _SHARED.get(name)
@@ -225,18 +226,25 @@ class GroupRunner:
             extra += _layout_args(lay)
             if rows and lay.col_stride not in (0, 1) and not lay.linear:
                 extra.append(lay.col_stride)
-        static = not self.symbols  # a kernel of static sizes may leave out the masks its sizes make moot
+        static = not self.symbols  # sizes written into the kernel; masks its sizes make moot left out
         if rows:
             R = numel // C if C else 0
             per_prog, warps = rows_config(R, C, device.type)
             block_c = _next_pow2(C)
-            kernel = self._kernel(layouts, wide, (static and R % per_prog == 0, static and block_c == C))
-            return (kernel[((R + per_prog - 1) // per_prog,)], (R, C, *extra),
-                    {"ROWS": per_prog, "BLOCK_C": block_c, "num_warps": warps}, out_shapes)
-        block, warps = pointwise_config(numel, device.type)
-        kernel = self._kernel(layouts, wide, (static and numel % block == 0, False))
-        return (kernel[((numel + block - 1) // block,)], (numel, *extra), {"BLOCK": block, "num_warps": warps},
-                out_shapes)
+            grid: tuple[int, ...] = ((R + per_prog - 1) // per_prog,)
+            args: tuple[int, ...] = (R, C, *extra)
+            blocks = {"ROWS": per_prog, "BLOCK_C": block_c}
+            even = (static and R % per_prog == 0, static and block_c == C)
+        else:
+            block, warps = pointwise_config(numel, device.type)
+            grid, args, blocks = ((numel + block - 1) // block,), (numel, *extra), {"BLOCK": block}
+            even = (static and numel % block == 0, False)
+        if not static:
+            kernel = self._kernel(layouts, wide, even, None)
+            return kernel[grid], args, {**blocks, "num_warps": warps}, out_shapes
+        names = emit(self.group, layouts, "KERNEL", wide=wide).params
+        values = {**dict(zip(names, args, strict=True)), **blocks}
+        return self._kernel(layouts, wide, even, values)[grid], (), {"num_warps": warps}, out_shapes
 
 
 def external_values(fxg: FxGroup) -> list[fx.Node]:
