@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .graph import FULL, ROW, Group, Layout, Op, Ref
+from .graph import COL, FULL, ROW, Group, Layout, Op, Ref
 from .ops import COMPUTE, ELEMENTWISE, REDUCTIONS, TL_DTYPE
 
 __all__ = ["Kernel", "emit", "MAX_ROW"]
@@ -52,7 +52,7 @@ class _Writer:
         self.layouts = layouts
         self.wide = wide
         # masks: None where the sizes are known to fill every block (then no mask is emitted)
-        rows = group.kind == "rows"
+        rows = group.kind != "pointwise"
         self.cmask = None if even_cols or not rows else "cmask"
         self.rmask = None if even_rows else "rmask" if rows else "mask"
         self.mask = ("mask" if self.rmask and self.cmask else self.rmask or self.cmask) if rows else self.rmask
@@ -106,7 +106,10 @@ class _Writer:
         self.names[ref] = name
 
     def reduction(self, name: str, op: Op) -> None:
-        x = self.operand(op.args[0])
+        a = op.args[0]
+        x = self.operand(a)
+        if isinstance(a, Ref) and self.kinds.get(a) == ROW:  # one value per row stands for C of them
+            x = f"tl.broadcast_to({x}, (ROWS, BLOCK_C))"
         ident = REDUCTIONS[op.name]
         masked = f"tl.where(cmask, {x}, {ident})" if self.cmask else x
         ctype = _compute(op.dtype)
@@ -180,6 +183,101 @@ class _Writer:
             self.line(f"tl.store({ptr}, {value}, mask={m})" if m else f"tl.store({ptr}, {value})")
 
 
+_ACC_INIT = {"sum": "0.0", "mean": "0.0", "amax": "float('-inf')", "amin": "float('inf')"}
+
+
+class _ColsWriter(_Writer):
+    """A cols kernel: BLOCK_C columns a program; the rows walked BLOCK_R at a time, each reduction
+    accumulated in float32 across the walk; per-column work after it."""
+
+    def body(self) -> None:
+        g = self.g
+        pid = "tl.program_id(0)"
+        self.line(f"cols = {pid} * BLOCK_C + tl.arange(0, BLOCK_C)[None, :]")
+        if self.cmask:
+            self.line("cmask = cols < C")
+        reductions = [i for i, op in enumerate(g.ops) if op.name in _ACC_INIT]
+        for i in reductions:
+            self.line(f"acc{i} = tl.full((1, BLOCK_C), {_ACC_INIT[g.ops[i].name]}, tl.float32)")
+        self.line("for r0 in range(0, R, BLOCK_R):")
+        outer = self.lines
+        self.lines = []
+        start = "(r0 + tl.arange(0, BLOCK_R)[:, None])"
+        self.line(f"rows = {start}.to(tl.int64)" if self.wide else f"rows = {start}")
+        if self.rmask:
+            self.line("rmask = rows < R")
+        if self.mask == "mask":
+            self.line("mask = rmask & cmask")
+        col_inputs = []
+        for k, (dtype, kind) in enumerate(g.inputs):
+            if kind == COL:
+                col_inputs.append(k)
+                continue
+            lay = self.layouts[k]
+            off = self.offset(k, "rows")
+            if lay.col_stride != 0:
+                col = "cols" if lay.col_stride == 1 else f"cols * in{k}_cstride"
+                if lay.col_stride != 1:
+                    self.params.append(f"in{k}_cstride")
+                off = f"{off} + {col}" if off != "0" else col
+            masked = f", mask={self.mask}, other=0" if self.mask else ""
+            load = f"tl.load(in{k} + {off}{masked})" if off != "0" else f"tl.load(in{k})"
+            if "rows" not in off or "cols" not in off:  # broadcast along the walk or the columns: a full tile
+                load = f"tl.broadcast_to({load}, (BLOCK_R, BLOCK_C))"
+            self.line(f"x{k} = {load}.to({_compute(dtype)})")
+            self.names[Ref(k, input=True)] = f"x{k}"
+            self.kinds[Ref(k, input=True)] = FULL
+        for i, op in enumerate(g.ops):
+            if op.kind != FULL:
+                continue
+            self.op(i, op)
+        for i in reductions:
+            op = g.ops[i]
+            x = self.operand(op.args[0])
+            ident = _ACC_INIT[op.name]
+            part = f"tl.where({self.mask}, {x}, {ident})" if self.mask else x
+            fn = {"amax": "tl.max", "amin": "tl.min"}.get(op.name, "tl.sum")
+            part = f"{fn}({part}, axis=0, keep_dims=True)"
+            if op.name in ("amax", "amin"):
+                self.line(f"acc{i} = {'tl.maximum' if op.name == 'amax' else 'tl.minimum'}(acc{i}, {part})")
+            else:
+                self.line(f"acc{i} += {part}")
+        for j, i in enumerate(g.outputs):
+            if g.ops[i].kind == FULL:
+                value = f"{self.names[Ref(i)]}.to({TL_DTYPE[g.ops[i].dtype]})"
+                m = f", mask={self.mask}" if self.mask else ""
+                self.line(f"tl.store(out{j} + rows * C + cols, {value}{m})")
+        outer += ["    " + line for line in self.lines]
+        self.lines = outer
+        for k in col_inputs:
+            lay = self.layouts[k]
+            col = "cols" if lay.col_stride == 1 else "0" if lay.col_stride == 0 else f"cols * in{k}_cstride"
+            if lay.col_stride not in (0, 1):
+                self.params.append(f"in{k}_cstride")
+            masked = f", mask={self.cmask}, other=0" if self.cmask else ""
+            load = f"tl.load(in{k} + {col}{masked})" if col != "0" else f"tl.load(in{k})"
+            self.line(f"x{k} = {load}.to({_compute(g.inputs[k][0])})")
+            self.names[Ref(k, input=True)] = f"x{k}"
+            self.kinds[Ref(k, input=True)] = COL
+        for i, op in enumerate(g.ops):
+            if op.kind == FULL:
+                continue
+            if i in reductions:
+                scale = " / R" if op.name == "mean" else ""
+                self.line(f"v{i} = (acc{i}{scale}).to({_compute(op.dtype)})")
+                self.names[Ref(i)] = f"v{i}"
+                self.kinds[Ref(i)] = COL
+            else:
+                self.op(i, op)
+        for j, i in enumerate(g.outputs):
+            op = g.ops[i]
+            if op.kind == FULL:
+                continue
+            value = f"{self.names[Ref(i)]}.to({TL_DTYPE[op.dtype]})"
+            self.line(f"tl.store(out{j} + cols, {value}, mask={self.cmask})" if self.cmask
+                      else f"tl.store(out{j} + cols, {value})")
+
+
 def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False,
          values: Mapping[str, int] | None = None, even_rows: bool = False, even_cols: bool = False) -> Kernel:
     """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing.
@@ -189,11 +287,11 @@ def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False,
     launch that passes only pointers. Without them they are parameters: one kernel for all shapes.
     `even_rows`: the programs cover the rows (pointwise: the elements) exactly; `even_cols`: C is
     BLOCK_C. Each drops its mask."""
-    w = _Writer(group, layouts, wide, even_rows, even_cols)
+    w = (_ColsWriter if group.kind == "cols" else _Writer)(group, layouts, wide, even_rows, even_cols)
     w.body()
     ptrs = [f"in{k}" for k in range(len(group.inputs))] + [f"out{j}" for j in range(len(group.outputs))]
-    size = ["R", "C"] if group.kind == "rows" else ["n"]
-    blocks = ["ROWS", "BLOCK_C"] if group.kind == "rows" else ["BLOCK"]
+    size = ["n"] if group.kind == "pointwise" else ["R", "C"]
+    blocks = {"rows": ["ROWS", "BLOCK_C"], "cols": ["BLOCK_R", "BLOCK_C"]}.get(group.kind, ["BLOCK"])
     params = tuple(size + w.params)
     if values is None:
         header = f"def {name}({', '.join(ptrs + list(params) + [f'{b}: tl.constexpr' for b in blocks])}):"

@@ -7,6 +7,9 @@ A `Group` is one kernel's worth of work over one iteration domain:
 - `rows`: the domain is (rows..., C); values are either `full` (one per element) or `row` (one per
   row: the results of reductions over C, and anything computed from them alone). One program
   handles ROWS whole rows, each held in registers (C <= the emitter's limit).
+- `cols`: the domain is (rows..., C) again, reduced over the rows (a bias's gradient): values are
+  `full`, or `col` (one per column: the reductions' results and what is computed from them alone).
+  One program handles BLOCK_C columns, walking the rows BLOCK_R at a time.
 
 Inputs are tensors the kernel loads; how each is laid out in memory (contiguous, broadcast,
 strided) is known only at launch, so the emitter takes it per launch as a `Layout`. Outputs are
@@ -18,11 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["Ref", "Op", "Group", "Layout", "Scalar", "FULL", "ROW"]
+__all__ = ["Ref", "Op", "Group", "Layout", "Scalar", "Kind", "FULL", "ROW", "COL"]
 
 FULL: Literal["full"] = "full"
 ROW: Literal["row"] = "row"
-Kind = Literal["full", "row"]
+COL: Literal["col"] = "col"
+Kind = Literal["full", "row", "col"]
 Scalar = bool | int | float
 
 
@@ -73,7 +77,7 @@ class Layout:
 class Group:
     """One fused kernel: inputs (dtype, kind), ops in order, outputs (op index)."""
 
-    kind: Literal["pointwise", "rows"]
+    kind: Literal["pointwise", "rows", "cols"]
     inputs: list[tuple[str, Kind]] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)

@@ -31,6 +31,7 @@ class Lowered:
     reduce: bool = False
     keepdim: bool = True
     view: bool = False
+    over_rows: bool = False  # a reduction over every dim but the last (a bias's gradient), not over the last
 
 
 def dtype_name(dt: torch.dtype) -> str | None:
@@ -116,13 +117,26 @@ def _last_dim(node: fx.Node, dims: Any) -> bool:
     return dims is not None and len(dims) == 1 and dims[0] in (-1, val.dim() - 1)
 
 
+def _leading_dims(node: fx.Node, dims: Any) -> bool:
+    """`dims` are every dim of the operand but the last (at least one)."""
+    val = _val(node.args[0])
+    if val is None or val.dim() < 2 or dims is None:
+        return False
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted(d % val.dim() for d in dims) == list(range(val.dim() - 1))
+
+
 def _reduction(name: str) -> Callable[[fx.Node], Lowered | None]:
     def lower(node: fx.Node) -> Lowered | None:
         dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
         keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-        if node.kwargs.get("dtype") is not None or not _last_dim(node, dims):
+        if node.kwargs.get("dtype") is not None:
             return None
-        return Lowered(name, (node.args[0],), reduce=True, keepdim=bool(keepdim))
+        if _last_dim(node, dims):
+            return Lowered(name, (node.args[0],), reduce=True, keepdim=bool(keepdim))
+        if _leading_dims(node, dims):
+            return Lowered(name, (node.args[0],), reduce=True, keepdim=bool(keepdim), over_rows=True)
+        return None
 
     return lower
 
@@ -140,10 +154,12 @@ def _prims_reduction(name: str) -> Callable[[fx.Node], Lowered | None]:
     def lower(node: fx.Node) -> Lowered | None:
         if set(node.kwargs) - {"output_dtype"} or node.kwargs.get("output_dtype") is not None:
             return None
-        if not _last_dim(node, node.args[1]):
-            return None
         args = (node.args[0], node.args[2]) if name == "var" else (node.args[0],)
-        return Lowered(name, args, reduce=True, keepdim=False)
+        if _last_dim(node, node.args[1]):
+            return Lowered(name, args, reduce=True, keepdim=False)
+        if name != "var" and _leading_dims(node, node.args[1]):
+            return Lowered(name, args, reduce=True, keepdim=False, over_rows=True)
+        return None
 
     return lower
 

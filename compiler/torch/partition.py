@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ..fusion.graph import FULL, ROW, Group, Op, Ref
+from ..fusion.graph import COL, FULL, ROW, Group, Kind, Op, Ref
 from .lowering import Lowered, convert, dtype_name
 
 __all__ = ["FxGroup", "partition"]
@@ -56,6 +56,7 @@ class FxGroup:
     lowered: dict[fx.Node, Lowered] = field(default_factory=dict)
     reduces: bool = False
     closed: bool = False
+    over_rows: bool = False  # a cols group: its reductions run over every dim but the last
 
     @property
     def row_shape(self) -> tuple[Any, ...]:
@@ -65,6 +66,10 @@ class FxGroup:
         """The kind a value of `shape` has in this group, or None if it does not fit."""
         if _same_shape(shape, self.domain):
             return FULL
+        if self.over_rows:
+            last = self.domain[-1:]
+            fits = len(shape) <= len(self.domain) and _same_shape(shape[-1:], last)
+            return COL if fits and _same_shape(_drop_ones(shape[:-1]), ()) else None
         if self.reduces and _same_shape(_drop_ones(shape), _drop_ones(self.row_shape)) and (
                 len(shape) in (len(self.domain), len(self.domain) - 1)):
             return ROW
@@ -77,11 +82,11 @@ class FxGroup:
 
     def to_group(self, outputs: list[fx.Node]) -> Group:
         """The plain graph the emitter reads."""
-        g = Group("rows" if self.reduces else "pointwise")
+        g = Group("cols" if self.over_rows else "rows" if self.reduces else "pointwise")
         index = {n: i for i, n in enumerate(self.nodes)}
         input_index = {n: k for k, n in enumerate(self.inputs)}
         for n in self.inputs:
-            g.inputs.append((dtype_name(n.meta["val"].dtype) or "", FULL))
+            g.inputs.append((dtype_name(n.meta["val"].dtype) or "", self._reads_as(n)))
         for n in self.nodes:
             low = self.lowered[n]
             args: list[Any] = []
@@ -93,6 +98,15 @@ class FxGroup:
             g.ops.append(Op(low.name, tuple(args), dtype_name(n.meta["val"].dtype) or "", self.kinds[n]))  # type: ignore[arg-type]
         g.outputs = [index[n] for n in outputs]
         return g
+
+    def _reads_as(self, n: fx.Node) -> Kind:
+        """COL for an input of a cols group read only per column (after the walk over the rows)."""
+        if not self.over_rows:
+            return FULL
+        for u in self.nodes:
+            if n in self.lowered[u].args and (self.lowered[u].reduce or self.kinds[u] == FULL):
+                return FULL
+        return COL
 
 
 def _pad_for(group: FxGroup, arg: fx.Node, out_shape: tuple[Any, ...]) -> tuple[int, bool] | None:
@@ -108,7 +122,7 @@ def _pad_for(group: FxGroup, arg: fx.Node, out_shape: tuple[Any, ...]) -> tuple[
         if not (isinstance(s, int) and s == 1) and not _same(s, o):
             return None
     d = len(group.domain)
-    trail = len(out_shape) == d - 1  # an op on S[:-1]-shaped per-row values
+    trail = not group.over_rows and len(out_shape) == d - 1  # an op on S[:-1]-shaped per-row values
     return (d - len(shape) - (1 if trail else 0), trail)
 
 
@@ -117,13 +131,15 @@ def _try_join(group: FxGroup, node: fx.Node, low: Lowered) -> bool:
     shape = tuple(val.shape)
     operands = [a for a in low.args if isinstance(a, fx.Node)]
     if low.reduce:
+        if low.over_rows != group.over_rows:
+            return False  # a group reduces over its rows or over its columns, not both
         src = operands[0]
         if src in group.kinds and group.kinds[src] != FULL:
             return False
         src_shape = tuple(src.meta["val"].shape)
         if not _same_shape(src_shape, group.domain):
             return False
-        kind: str = ROW
+        kind: str = COL if low.over_rows else ROW
     else:
         maybe = group.kind_of(shape)
         if maybe is None:
@@ -132,9 +148,15 @@ def _try_join(group: FxGroup, node: fx.Node, low: Lowered) -> bool:
     pads = {}
     for a in operands:
         if a in group.kinds:
-            if kind == ROW and group.kinds[a] == FULL and not low.reduce:
-                return False  # a row value computed from a full one is a reduction's job
+            if kind in (ROW, COL) and group.kinds[a] == FULL and not low.reduce:
+                return False  # a row (column) value computed from a full one is a reduction's job
+            if group.over_rows and kind == FULL and group.kinds[a] == COL:
+                return False  # would need the walk over the rows finished: a second pass
             continue
+        if group.over_rows and any(a in group.lowered[u].args and
+                                   (FULL if group.lowered[u].reduce else group.kinds[u]) != (
+                                       FULL if low.reduce else kind) for u in group.nodes):
+            return False  # read both in the walk and after it
         pad = _pad_for(group, a, group.domain if low.reduce else shape)
         if pad is None or group.pads.get(a, pad) != pad:
             return False  # not broadcastable, or lined up differently by another consumer
@@ -159,14 +181,14 @@ def _new_group(node: fx.Node, low: Lowered) -> FxGroup | None:
             return None
     else:
         domain = tuple(node.meta["val"].shape)
-    g = FxGroup(domain)
+    g = FxGroup(domain, over_rows=low.over_rows)
     return g if _try_join(g, node, low) else None
 
 
 def _absorb(group: FxGroup, producer: FxGroup, order: dict[fx.Node, int]) -> bool:
     """Move an open elementwise group that feeds `group` into it (e.g. the per-row scale computed from a
     saved statistic before the row reduction that uses it), if all of it fits `group`'s domain."""
-    if producer.reduces or producer.closed:
+    if producer.reduces or producer.closed or producer.over_rows or group.over_rows:
         return False
     trial = FxGroup(group.domain, list(group.nodes), list(group.inputs), dict(group.kinds), dict(group.pads),
                     dict(group.lowered), group.reduces)
@@ -187,19 +209,24 @@ def _absorb(group: FxGroup, producer: FxGroup, order: dict[fx.Node, int]) -> boo
     return True
 
 
-def partition(gm: fx.GraphModule) -> list[FxGroup]:
-    """The fusion groups of `gm`, in the order they close."""
+def partition(gm: fx.GraphModule, *, column_sums: bool = True) -> list[FxGroup]:
+    """The fusion groups of `gm`, in the order they close. `column_sums`: fuse reductions over every
+    dim but the last (else torch computes them)."""
     owner: dict[fx.Node, FxGroup] = {}
     groups: list[FxGroup] = []
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     for node in gm.graph.nodes:
         low = convert(node)
+        if low is not None and low.over_rows and not column_sums:
+            low = None
         joined = False
         if low is not None:
             operands = [a for a in low.args if isinstance(a, fx.Node)]
             candidates = [owner[a] for a in reversed(operands) if a in owner]
             # siblings: open groups that load one of the same tensors (a norm's two statistics)
             candidates += [g for g in reversed(groups) if any(a in g.inputs for a in operands)]
+            if low.over_rows:  # sums over the same rows of other tensors (a layer's bias and weight gradients)
+                candidates += [g for g in reversed(groups) if g.over_rows and not g.closed]
             for g in candidates:
                 if not g.closed and _try_join(g, node, low):
                     owner[node] = g

@@ -47,6 +47,13 @@ def rows_config(R: int, C: int, device: str) -> tuple[int, int]:
     return per_prog, max(1, min(8, per_prog * block_c // 512))
 
 
+def cols_config(R: int, C: int, device: str) -> tuple[int, int, int]:
+    """(BLOCK_R, BLOCK_C, num_warps) of a cols kernel: enough column blocks to spread over the device,
+    each walking the rows in tiles of about 2048 values."""
+    block_c = max(16, min(128, _next_pow2(C) // 16))
+    return max(1, min(_next_pow2(R), 2048 // block_c)), block_c, 4
+
+
 def _next_pow2(n: int) -> int:  # noqa: E302
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -92,19 +99,25 @@ def layout_of(t: torch.Tensor, pad: tuple[int, bool], domain: Sequence[int], row
     return Layout(linear=False, row_dims=dims, col_stride=0 if size_c == 1 else cstride, outer=outer)
 
 
-def _layout_args(lay: Layout) -> list[int]:
-    args: list[int] = []
+def _layout_values(k: int, lay: Layout) -> dict[str, int]:
+    """The size and stride parameters emit.py names for input k laid out as `lay`."""
+    out: dict[str, int] = {}
     if lay.linear:
-        return args
-    div = 1
-    triples = []
-    for size, stride in reversed(lay.row_dims):
-        if stride != 0:  # a broadcast dim reads nothing (emit.py leaves it out of the offset)
-            triples.append((div, size, stride))
+        return out
+    divs, div = [], 1
+    for size, _ in reversed(lay.row_dims):
+        divs.append(div)
         div *= size
-    for t in reversed(triples):
-        args += list(t)
-    return args
+    for d, ((size, stride), dv) in enumerate(zip(lay.row_dims, reversed(divs), strict=True)):
+        if stride != 0:  # a broadcast dim reads nothing (emit.py leaves it out of the offset)
+            out.update({f"in{k}_div{d}": dv, f"in{k}_size{d}": size, f"in{k}_stride{d}": stride})
+    out[f"in{k}_cstride"] = lay.col_stride
+    return out
+
+
+def _layout_args(lay: Layout) -> list[int]:
+    """Input 0's size and stride arguments in emit.py's order (for kernels built by hand in tests)."""
+    return [v for name, v in _layout_values(0, lay).items() if not name.endswith("cstride")]
 
 
 class GroupRunner:
@@ -207,44 +220,50 @@ class GroupRunner:
         """What a call with these input shapes and strides launches: (the launcher bound to its grid,
         the size and stride arguments, the launch options, the output shapes)."""
         domain, out_shapes = self._sizes(syms)
-        rows = self.group.kind == "rows"
+        kind = self.group.kind
         numel = 1
         for s in domain:
             numel *= s
-        C = domain[-1] if rows else 0
-        if rows and C > MAX_ROW:
+        C = domain[-1] if kind != "pointwise" else 0
+        if kind == "rows" and C > MAX_ROW:
             return _FALLBACK
         if numel == 0:
             return (None, (), {}, out_shapes)
         device = inputs[0].device
+        rows = kind != "pointwise"
         layouts = [layout_of(t, pad, domain, rows) for t, pad in zip(inputs, self.pads, strict=True)]
         reach = max([numel] + [sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride(), strict=True)) + 1
                                for t in inputs])
         wide = reach >= 2**31 - 1
-        extra: list[int] = []
-        for lay in layouts:
-            extra += _layout_args(lay)
-            if rows and lay.col_stride not in (0, 1) and not lay.linear:
-                extra.append(lay.col_stride)
+        values: dict[str, int] = {}
+        for k, lay in enumerate(layouts):
+            values.update(_layout_values(k, lay))
         static = not self.symbols  # sizes written into the kernel; masks its sizes make moot left out
-        if rows:
-            R = numel // C if C else 0
+        R = numel // C if C else 0
+        if kind == "rows":
             per_prog, warps = rows_config(R, C, device.type)
             block_c = _next_pow2(C)
             grid: tuple[int, ...] = ((R + per_prog - 1) // per_prog,)
-            args: tuple[int, ...] = (R, C, *extra)
             blocks = {"ROWS": per_prog, "BLOCK_C": block_c}
             even = (static and R % per_prog == 0, static and block_c == C)
+            values.update(R=R, C=C)
+        elif kind == "cols":
+            block_r, block_c, warps = cols_config(R, C, device.type)
+            grid = ((C + block_c - 1) // block_c,)
+            blocks = {"BLOCK_R": block_r, "BLOCK_C": block_c}
+            even = (static and R % block_r == 0, static and C % block_c == 0)
+            values.update(R=R, C=C)
         else:
             block, warps = pointwise_config(numel, device.type)
-            grid, args, blocks = ((numel + block - 1) // block,), (numel, *extra), {"BLOCK": block}
+            grid, blocks = ((numel + block - 1) // block,), {"BLOCK": block}
             even = (static and numel % block == 0, False)
+            values.update(n=numel)
+        params = emit(self.group, layouts, "KERNEL", wide=wide).params
         if not static:
             kernel = self._kernel(layouts, wide, even, None)
-            return kernel[grid], args, {**blocks, "num_warps": warps}, out_shapes
-        names = emit(self.group, layouts, "KERNEL", wide=wide).params
-        values = {**dict(zip(names, args, strict=True)), **blocks}
-        return self._kernel(layouts, wide, even, values)[grid], (), {"num_warps": warps}, out_shapes
+            return kernel[grid], tuple(values[p] for p in params), {**blocks, "num_warps": warps}, out_shapes
+        baked = {**{p: values[p] for p in params}, **blocks}
+        return self._kernel(layouts, wide, even, baked)[grid], (), {"num_warps": warps}, out_shapes
 
 
 def external_values(fxg: FxGroup) -> list[fx.Node]:

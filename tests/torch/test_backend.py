@@ -164,3 +164,20 @@ def test_each_kernel_text_is_compiled_once_and_dumped_under_its_own_name(tmp_pat
     torch._dynamo.reset()
     torch.compile(two_layers, backend=anvil)(torch.randn(4, 16))
     assert len(list(tmp_path.glob("*.py"))) == 1  # both layers run the same kernel
+
+
+@pytest.mark.parametrize("shape", [(4, 8, 64), (5, 37), (3, 7, 1000)])
+def test_column_sums_of_bias_and_weight_gradients(shape: tuple[int, ...], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANVIL_FUSION_DUMP", str(tmp_path))
+    C = shape[-1]
+    _check(lambda x, w, b: F.layer_norm(x, (C,), w, b) * 2, torch.randn(shape), torch.randn(C), torch.randn(C))
+    _check(lambda x, b: (x + b).sum(dim=list(range(len(shape) - 1))) * x.amax(), torch.randn(shape), torch.randn(C))
+    assert any("for r0 in range(0, R, BLOCK_R)" in p.read_text() for p in tmp_path.glob("*.py"))
+
+
+def test_reductions_of_broadcast_inputs_count_every_element() -> None:
+    rows = torch.randn(5, 1).expand(5, 64)  # constant along each row: stride 0
+    cols = torch.randn(1, 48).expand(33, 48)  # constant down each column
+    _check(lambda t: t.sum(-1) + t.amax(-1), rows, grad=False)
+    _check(lambda t: t.sum(0) * 2, cols, grad=False)
