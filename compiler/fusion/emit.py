@@ -46,6 +46,26 @@ def _compute(dtype: str) -> str:
     return TL_DTYPE[COMPUTE.get(dtype, dtype)]
 
 
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "bool": 1}
+
+
+def _identity(reduction: str, dtype: str) -> str:
+    """What masked-off elements hold for a reduction over values of `dtype` (exact for integers)."""
+    bits = _INT_BITS.get(dtype)
+    if bits is None:
+        return REDUCTIONS[reduction]
+    if reduction == "amax":
+        return "0" if dtype in ("uint8", "bool") else str(-(1 << (bits - 1)))
+    if reduction == "amin":
+        return str((1 << bits) - 1) if dtype in ("uint8", "bool") else str((1 << (bits - 1)) - 1)
+    return "0"
+
+
+def _acc_dtype(dtype: str) -> str:
+    """Cols kernels accumulate floats in float32 (float64 stays) and integers in int64."""
+    return "tl.int64" if dtype in _INT_BITS else "tl.float64" if dtype == "float64" else "tl.float32"
+
+
 class _Writer:
     def __init__(self, group: Group, layouts: list[Layout], wide: bool, even_rows: bool, even_cols: bool) -> None:
         self.g = group
@@ -105,12 +125,18 @@ class _Writer:
             self.line(f"{name} = ({expr}).to({_compute(op.dtype)})")
         self.names[ref] = name
 
+    def _dtype_of(self, a: object) -> str:
+        """The dtype of an operand (a group input or an op's result)."""
+        if isinstance(a, Ref):
+            return self.g.inputs[a.index][0] if a.input else self.g.ops[a.index].dtype
+        return "float32"
+
     def reduction(self, name: str, op: Op) -> None:
         a = op.args[0]
         x = self.operand(a)
         if isinstance(a, Ref) and self.kinds.get(a) == ROW:  # one value per row stands for C of them
             x = f"tl.broadcast_to({x}, (ROWS, BLOCK_C))"
-        ident = REDUCTIONS[op.name]
+        ident = _identity(op.name, self._dtype_of(a))
         masked = f"tl.where(cmask, {x}, {ident})" if self.cmask else x
         ctype = _compute(op.dtype)
         if op.name == "sum":
@@ -183,7 +209,7 @@ class _Writer:
             self.line(f"tl.store({ptr}, {value}, mask={m})" if m else f"tl.store({ptr}, {value})")
 
 
-_ACC_INIT = {"sum": "0.0", "mean": "0.0", "amax": "float('-inf')", "amin": "float('inf')"}
+_COL_REDUCTIONS = ("sum", "mean", "amax", "amin")
 
 
 class _ColsWriter(_Writer):
@@ -196,9 +222,11 @@ class _ColsWriter(_Writer):
         self.line(f"cols = {pid} * BLOCK_C + tl.arange(0, BLOCK_C)[None, :]")
         if self.cmask:
             self.line("cmask = cols < C")
-        reductions = [i for i, op in enumerate(g.ops) if op.name in _ACC_INIT]
+        reductions = [i for i, op in enumerate(g.ops) if op.name in _COL_REDUCTIONS]
         for i in reductions:
-            self.line(f"acc{i} = tl.full((1, BLOCK_C), {_ACC_INIT[g.ops[i].name]}, tl.float32)")
+            src_dtype = self._dtype_of(g.ops[i].args[0])
+            init = _identity(g.ops[i].name, src_dtype)
+            self.line(f"acc{i} = tl.full((1, BLOCK_C), {init}, {_acc_dtype(src_dtype)})")
         self.line("for r0 in range(0, R, BLOCK_R):")
         outer = self.lines
         self.lines = []
@@ -234,7 +262,7 @@ class _ColsWriter(_Writer):
         for i in reductions:
             op = g.ops[i]
             x = self.operand(op.args[0])
-            ident = _ACC_INIT[op.name]
+            ident = _identity(op.name, self._dtype_of(op.args[0]))
             part = f"tl.where({self.mask}, {x}, {ident})" if self.mask else x
             fn = {"amax": "tl.max", "amin": "tl.min"}.get(op.name, "tl.sum")
             part = f"{fn}({part}, axis=0, keep_dims=True)"

@@ -31,7 +31,6 @@ ELEMENTWISE: dict[str, str] = {
     "sub": "{0} - {1}",
     "mul": "{0} * {1}",
     "div": "{0} / {1}",
-    "floordiv": "{0} // {1}",
     "neg": "-{0}",
     "abs": "tl.abs({0})",
     "exp": "tl.exp({0})",

@@ -219,6 +219,8 @@ def convert(node: fx.Node) -> Lowered | None:
             v = _val(a)
             if not isinstance(v, torch.Tensor) or dtype_name(v.dtype) is None:
                 return None
+            if v.device != val.device:  # a CPU scalar tensor beside CUDA ones: torch's job
+                return None
         elif not isinstance(a, (bool, int, float, str, list, tuple, type(None))):
             return None
     if node.target in _SIMPLE:

@@ -181,3 +181,9 @@ def test_reductions_of_broadcast_inputs_count_every_element() -> None:
     cols = torch.randn(1, 48).expand(33, 48)  # constant down each column
     _check(lambda t: t.sum(-1) + t.amax(-1), rows, grad=False)
     _check(lambda t: t.sum(0) * 2, cols, grad=False)
+
+
+def test_mixed_dtypes_comparisons_and_integer_inputs() -> None:
+    x, i = torch.randn(7, 19), torch.randint(-5, 5, (7, 19))
+    _check(lambda x, i: torch.where(i > 0, x * i, x / (i.abs() + 1)) + (i == 2).float(), x, i, grad=False)
+    _check(lambda i: (i * 3 + 1).sum(-1), i, grad=False)
