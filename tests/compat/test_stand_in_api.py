@@ -115,3 +115,24 @@ def test_reset_to_zero_holds_for_the_launch_after_tuning() -> None:
     torch.testing.assert_close(out[0], x.sum(), rtol=1e-5, atol=1e-4)  # the benchmarks' sums are gone
 
 
+# ---------------------------------------------------------------- CompiledKernel attributes
+def test_launched_kernel_has_tritons_attributes_on_the_cpu() -> None:
+    n = 200 + int(torch.randint(1, 31, ()).item())
+    x, y = torch.randn(n), _nan(n)
+    ck = _scale[(compiler.cdiv(n, 64),)](x, y, n, BLOCK=64)
+    torch.testing.assert_close(y, x * 2.0 + 1.0)
+    assert (ck.n_regs, ck.n_spills, ck.shared) == (0, 0, 0)
+    assert ck.name == "_scale" and ck.metadata.name == "_scale" and ck.metadata["num_warps"] == ck.metadata.num_warps
+    assert "define" in ck.asm["llir"]
+    with pytest.raises(AttributeError):
+        ck.metadata.no_such_field  # noqa: B018
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found")
+def test_cuda_kernel_attributes_come_from_ptxas() -> None:
+    ck = _scale.compile({"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 128}, target="cuda:sm_90a")
+    assert ck.n_regs == ck.metadata["n_regs"] > 0
+    assert ck.n_spills == ck.metadata.n_spills == 0 and ck.shared == ck.metadata.shared
+    assert ck.name == "_scale" and ".entry" in ck.asm["ptx"]
+
+
