@@ -136,3 +136,24 @@ def test_cuda_kernel_attributes_come_from_ptxas() -> None:
     assert ck.name == "_scale" and ".entry" in ck.asm["ptx"]
 
 
+# ---------------------------------------------------------------- triton.language.standard._log2
+def test_log2_of_a_power_of_two_on_the_host_and_in_kernels(triton: Any) -> None:
+    from triton.language.standard import _is_power_of_two, _log2
+
+    assert [_log2(v) for v in (1, 2, 64, 1024)] == [0, 1, 6, 10]
+    assert _log2(triton.language.constexpr(256)) == 8 and _is_power_of_two(64) and not _is_power_of_two(48)
+
+    @jit
+    def shift(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        LOG: tl.constexpr = _log2(BLOCK)
+        tl.static_assert(_is_power_of_two(BLOCK))
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(y_ptr + offs, x * LOG + (offs >> LOG).to(tl.float32), mask=offs < n)
+
+    n = 500 + int(torch.randint(1, 63, ()).item())
+    x, y = torch.randn(n), _nan(n)
+    shift[(compiler.cdiv(n, 64),)](x, y, n, BLOCK=64)
+    torch.testing.assert_close(y, x * 6 + (torch.arange(n) // 64).float())
+
+
