@@ -157,3 +157,21 @@ def test_log2_of_a_power_of_two_on_the_host_and_in_kernels(triton: Any) -> None:
     torch.testing.assert_close(y, x * 6 + (torch.arange(n) // 64).float())
 
 
+# ---------------------------------------------------------------- tl.dot(a, b, trans_b=True)
+@jit
+def _dot_trans_b(a_ptr, b_ptr, c_ptr):
+    offs = tl.arange(0, 16)
+    a = tl.load(a_ptr + offs[:, None] * 16 + offs[None, :])
+    b = tl.load(b_ptr + offs[:, None] * 16 + offs[None, :])
+    tl.store(c_ptr + offs[:, None] * 16 + offs[None, :], tl.dot(a, b, trans_b=True))
+
+
+def test_dot_trans_b_is_refused_with_the_rewrite() -> None:
+    a, b, c = torch.randn(16, 16), torch.randn(16, 16), torch.empty(16, 16)
+    with pytest.raises(compiler.ArgumentError) as info:
+        _dot_trans_b[(1,)](a, b, c)
+    err = info.value
+    assert "trans_b" in err.message and err.hint == "transpose the operand instead: tl.dot(a, tl.trans(b))"
+    assert err.lineno == _dot_trans_b.fn.__code__.co_firstlineno + 5 and "trans_b=True" in str(err)
+
+
