@@ -296,6 +296,8 @@ def value_attribute(base: Any, attr: str) -> Any:
             return getattr(base, attr)
         if attr in _DTYPE_CLASS_LISTS:
             return tuple(getattr(base, attr))
+        if attr == "value":  # Triton holds a dtype argument as constexpr(dtype), whose .value is the dtype
+            return base
         return _MISSING
     if base is lc.dtype or base is lc.pointer_type:
         return tuple(getattr(base, attr)) if attr in _DTYPE_CLASS_LISTS else _MISSING

@@ -175,3 +175,41 @@ def test_dot_trans_b_is_refused_with_the_rewrite() -> None:
     assert err.lineno == _dot_trans_b.fn.__code__.co_firstlineno + 5 and "trans_b=True" in str(err)
 
 
+# ---------------------------------------------------------------- dtype arguments read as constexprs
+@jit
+def _cast_to(x, dtype):
+    return x.to(dtype.value)
+
+
+@jit
+def _cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, OUT: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    wrapped = tl.constexpr(tl.float16)
+    y = _cast_to(x, wrapped).to(tl.float32) + tl.zeros([BLOCK], dtype=wrapped).to(tl.float32)
+    tl.store(y_ptr + offs, _cast_to(y, OUT), mask=offs < n)
+
+
+def test_dtype_value_in_a_helper_as_triton_wraps_dtypes() -> None:
+    n = 300 + int(torch.randint(1, 63, ()).item())
+    x, y = torch.randn(n), _nan(n)
+    _cast_kernel[(compiler.cdiv(n, 128),)](x, y, n, BLOCK=128, OUT=tl.float32)
+    torch.testing.assert_close(y, x.half().float(), rtol=0, atol=0)
+
+
+HEADER = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr, n):\n"
+
+
+@pytest.mark.parametrize("body, words", [
+    ("x = tl.float32.value.__class__", "'__class__'"),
+    ("x = tl.float32.value.ir", "'ir'"),
+    ("x = tl.constexpr(tl.float32).value.ir", "'ir'"),
+    ("x = tl.float32.value.value.to", "'to'"),
+    ("x = tl.float32.value.__dict__", "'__dict__'"),
+    ("x = tl.standard._log2(4)", "'_log2'"),
+])
+def test_dtype_value_reaches_nothing_more(body: str, words: str) -> None:
+    src = HEADER + f"    {body}\n"
+    with pytest.raises(compiler.CompilationError) as info:
+        compiler.compile_source(src, "k").compile({"x_ptr": "*fp32", "n": "i32"}, {}, target="cpu")
+    assert words in str(info.value) and info.value.lineno == 6, str(info.value)
