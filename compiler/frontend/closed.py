@@ -10,7 +10,9 @@ evaluation sees only values of a closed set:
   tensor descriptors; the language's classes, functions and namespaces (`tl`, `tl.math`,
   `tl.extra.*`, the `triton` stand-in's `language`) and `@jit` functions;
 - a few pure helpers: the numeric functions of `math` in `MATH_FUNCTIONS`, `cdiv`,
-  `next_power_of_2`, and the Python builtins in `pybuiltins.PY_BUILTINS`.
+  `next_power_of_2`, the standard library's `_log2` and `_is_power_of_two` (imported by name:
+  libraries take them from `triton.language.standard`), and the Python builtins in
+  `pybuiltins.PY_BUILTINS`.
 
 Attribute access goes through an allow-list per kind of value (`value_attribute`); no name
 starting with `_` is reachable, and modules expose only their closed exports. Whether something
@@ -192,7 +194,10 @@ def _pure_functions() -> dict[int, Any]:
         import compiler
         import compiler.triton_compat as tc
 
-        fns = [getattr(math, n) for n in MATH_FUNCTIONS] + [compiler.cdiv, compiler.next_power_of_2, tc.cdiv]
+        from ..language import standard
+
+        fns = [getattr(math, n) for n in MATH_FUNCTIONS] + [compiler.cdiv, compiler.next_power_of_2, tc.cdiv,
+                                                           standard._log2, standard._is_power_of_two]
         _PURE = {id(f): f for f in fns}
     return _PURE
 
@@ -291,6 +296,8 @@ def value_attribute(base: Any, attr: str) -> Any:
             return getattr(base, attr)
         if attr in _DTYPE_CLASS_LISTS:
             return tuple(getattr(base, attr))
+        if attr == "value":  # Triton holds a dtype argument as constexpr(dtype), whose .value is the dtype
+            return base
         return _MISSING
     if base is lc.dtype or base is lc.pointer_type:
         return tuple(getattr(base, attr)) if attr in _DTYPE_CLASS_LISTS else _MISSING

@@ -398,15 +398,27 @@ def cat(input: Any, other: Any, can_reorder: bool = False, dim: int = 0, _sem: A
 @builtin
 def dot(input: Any, other: Any, acc: Any = None, input_precision: str | None = None,
         allow_tf32: bool | None = None, max_num_imprecise_acc: int | None = None,
-        out_dtype: Any = None, _sem: Any = None) -> Tensor:
+        out_dtype: Any = None, *, trans_a: Any = None, trans_b: Any = None, _sem: Any = None) -> Tensor:
     """Matrix product of two tiles (M,K)@(K,N), accumulating in fp32 (int32 for int8).
-    `acc = tl.dot(a, b, acc)`."""
+    `acc = tl.dot(a, b, acc)`. `trans_a`/`trans_b` (Triton 2.0) are refused, as Triton refuses them
+    today: the error shows the rewrite with `tl.trans`."""
+    if trans_a is not None or trans_b is not None:
+        raise ArgumentError("tl.dot no longer takes trans_a/trans_b (removed after Triton 2.0)",
+                            hint=_dot_trans_hint(trans_a, trans_b))
     if input_precision is None and allow_tf32 is not None:
         input_precision = "tf32" if allow_tf32 else "ieee"
     od = _dtype(out_dtype) if out_dtype is not None else T.fp32
     assert isinstance(od, T.ScalarType)
     a = acc if acc is None else _tensor(_sem, acc)
     return _sem.dot(_tensor(_sem, input), _tensor(_sem, other), a, input_precision, od)
+
+
+def _dot_trans_hint(trans_a: Any, trans_b: Any) -> str:
+    if not trans_a and not trans_b:  # False is what 2.0 did without them
+        return "drop the trans_a=/trans_b= arguments"
+    a = "tl.trans(a)" if trans_a else "a"
+    b = "tl.trans(b)" if trans_b else "b"
+    return f"transpose the operand instead: tl.dot({a}, {b})"
 
 
 # ------------------------------------------------------------------------- reductions

@@ -23,6 +23,20 @@ join = _b.join
 static_assert = _b.static_assert
 
 
+def _log2(i: int | constexpr) -> int:
+    """floor(log2(i)), 0 for i <= 1: the exponent of a power-of-two block size (Triton's private helper
+    of the same name, which libraries import). Callable on the host and, with compile-time numbers, in
+    kernels."""
+    n = int(i.value if isinstance(i, constexpr) else i)
+    return 0 if n <= 1 else n.bit_length() - 1
+
+
+def _is_power_of_two(i: int | constexpr) -> bool:
+    """Whether `i` is a power of two (Triton's private helper of the same name; host and kernels)."""
+    n = int(i.value if isinstance(i, constexpr) else i)
+    return n > 0 and n & (n - 1) == 0
+
+
 @jit
 def cdiv(x, div):
     """Ceiling division of integers: `tl.cdiv(n, BLOCK)`."""

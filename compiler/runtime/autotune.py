@@ -51,19 +51,46 @@ class Config:
 
 
 class Autotuner(KernelInterface):
+    """Triton's `Autotuner`, with its constructor, for libraries that subclass or build it directly.
+
+    `pre_hook(nargs, reset_only=False)` and `post_hook(nargs, exception)` behave as in Triton: around
+    every benchmarked run of a config they get the arguments by name with the config's
+    meta-parameters (`exception` is what the run raised, or None), and after tuning `pre_hook` is
+    called once more with `reset_only=True` before the chosen config runs. A config's own `pre_hook`
+    runs first. Unlike Triton, where a `pre_hook` replaces it, `reset_to_zero`/`restore_value`
+    handling stays on beside the hooks, so tuning never changes results.
+
+    Accepted for Triton's signature, without effect here: `use_cuda_graph` (launches are timed
+    directly; the CPU has no graphs), `warmup` and `rep` (deprecated in Triton; each config is timed
+    for about 0.2 s) and `cache_results` (choices are kept for the process, not on disk).
+    `do_bench(fn, quantiles=...)`, when given, times the configs instead of Anvil's own loop.
+    """
+
     def __init__(self, fn: Any, arg_names: list[str], configs: list[Config], key: list[str],
                  reset_to_zero: Iterable[str] | None, restore_value: Iterable[str] | None,
-                 prune_configs_by: Mapping[str, Any] | None, warmup: int | None, rep: int | None) -> None:
+                 pre_hook: Callable[..., Any] | None = None, post_hook: Callable[..., Any] | None = None,
+                 prune_configs_by: Mapping[str, Any] | None = None, warmup: int | None = None,
+                 rep: int | None = None, use_cuda_graph: bool = False, do_bench: Callable[..., Any] | None = None,
+                 cache_results: bool = False) -> None:
         self.fn = fn
         self.arg_names = arg_names
         self.configs = configs or [Config({})]
         self.key = list(key)
+        self.keys = self.key  # Triton's name for it
         self.reset_to_zero = list(reset_to_zero or [])
         self.restore_value = list(restore_value or [])
+        self.user_pre_hook = pre_hook
+        self.user_post_hook = post_hook
+        self.user_defined_pre_hook = pre_hook is not None
+        self.user_defined_post_hook = post_hook is not None
         prune = dict(prune_configs_by or {})
         self.early_prune = prune.get("early_config_prune")
         self.perf_model = prune.get("perf_model")
         self.top_k = prune.get("top_k")
+        self.num_warmups, self.num_reps = warmup, rep
+        self.use_cuda_graph = use_cuda_graph
+        self.user_do_bench = do_bench
+        self.cache_results = cache_results
         self.cache: dict[Any, Config] = {}
         self.best_config: Config | None = None
         self.timings: dict[Config, float] = {}
@@ -93,7 +120,13 @@ class Autotuner(KernelInterface):
             if without_data(named.values()):  # traced (fake or meta tensors): nothing to time, no choice to keep
                 return None
             configs = self._pruned(named)
-            cfg = configs[0] if len(configs) == 1 else self._tune(configs, args, kwargs, grid, named)
+            if len(configs) == 1:
+                cfg = configs[0]
+            else:
+                cfg = self._tune(configs, args, kwargs, grid, named)
+                self._reset(named)  # the benchmarks' sums are not the launch's
+                if self.user_pre_hook is not None:
+                    self.user_pre_hook({**named, **cfg.all_kwargs()}, reset_only=True)
             self.cache[key] = cfg
         self.best_config = cfg
         clash = set(cfg.kwargs) & set(kwargs)
@@ -127,13 +160,26 @@ class Autotuner(KernelInterface):
 
     def _bench(self, cfg: Config, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
                named: dict[str, Any]) -> float:
-        def once() -> None:
-            for n in self.reset_to_zero:
-                t = named.get(n)
-                if t is not None and hasattr(t, "zero_"):
-                    t.zero_()
-            self.fn.run(*args, grid=grid, **kwargs, **cfg.all_kwargs())
+        nargs = {**named, **cfg.all_kwargs()}
 
+        def once() -> None:
+            self._reset(named)
+            if cfg.pre_hook is not None:
+                cfg.pre_hook(nargs)
+            if self.user_pre_hook is not None:
+                self.user_pre_hook(nargs)
+            try:
+                self.fn.run(*args, grid=grid, **kwargs, **cfg.all_kwargs())
+            except Exception as e:
+                if self.user_post_hook is not None:
+                    self.user_post_hook(nargs, exception=e)
+                raise
+            if self.user_post_hook is not None:
+                self.user_post_hook(nargs, exception=None)
+
+        if self.user_do_bench is not None:
+            t = self.user_do_bench(once, quantiles=(0.5, 0.2, 0.8))
+            return float(t[0] if isinstance(t, (list, tuple)) else t)
         once()  # compile + warm
         sync = _synchronizer(named)
         times: list[float] = []
@@ -146,6 +192,12 @@ class Autotuner(KernelInterface):
             times.append(time.perf_counter() - t0)
         times.sort()
         return times[len(times) // 2]
+
+    def _reset(self, named: Mapping[str, Any]) -> None:
+        for n in self.reset_to_zero:
+            t = named.get(n)
+            if t is not None and hasattr(t, "zero_"):
+                t.zero_()
 
     def _precompiled(self, configs: list[Config], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any,
                      device: Any) -> list[Config]:
@@ -249,8 +301,9 @@ def autotune(configs: list[Config], key: list[str], prune_configs_by: Mapping[st
         if inner is None:
             inner = __import__("compiler").jit(fn)
         names = inner.arg_names if hasattr(inner, "arg_names") else []
-        return Autotuner(inner, list(names), configs, key, reset_to_zero, restore_value, prune_configs_by,
-                         warmup, rep)
+        return Autotuner(inner, list(names), configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,
+                         post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
+                         use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results)
 
     return decorator
 

@@ -21,7 +21,7 @@ from ..ir import types as T
 from ..ir.core import Location
 from .specialize import LaunchOptions, check_cluster_grid, torch_elem
 
-__all__ = ["CompiledKernel", "compile_kernel"]
+__all__ = ["CompiledKernel", "KernelMetadata", "compile_kernel"]
 
 
 def tensor_extent(a: Any) -> tuple[int, int]:
@@ -33,8 +33,23 @@ def tensor_extent(a: Any) -> tuple[int, int]:
     return a.data_ptr() + lo_el * a.element_size(), a.data_ptr() + hi_el * a.element_size()
 
 
+class KernelMetadata(dict):  # type: ignore[type-arg]
+    """A compiled kernel's metadata: a dict, whose keys also read as attributes (`metadata.shared`,
+    `metadata.num_warps`), as code written for Triton's named tuple reads them."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"kernel metadata has no {name!r}") from None
+
+
 class CompiledKernel:
-    """One specialization of a kernel, compiled for a target and ready to launch."""
+    """One specialization of a kernel, compiled for a target and ready to launch.
+
+    Triton's attributes are here too: `name`, `asm`, `metadata`, `shared`, and `n_regs` and
+    `n_spills`, always 0 on the CPU, where there is no register file to count or spill from.
+    """
 
     def __init__(self, name: str, target: str, tir: str, binary: Any, options: LaunchOptions,
                  timings: dict[str, float], cache_key: str) -> None:
@@ -50,13 +65,25 @@ class CompiledKernel:
         self.arg_types: list[T.Type] = binary.arg_types
         self._is_ptr = [isinstance(t, T.PointerType) for t in self.arg_types]
         self._tir = tir
-        self.metadata: dict[str, Any] = {
-            "name": name, "target": target, "compile_ms": timings, "num_warps": options.num_warps,
-            "num_stages": options.num_stages, "debug": options.debug, "arena_bytes": binary.arena_bytes,
-            "shared": 0, "n_regs": None, "n_spills": None,
-        }
+        self.metadata = KernelMetadata(
+            name=name, target=target, compile_ms=timings, num_warps=options.num_warps,
+            num_stages=options.num_stages, debug=options.debug, arena_bytes=binary.arena_bytes,
+            shared=0, n_regs=0, n_spills=0,
+        )
         self.asm = _Artifacts(self)
         self.arg_index: list[int] = []
+
+    @property
+    def n_regs(self) -> int:
+        return 0
+
+    @property
+    def n_spills(self) -> int:
+        return 0
+
+    @property
+    def shared(self) -> int:
+        return int(self.metadata["shared"])
 
     def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
         """Run on `grid`; `params` holds a value for every kernel parameter (constants ignored)."""

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir import types as T
+from .compiled import KernelMetadata
 from .specialize import LaunchOptions, check_cluster_grid
 
 __all__ = ["CudaCompiledKernel", "compile_cuda", "current_stream", "stream_source"]
@@ -47,7 +48,12 @@ def current_stream() -> int:
 
 
 class CudaCompiledKernel:
-    """One specialization compiled for a CUDA architecture (compiling needs no GPU)."""
+    """One specialization compiled for a CUDA architecture (compiling needs no GPU).
+
+    Triton's attributes: `name`, `asm`, `metadata`, and from what ptxas reported, `n_regs`
+    (registers per thread), `n_spills` (spill stores and loads, bytes) and `shared` (bytes per
+    program). Without a report, `n_regs` loads the cubin and asks the driver.
+    """
 
     def __init__(self, name: str, target: str, tir: str, binary: Any, options: LaunchOptions,
                  timings: dict[str, float], cache_key: str) -> None:
@@ -61,15 +67,15 @@ class CudaCompiledKernel:
         self._is_ptr = [isinstance(t, T.PointerType) for t in self.arg_types]
         self._fn: Any = None
         rep = binary.report
-        self.metadata: dict[str, Any] = {
-            "name": name, "target": target, "arch": binary.arch, "compile_ms": timings,
-            "num_warps": binary.num_warps, "num_stages": options.num_stages, "debug": options.debug,
+        self.metadata = KernelMetadata(
+            name=name, target=target, arch=binary.arch, compile_ms=timings,
+            num_warps=binary.num_warps, num_stages=options.num_stages, debug=options.debug,
             # the compiler's dynamic shared memory and what ptxas counts as static (inline asm's
             # .shared declarations)
-            "shared": binary.shared_bytes + (rep.shared_bytes if rep else 0), "n_regs": rep.registers if rep else None,
-            "n_spills": (rep.spill_stores + rep.spill_loads) if rep else None,
-            "ptxas_notes": list(rep.notes) if rep else [],
-        }
+            shared=binary.shared_bytes + (rep.shared_bytes if rep else 0), n_regs=rep.registers if rep else None,
+            n_spills=(rep.spill_stores + rep.spill_loads) if rep else None,
+            ptxas_notes=list(rep.notes) if rep else [],
+        )
         self.asm: dict[str, Any] = {"tir": tir, "llir": binary.llir, "ptx": binary.ptx}
         if binary.cubin is not None:
             self.asm["cubin"] = binary.cubin
@@ -83,6 +89,20 @@ class CudaCompiledKernel:
             self._fn = load_cubin(b.cubin, b.symbol, b.arg_types, b.num_warps, b.shared_bytes, self.name)
             self.metadata["n_regs"] = self._fn.registers
         return self._fn
+
+    @property
+    def n_regs(self) -> int:
+        if self.metadata["n_regs"] is None:
+            self.function  # noqa: B018 - loading the cubin records the driver's count
+        return int(self.metadata["n_regs"])
+
+    @property
+    def n_spills(self) -> int:
+        return int(self.metadata["n_spills"] or 0)
+
+    @property
+    def shared(self) -> int:
+        return int(self.metadata["shared"])
 
     def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
         """The general path: `params` holds a value for every kernel parameter (constants ignored)."""
