@@ -147,7 +147,9 @@ def _intdiv(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
 
 def _fbin(name: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
     def f(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
-        if name in ("pow", "copysign"):
+        if name == "copysign":
+            return _intrinsic(b, f"llvm.{name}.{_suffix(x.type)}", x.type, [x, y])
+        if name == "pow" and not isinstance(x.type, (ir.FloatType, ir.HalfType)):
             return _intrinsic(b, f"llvm.{name}.{_suffix(x.type)}", x.type, [x, y])
         return _libm(b, name, x.type, [x, y])
 
@@ -219,11 +221,18 @@ def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
     if isinstance(ty, (ir.HalfType,)) or (BF16 is not None and isinstance(ty, type(BF16))):
         wide = [b.fpext(a, F32) for a in args]
         return b.fptrunc(_libm(b, name, F32, wide), ty)
-    cname = name + ("f" if isinstance(ty, ir.FloatType) else "")
     if name == "erfinv":
         from .mathlib import erfinv
 
         return erfinv(b, args[0])
+    if isinstance(ty, ir.FloatType):
+        from . import mathlib
+
+        if len(args) == 1 and name in mathlib.F32_UNARY:
+            return mathlib.F32_UNARY[name](b, args[0])
+        if len(args) == 2 and name in mathlib.F32_BINARY:
+            return mathlib.F32_BINARY[name](b, args[0], args[1])
+    cname = name + ("f" if isinstance(ty, ir.FloatType) else "")
     return _intrinsic(b, cname, ty, args)
 
 
@@ -288,10 +297,11 @@ def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) 
         return _intrinsic(b, f"llvm.ldexp.{_suffix(ty)}.i32", ty, [x, args[1]])
     if fn == "ilogb":
         return _intrinsic(b, "ilogb" + ("f" if isinstance(ty, ir.FloatType) else ""), I32, [x])
-    if fn in ("exp", "exp2", "log", "log2") and isinstance(ty, ir.FloatType) and fast:
-        from .mathlib import exp2_f32, exp_f32, log2_f32, log_f32
+    if isinstance(ty, ir.FloatType) and fast:
+        from . import mathlib
 
-        return {"exp": exp_f32, "exp2": exp2_f32, "log": log_f32, "log2": log2_f32}[fn](b, x)
+        if fn in mathlib.F32_UNARY:
+            return mathlib.F32_UNARY[fn](b, x)
     if fn == "round":
         return _intrinsic(b, f"llvm.round.{_suffix(ty)}", ty, [x])
     if fn in _LLVM_UNARY:

@@ -1,0 +1,246 @@
+"""Trigonometric functions and their inverses for float32, evaluated in float64.
+
+sin, cos and tan reduce x = (n + f) pi/2 exactly enough for every float32 x, with no branch:
+x = M 2^e with M a 24-bit integer, and a table holds 2^e (2/pi) modulo 4 for each float32
+exponent, split in three float64 parts of 29, 29 and 53 bits. M times the first two parts is
+exact, so x (2/pi) mod 4 = M T1 + M T2 + M T3 is known to 2^-85 absolute, which leaves f with a
+relative error below 2^-50 even for the float32 closest to a multiple of pi/2 (|f| > 2^-32). The
+table lookups are vector gathers from 6 KB that stay in the L1 cache.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from llvmlite import ir
+
+from .core import (
+    F64,
+    I32,
+    I64,
+    INF,
+    NAN,
+    B,
+    V,
+    copysign,
+    eq,
+    ext,
+    f64,
+    fabs,
+    gt,
+    horner,
+    i32,
+    i64,
+    isnan,
+    lib_call,
+    lt,
+    narrow,
+    rint,
+    sqrt,
+    to_int,
+    where,
+)
+
+# 2/pi to 320 bits.
+_TWO_OVER_PI = Fraction(0xA2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC561B7246E3A424DD2E0, 1 << 320)
+PI = 3.141592653589793
+HALF_PI = 1.5707963267948966
+QUARTER_PI = 0.7853981633974483
+# scripts/fit_mathlib.py sin_d, cos_d: sin(r)/r and cos(r) in r^2 for |r| <= 1.02 pi/4 (relative 2e-15, 4e-15).
+_SIN_D = (0.9999999999999998, -0.16666666666672295, 0.008333333334541124, -0.00019841270587272233,
+          2.7557518064672867e-06, -2.507611915945811e-08, 1.7085297132925063e-10)
+_COS_D = (0.9999999999999989, -0.49999999999986305, 0.04166666666343113, -0.0013888888618144458,
+          2.480148126439859e-05, -2.7536163926331376e-07, 1.8788557591429983e-09, 6.960987834728233e-11)
+# atan_d: atan(u)/u in u^2 for |u| <= 1.005 tan(pi/8) (relative 3e-14).
+_ATAN_D = (0.9999999999999724, -0.33333333330702825, 0.19999999590245568, -0.1428568962888031, 0.1111036429270695,
+           -0.09078102584051122, 0.07561495106031688, -0.05865823494465828, 0.030524959836961296)
+# asin_d: asin(s)/s in s^2 for |s| <= 1/2 (relative 6e-14).
+_ASIN_D = (0.9999999999999445, 0.16666666671088146, 0.07499999428288115, 0.044643143112994575, 0.030374711547018002,
+           0.022476520536882483, 0.016446226361600993, 0.018743729063789925, -0.0030814582490586153,
+           0.032144593749793865)
+TAN_PI_8 = 0.41421356237309503
+
+
+def _split(v: Fraction) -> tuple[float, float, float]:
+    """v as a + b + c: a and b of 29 significant bits each, c the rest rounded to a float64."""
+    out = []
+    rest = v
+    for bits in (29, 29):
+        if rest == 0:
+            out.append(0.0)
+            continue
+        e = rest.numerator.bit_length() - rest.denominator.bit_length()
+        q = Fraction(1 << max(0, bits - 1 - e), 1 << max(0, e - bits + 1))
+        part = Fraction(int(rest * q), 1) / q  # truncated to `bits` bits from the leading one
+        out.append(float(part))
+        assert Fraction(out[-1]) == part
+        rest -= part
+    return out[0], out[1], float(rest)
+
+
+def _table() -> list[float]:
+    """For each float32 biased exponent e (1..254; subnormals use 1): 2^(e - 150) (2/pi) mod 4."""
+    vals: list[float] = []
+    for e in range(256):
+        s = Fraction(1 << max(0, e - 150), 1 << max(0, 150 - e))
+        v = (s * _TWO_OVER_PI) % 4
+        vals.extend(_split(v))
+    return vals
+
+
+_TABLE = _table()
+
+
+def _table_global(b: B) -> ir.GlobalVariable:
+    m = b.module
+    g = m.globals.get("anvil.two_over_pi")
+    if isinstance(g, ir.GlobalVariable):
+        return g
+    ty = ir.ArrayType(F64, len(_TABLE))
+    g = ir.GlobalVariable(m, ty, "anvil.two_over_pi")
+    g.global_constant = True
+    g.linkage = "internal"
+    g.initializer = ir.Constant(ty, _TABLE)
+    return g
+
+
+def reduce_half_pi(b: B, x: V) -> tuple[V, V]:
+    """x (float32, finite) = (n + f) pi/2: returns (n mod 4 as i32, f pi/2 in float64, |.| <= ~pi/4)."""
+    bits = b.and_(b.bitcast(x, I32), i32(0x7FFFFFFF))
+    e = b.lshr(bits, i32(23))
+    mant = b.and_(bits, i32(0x7FFFFF))
+    is_normal = b.icmp_unsigned("!=", e, i32(0))
+    m = b.sitofp(b.select(is_normal, b.or_(mant, i32(0x800000)), mant), F64)
+    e = b.select(is_normal, e, i32(1))
+    g = _table_global(b)
+    idx = b.mul(b.zext(e, I64), i64(3))
+    parts = [b.load(b.gep(g, [i64(0), b.add(idx, i64(k))], inbounds=True), typ=F64) for k in range(3)]
+    p1, p2, p3 = (b.fmul(m, t) for t in parts)
+    n = rint(b, b.fadd(p1, p2))
+    f = b.fadd(b.fadd(b.fsub(p1, n), p2), p3)
+    q = b.trunc(b.and_(to_int(b, n, I64), i64(3)), I32)
+    # |x| (2/pi) mod 4 of |x|: the quadrant and f of negative x follow from sin(-x) = -sin(x)
+    return q, b.fmul(f, f64(HALF_PI))
+
+
+def _sin_cos_d(b: B, r: V) -> tuple[V, V]:
+    z = b.fmul(r, r)
+    return b.fmul(r, horner(b, z, _SIN_D)), horner(b, z, _COS_D)
+
+
+def _finite_or_zero(b: B, x: V) -> V:
+    return where(b, lt(b, fabs(b, x), INF), x, 0.0)
+
+
+def sin_f32(b: B, x: V) -> V:
+    def body(fb: B, x: V) -> V:
+        q, r = reduce_half_pi(fb, _finite_or_zero(fb, x))
+        s, co = _sin_cos_d(fb, r)
+        v = fb.select(fb.trunc(q, ir.IntType(1)), co, s)
+        v = fb.select(fb.icmp_unsigned(">=", q, i32(2)), fb.fneg(v), v)
+        v = narrow(fb, v)
+        v = fb.select(fb.icmp_signed("<", fb.bitcast(x, I32), i32(0)), fb.fneg(v), v)  # sin(-x) = -sin x
+        return where(fb, lt(fb, fabs(fb, x), INF), v, NAN)
+
+    return lib_call(b, "anvil.sin.f32", [x], body)
+
+
+def cos_f32(b: B, x: V) -> V:
+    def body(fb: B, x: V) -> V:
+        q, r = reduce_half_pi(fb, _finite_or_zero(fb, x))
+        s, co = _sin_cos_d(fb, r)
+        v = fb.select(fb.trunc(q, ir.IntType(1)), fb.fneg(s), co)
+        v = fb.select(fb.icmp_unsigned(">=", q, i32(2)), fb.fneg(v), v)
+        return where(fb, lt(fb, fabs(fb, x), INF), narrow(fb, v), NAN)
+
+    return lib_call(b, "anvil.cos.f32", [x], body)
+
+
+def tan_f32(b: B, x: V) -> V:
+    def body(fb: B, x: V) -> V:
+        q, r = reduce_half_pi(fb, _finite_or_zero(fb, x))
+        s, co = _sin_cos_d(fb, r)
+        odd = fb.trunc(q, ir.IntType(1))
+        v = narrow(fb, fb.fdiv(fb.select(odd, fb.fneg(co), s), fb.select(odd, s, co)))
+        v = fb.select(fb.icmp_signed("<", fb.bitcast(x, I32), i32(0)), fb.fneg(v), v)
+        return where(fb, lt(fb, fabs(fb, x), INF), v, NAN)
+
+    return lib_call(b, "anvil.tan.f32", [x], body)
+
+
+def _atan_ratio(b: B, num: V, den: V) -> V:
+    """atan(num / den) for float64 0 <= num <= den (not both 0, finite), relative error < 1e-13: one
+    division, of u = num/den (<= tan(pi/8)) or (num - den)/(num + den) + pi/4 (both differences
+    exact: num and den are float32 values within a factor 2.5 of each other there)."""
+    big = gt(b, num, b.fmul(den, f64(TAN_PI_8)))
+    u = b.fdiv(b.select(big, b.fsub(num, den), num), b.select(big, b.fadd(num, den), den))
+    a = b.fmul(u, horner(b, b.fmul(u, u), _ATAN_D))
+    return b.fadd(where(b, big, f64(QUARTER_PI), 0.0), a)
+
+
+def atan_f32(b: B, x: V) -> V:
+    """atan(|x|) = atan(min/max) or pi/2 - that, of |x| and 1."""
+
+    def body(fb: B, x: V) -> V:
+        a = ext(fb, fabs(fb, x))
+        inv = gt(fb, a, f64(1.0))
+        num = fb.select(inv, f64(1.0), a)
+        den = fb.select(inv, a, f64(1.0))
+        den = where(fb, eq(fb, a, INF), 1.0, den)  # atan(inf) = pi/2: 1/inf as 0/1
+        num = where(fb, eq(fb, a, INF), 0.0, num)
+        t = _atan_ratio(fb, num, den)
+        t = fb.select(inv, fb.fsub(f64(HALF_PI), t), t)
+        return copysign(fb, narrow(fb, t), x)
+
+    return lib_call(b, "anvil.atan.f32", [x], body)
+
+
+def atan2_f32(b: B, y: V, x: V) -> V:
+    def body(fb: B, y: V, x: V) -> V:
+        ax, ay = ext(fb, fabs(fb, x)), ext(fb, fabs(fb, y))
+        swap = gt(fb, ay, ax)
+        num, den = fb.select(swap, ax, ay), fb.select(swap, ay, ax)
+        both_inf = fb.and_(eq(fb, ax, INF), eq(fb, ay, INF))
+        num = where(fb, both_inf, 1.0, where(fb, eq(fb, den, INF), 0.0, num))
+        den = where(fb, both_inf, 1.0, where(fb, eq(fb, den, INF), 1.0, where(fb, eq(fb, den, 0.0), 1.0, den)))
+        t = _atan_ratio(fb, num, den)
+        t = fb.select(swap, fb.fsub(f64(HALF_PI), t), t)
+        neg_x = fb.icmp_signed("<", fb.bitcast(x, I32), i32(0))
+        t = fb.select(neg_x, fb.fsub(f64(PI), t), t)
+        r = copysign(fb, narrow(fb, t), y)
+        return where(fb, fb.or_(isnan(fb, x), isnan(fb, y)), NAN, r)
+
+    return lib_call(b, "anvil.atan2.f32", [y, x], body)
+
+
+def _asin_parts(b: B, a: V) -> tuple[V, V]:
+    """For float64 a = |x| <= 1: (asin(a) for a <= 1/2, else asin(sqrt((1 - a)/2))), and a > 1/2
+    (asin a = pi/2 - 2 asin(sqrt((1 - a)/2)), 1 - a exact). a > 1 gives NaN (sqrt of a negative)."""
+    hi = gt(b, a, f64(0.5))
+    z = b.select(hi, b.fmul(b.fsub(f64(1.0), a), f64(0.5)), b.fmul(a, a))
+    s = b.select(hi, sqrt(b, z), a)
+    return b.fmul(s, horner(b, z, _ASIN_D)), hi
+
+
+def asin_f32(b: B, x: V) -> V:
+    def body(fb: B, x: V) -> V:
+        p, hi = _asin_parts(fb, ext(fb, fabs(fb, x)))
+        r = fb.select(hi, fb.fsub(f64(HALF_PI), fb.fadd(p, p)), p)
+        return copysign(fb, narrow(fb, r), x)
+
+    return lib_call(b, "anvil.asin.f32", [x], body)
+
+
+def acos_f32(b: B, x: V) -> V:
+    """acos x = pi/2 - asin x for |x| <= 1/2; 2 asin(s) for x > 1/2, pi - 2 asin(s) below -1/2."""
+
+    def body(fb: B, x: V) -> V:
+        xd = ext(fb, x)
+        p, hi = _asin_parts(fb, fabs(fb, xd))
+        mid = fb.fsub(f64(HALF_PI), copysign(fb, p, xd))
+        twice = fb.fadd(p, p)
+        r = fb.select(hi, fb.select(lt(fb, xd, 0.0), fb.fsub(f64(PI), twice), twice), mid)
+        return narrow(fb, r)
+
+    return lib_call(b, "anvil.acos.f32", [x], body)
+
