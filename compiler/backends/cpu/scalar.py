@@ -126,6 +126,10 @@ def _intdiv(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
         if t.is_float:
             if kind == "div":
                 return b.fdiv(x, y)
+            if isinstance(x.type, ir.FloatType):  # frem is a call of fmodf on x86
+                from .mathlib import fmod_f32
+
+                return fmod_f32(b, x, y)
             return b.frem(x, y)
         # Integer division by zero (and INT_MIN / -1) is undefined in LLVM; make it total by
         # dividing by 1 instead and returning 0 (GPUs return garbage, never trap).
@@ -225,9 +229,11 @@ def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
         from .mathlib import erfinv
 
         return erfinv(b, args[0])
-    if isinstance(ty, ir.FloatType):
-        from . import mathlib
+    from . import mathlib
 
+    if len(args) == 2 and name in mathlib.ANY_BINARY:
+        return mathlib.ANY_BINARY[name](b, args[0], args[1])
+    if isinstance(ty, ir.FloatType):
         if len(args) == 1 and name in mathlib.F32_UNARY:
             return mathlib.F32_UNARY[name](b, args[0])
         if len(args) == 2 and name in mathlib.F32_BINARY:
@@ -276,8 +282,12 @@ def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) 
         bits = ir.IntType(t.bits)
         return b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0))
     if fn == "sigmoid":
+        # e^-|x| never overflows: 1/(1 + e) for x >= 0, e/(1 + e) below (down to the subnormals
+        # 1/(1 + e^-x) would lose to e^-x's overflow at x < -88.7)
         one = ir.Constant(ty, 1.0)
-        return b.fdiv(one, b.fadd(one, emit_math(b, "exp", t, [b.fneg(x)], fast)))
+        e = emit_math(b, "exp", t, [b.fneg(_intrinsic(b, f"llvm.fabs.{_suffix(ty)}", ty, [x]))], fast)
+        num = b.select(b.fcmp_ordered("<", x, ir.Constant(ty, 0.0)), e, one)
+        return b.fdiv(num, b.fadd(one, e))
     if fn in ("rsqrt",):
         one = ir.Constant(ty, 1.0)
         return b.fdiv(one, _intrinsic(b, f"llvm.sqrt.{_suffix(ty)}", ty, [x]))
@@ -296,7 +306,11 @@ def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) 
     if fn == "ldexp":
         return _intrinsic(b, f"llvm.ldexp.{_suffix(ty)}.i32", ty, [x, args[1]])
     if fn == "ilogb":
-        return _intrinsic(b, "ilogb" + ("f" if isinstance(ty, ir.FloatType) else ""), I32, [x])
+        from .mathlib import ilogb
+
+        if isinstance(ty, (ir.HalfType,)):
+            x = b.fpext(x, F32)
+        return ilogb(b, x)
     if isinstance(ty, ir.FloatType) and fast:
         from . import mathlib
 

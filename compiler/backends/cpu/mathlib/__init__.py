@@ -20,16 +20,22 @@ from collections.abc import Callable
 from .core import B, V
 from .explog import exp2_f32, exp10_f32, exp_f32, expm1_f32, log1p_f32, log2_f32, log10_f32, log_f32, pow_f32
 from .hyper import acosh_f32, asinh_f32, atanh_f32, cosh_f32, sinh_f32, tanh_f32
+from .misc import cbrt_f32, fdim, fmod_f32, hypot_f32, ilogb, nextafter, remainder_f32
 from .special import erf_f32, erfc_f32, erfinv
 from .trig import acos_f32, asin_f32, atan2_f32, atan_f32, cos_f32, sin_f32, tan_f32
 
-__all__ = ["F32_UNARY", "F32_BINARY", "exp_f32", "exp2_f32", "log_f32", "log2_f32", "erfinv"]
+__all__ = ["F32_UNARY", "F32_BINARY", "ANY_BINARY", "exp_f32", "exp2_f32", "log_f32", "log2_f32", "erfinv", "ilogb",
+           "fmod_f32"]
 
 F32_UNARY: dict[str, Callable[[B, V], V]] = {
     "exp": exp_f32, "exp2": exp2_f32, "exp10": exp10_f32, "expm1": expm1_f32,
     "log": log_f32, "log2": log2_f32, "log10": log10_f32, "log1p": log1p_f32,
     "sin": sin_f32, "cos": cos_f32, "tan": tan_f32, "asin": asin_f32, "acos": acos_f32, "atan": atan_f32,
     "sinh": sinh_f32, "cosh": cosh_f32, "tanh": tanh_f32, "asinh": asinh_f32, "acosh": acosh_f32,
-    "atanh": atanh_f32, "erf": erf_f32, "erfc": erfc_f32, "erfinv": erfinv,
+    "atanh": atanh_f32, "erf": erf_f32, "erfc": erfc_f32, "erfinv": erfinv, "cbrt": cbrt_f32,
 }
-F32_BINARY: dict[str, Callable[[B, V, V], V]] = {"pow": pow_f32, "atan2": atan2_f32}
+F32_BINARY: dict[str, Callable[[B, V, V], V]] = {
+    "pow": pow_f32, "atan2": atan2_f32, "hypot": hypot_f32, "fmod": fmod_f32, "remainder": remainder_f32,
+}
+# exact bit-level functions, for float32 and float64 alike
+ANY_BINARY: dict[str, Callable[[B, V, V], V]] = {"nextafter": nextafter, "fdim": fdim}

@@ -6,10 +6,15 @@ from llvmlite import ir
 
 from .core import (
     F32,
+    F64,
+    INF,
+    NAN,
     B,
     V,
+    call,
     clamp,
     copysign,
+    eq,
     ext,
     f32,
     f64,
@@ -87,7 +92,27 @@ def erfc_f32(b: B, x: V) -> V:
 
 
 def erfinv(b: B, x: V) -> V:
-    """Inverse error function (Giles' single-precision approximation), any float type via float32."""
+    """Inverse error function: Giles' single-precision approximation for float32 and float16;
+    float64 refines it by three Newton steps on libm's erf (scalar calls: float64 keeps libm)."""
+    if isinstance(x.type, ir.DoubleType):
+        return _erfinv_f64(b, x)
+    return _erfinv_f32(b, x)
+
+
+def _erfinv_f64(b: B, y: V) -> V:
+    """Newton on erf(x) = y from the float32 estimate clamped to |x| <= 5.9 (past erfinv(1 - 2^-53)):
+    erf is concave there, so the steps approach the root from below after the first."""
+    est = b.fpext(_erfinv_f32(b, b.fptrunc(y, F32)), F64)
+    x = clamp(b, est, -5.9, 5.9)
+    for _ in range(3):
+        err = b.fsub(call(b, "erf", [x]), y)
+        x = b.fsub(x, b.fmul(b.fmul(err, f64(0.886226925452758)), call(b, "exp", [b.fmul(x, x)])))
+    a = fabs(b, y)
+    x = where(b, eq(b, a, 1.0), copysign(b, f64(INF), y), x)
+    return where(b, b.fcmp_unordered(">", a, f64(1.0)), f64(NAN), x)
+
+
+def _erfinv_f32(b: B, x: V) -> V:
     ty = x.type
     if not isinstance(ty, ir.FloatType):
         x = b.fpext(x, F32) if isinstance(ty, ir.HalfType) else b.fptrunc(x, F32)
@@ -100,6 +125,9 @@ def erfinv(b: B, x: V) -> V:
     p2 = horner(b, w2, (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773, -0.00367342844,
                         0.00134934322, 0.000100950558, -0.000200214257))
     r = b.fmul(b.select(lt5, p1, p2), x)
+    a = fabs(b, x)
+    r = where(b, eq(b, a, 1.0), copysign(b, f32(INF), x), r)
+    r = where(b, b.fcmp_unordered(">", a, f32(1.0)), f32(NAN), r)
     if not isinstance(ty, ir.FloatType):
         r = b.fptrunc(r, ty) if isinstance(ty, ir.HalfType) else b.fpext(r, ty)
     return r
