@@ -147,5 +147,18 @@ def _trig_fits() -> None:
 _trig_fits()
 
 
+
+def _tanh_fits() -> None:
+    # tanh(x) = x + x^3 q(x^2) for |x| < 0.55, float32; relative to tanh
+    def q(z: mpmath.mpf) -> mpmath.mpf:
+        return (mpmath.tanh(mpmath.sqrt(z)) - mpmath.sqrt(z)) / z ** 1.5 if z > 0 else mpmath.mpf(-1) / 3
+
+    register(Fit("tanh_small", q, 0.0, 0.3025, 5, f32=True,
+                 denom=lambda z: mpmath.tanh(mpmath.sqrt(z)) / z if z > 0 else mpmath.mpf(1e300)))
+
+
+_tanh_fits()
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

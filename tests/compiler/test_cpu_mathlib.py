@@ -67,7 +67,7 @@ FNS = [
     Fn("atan", torch.atan, 1.0),
     Fn("sinh", torch.sinh, 1.0, domain=(-90, 90)),
     Fn("cosh", torch.cosh, 1.0, domain=(-90, 90)),
-    Fn("tanh", torch.tanh, 1.0),
+    Fn("tanh", torch.tanh, 2.0),
     Fn("asinh", torch.asinh, 1.0),
     Fn("acosh", torch.acosh, 1.0, domain=(1, 10)),
     Fn("atanh", torch.atanh, 1.0, domain=(-1, 1)),

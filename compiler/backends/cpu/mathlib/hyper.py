@@ -12,8 +12,10 @@ from .core import (
     copysign,
     eq,
     ext,
+    f32,
     f64,
     fabs,
+    fma,
     gt,
     horner,
     isnan,
@@ -23,21 +25,31 @@ from .core import (
     sqrt,
     where,
 )
-from .explog import exp_d, expm1_d, log_d
+from .explog import exp_d, exp_f32, expm1_d, log_d
 
 # Below 2^-7 the inverse functions are their Taylor polynomials: the first omitted term is
 # < 2^-56 relative. Above, log(1 + d) with d >= 2^-7 loses at most 7 bits of float64's 53.
 _SMALL = 2.0**-7
 
 
+# scripts/fit_mathlib.py tanh_small: tanh(x) = x + x^3 q(x^2) for |x| < 0.55, relative error < 4e-9.
+_TANH_SMALL = (-0.33333325386047363, 0.1333281695842743, -0.0538734532892704, 0.02114778570830822,
+               -0.006368271075189114)
+
+
 def tanh_f32(b: B, x: V) -> V:
-    """tanh|x| = e/(e + 2) with e = expm1(2|x|): no cancellation anywhere; |x| clamped to 20,
-    where tanh is 1 in float32."""
+    """float32 arithmetic (tanh is a common activation: twice as fast as the float64 way):
+    the odd polynomial below 0.55; above, (1 - e)/(1 + e) with e = e^-2|x| <= 1/3, which passes
+    exp's relative error on scaled by 2e/(1 - e^2) <= 0.75. |x| is clamped to 9.1, where e < 2^-26
+    and tanh rounds to 1."""
 
     def body(fb: B, x: V) -> V:
-        a = clamp(fb, ext(fb, fabs(fb, x)), 0.0, 20.0)
-        e = expm1_d(fb, fb.fadd(a, a))
-        return copysign(fb, narrow(fb, fb.fdiv(e, fb.fadd(e, f64(2.0)))), x)
+        a = fabs(fb, x)
+        z = fb.fmul(x, x)
+        small = fma(fb, fb.fmul(x, z), horner(fb, z, _TANH_SMALL), x)
+        e = exp_f32(fb, fb.fmul(clamp(fb, a, 0.0, 9.1), f32(-2.0)))
+        big = copysign(fb, fb.fdiv(fb.fsub(f32(1.0), e), fb.fadd(f32(1.0), e)), x)
+        return where(fb, lt(fb, a, 0.55), small, big)
 
     return lib_call(b, "anvil.tanh.f32", [x], body)
 
