@@ -214,6 +214,42 @@ def test_float64_is_correct(name: str) -> None:
     torch.testing.assert_close(out, ref, rtol=4e-15, atol=1e-300)
 
 
+LDEXP_SRC = """
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+
+@triton.jit
+def k(x_ptr, n_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(o_ptr + offs, libdevice.ldexp(tl.load(x_ptr + offs, mask=m), tl.load(n_ptr + offs, mask=m)), mask=m)
+"""
+
+
+def _ldexp(a: float, n: int) -> float:
+    try:
+        return math.ldexp(a, n)
+    except OverflowError:
+        return math.copysign(math.inf, a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_ldexp_exact(dtype: torch.dtype) -> None:
+    """x 2^n with an integer n (rounded once where the result is subnormal; overflow to inf)."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.cat([_log_uniform(g, 3000, -40, 38), torch.tensor(SPECIALS)]).to(dtype)
+    e = torch.randint(-300, 300, (x.numel(),), generator=g, dtype=torch.int32)
+    e[::7] = torch.randint(-2000, 2000, (len(e[::7]),), generator=g, dtype=torch.int32)
+    out = torch.full_like(x, math.nan)
+    compiler.compile_source(LDEXP_SRC, kernel="k")[(triton_cdiv(x.numel(), BLOCK),)](x, e, out, x.numel(), BLOCK=BLOCK)
+    want = torch.tensor([_ldexp(a, int(b)) for a, b in zip(x.tolist(), e.tolist(), strict=True)],
+                        dtype=torch.float64).to(dtype)  # exact (or inf) in float64, then one rounding
+    assert torch.equal(out.isnan(), want.isnan())
+    assert torch.equal(out[~out.isnan()], want[~want.isnan()])
+
+
 _LIBM_CALL = re.compile(r"call [^@\n]*@(?!llvm\.)([\w.]+)|@llvm\.(?:sin|cos|tan|exp|exp2|exp10|log|log2|log10|pow|"
                         r"ldexp|frexp)\.")
 

@@ -304,6 +304,12 @@ def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) 
         return _intrinsic(b, f"llvm.minnum.{_suffix(ty)}", ty,
                           [_intrinsic(b, f"llvm.maxnum.{_suffix(ty)}", ty, [x, z]), o])
     if fn == "ldexp":
+        if isinstance(ty, ir.HalfType):
+            return b.fptrunc(emit_math(b, fn, T.fp32, [b.fpext(x, F32), args[1]], fast), ty)
+        if isinstance(ty, ir.FloatType):
+            from .mathlib import ldexp_f32
+
+            return ldexp_f32(b, x, args[1])
         return _intrinsic(b, f"llvm.ldexp.{_suffix(ty)}.i32", ty, [x, args[1]])
     if fn == "ilogb":
         from .mathlib import ilogb

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from .core import B, V
 from .explog import exp2_f32, exp10_f32, exp_f32, expm1_f32, log1p_f32, log2_f32, log10_f32, log_f32, pow_f32
 from .hyper import acosh_f32, asinh_f32, atanh_f32, cosh_f32, sinh_f32, tanh_f32
-from .misc import cbrt_f32, fdim, fmod_f32, hypot_f32, ilogb, nextafter, remainder_f32
+from .misc import cbrt_f32, fdim, fmod_f32, hypot_f32, ilogb, ldexp_f32, nextafter, remainder_f32
 from .special import erf_f32, erfc_f32, erfinv
 from .trig import acos_f32, asin_f32, atan2_f32, atan_f32, cos_f32, sin_f32, tan_f32
 
 __all__ = ["F32_UNARY", "F32_BINARY", "ANY_BINARY", "exp_f32", "exp2_f32", "log_f32", "log2_f32", "erfinv", "ilogb",
-           "fmod_f32"]
+           "fmod_f32", "ldexp_f32"]
 
 F32_UNARY: dict[str, Callable[[B, V], V]] = {
     "exp": exp_f32, "exp2": exp2_f32, "exp10": exp10_f32, "expm1": expm1_f32,

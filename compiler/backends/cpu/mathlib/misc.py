@@ -66,6 +66,18 @@ def hypot_f32(b: B, x: V, y: V) -> V:
     return lib_call(b, "anvil.hypot.f32", [x, y], body)
 
 
+def ldexp_f32(b: B, x: V, n: V) -> V:
+    """x 2^n: exact in float64 for n clamped to [-400, 400] (beyond, float32 overflows or
+    underflows anyway), then one rounding (subnormal results rounded once)."""
+
+    def body(fb: B, x: V, n: V) -> V:
+        lo, hi = i32(-400), i32(400)
+        n = fb.select(fb.icmp_signed("<", n, lo), lo, fb.select(fb.icmp_signed(">", n, hi), hi, n))
+        return narrow(fb, fb.fmul(ext(fb, x), pow2_f64(fb, fb.sext(n, I64))))
+
+    return lib_call(b, "anvil.ldexp.f32", [x, n], body)
+
+
 def _exponent_d(b: B, v: V) -> V:
     """The unbiased exponent of a positive normal float64, as i64."""
     return b.sub(b.lshr(b.bitcast(v, I64), i64(52)), i64(1023))
