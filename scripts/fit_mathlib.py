@@ -160,5 +160,17 @@ def _tanh_fits() -> None:
 _tanh_fits()
 
 
+
+def _gamma_fits() -> None:
+    # lgamma(u) = (u - 1)(u - 2) r(u) on [1, 2] (float64): relative accuracy at both zeros
+    def r(u: mpmath.mpf) -> mpmath.mpf:
+        return mpmath.loggamma(u) / ((u - 1) * (u - 2))
+
+    register(Fit("lgamma_12", lambda t: r(t + 1.5), -0.5, 0.5, 15))
+
+
+_gamma_fits()
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -10,6 +10,7 @@ is stated in tests/compiler/test_cpu_mathlib.py, which measures it.
     trig.py     sin, cos, tan (exact reduction for every float32), asin, acos, atan, atan2
     hyper.py    sinh, cosh, tanh, asinh, acosh, atanh
     special.py  erf, erfc, erfinv
+    gamma.py    lgamma, tgamma
     misc.py     cbrt, hypot, fmod, remainder, nextafter, fdim, ilogb, ldexp
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Callable
 
 from .core import B, V
 from .explog import exp2_f32, exp10_f32, exp_f32, expm1_f32, log1p_f32, log2_f32, log10_f32, log_f32, pow_f32
+from .gamma import lgamma_f32, tgamma_f32
 from .hyper import acosh_f32, asinh_f32, atanh_f32, cosh_f32, sinh_f32, tanh_f32
 from .misc import cbrt_f32, fdim, fmod_f32, hypot_f32, ilogb, ldexp_f32, nextafter, remainder_f32
 from .special import erf_f32, erfc_f32, erfinv
@@ -33,6 +35,7 @@ F32_UNARY: dict[str, Callable[[B, V], V]] = {
     "sin": sin_f32, "cos": cos_f32, "tan": tan_f32, "asin": asin_f32, "acos": acos_f32, "atan": atan_f32,
     "sinh": sinh_f32, "cosh": cosh_f32, "tanh": tanh_f32, "asinh": asinh_f32, "acosh": acosh_f32,
     "atanh": atanh_f32, "erf": erf_f32, "erfc": erfc_f32, "erfinv": erfinv, "cbrt": cbrt_f32,
+    "lgamma": lgamma_f32, "tgamma": tgamma_f32,
 }
 F32_BINARY: dict[str, Callable[[B, V, V], V]] = {
     "pow": pow_f32, "atan2": atan2_f32, "hypot": hypot_f32, "fmod": fmod_f32, "remainder": remainder_f32,
