@@ -43,6 +43,9 @@ from .core import (
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
+# log2(e) = _LOG2E_HI + _LOG2E_LO, the first rounded to float32
+_LOG2E_HI = 1.4426950216293335
+_LOG2E_LO = 1.92596298909109e-08
 LN2_HI = 0.693359375
 LN2_LO = -2.12194440e-4
 # ln 2 in two float64 parts, the first of 40 bits: n LN2_HI_D is exact for |n| < 2^13.
@@ -77,7 +80,9 @@ def exp2_f32(b: B, x: V) -> V:
     return _scale_f32(b, _exp_poly(b, r), to_int(b, nf, I32))
 
 
-def log_f32(b: B, x: V) -> V:
+def _log_parts(b: B, x: V) -> tuple[V, V, V]:
+    """(e, m, y) with ln x = e ln2 + m + y: e an integer (float32), m in [sqrt2/2 - 1, sqrt2 - 1)
+    exact, y the small rest (|y| <= m^2 / 2)."""
     sub = lt(b, x, 1.1754943508222875e-38)
     xs = b.select(sub, b.fmul(x, f32(8388608.0)), x)
     bits = b.bitcast(xs, I32)
@@ -87,21 +92,28 @@ def log_f32(b: B, x: V) -> V:
     small = lt(b, m, 0.707106781186547524)
     e = b.select(small, b.sub(e, i32(1)), e)
     m = b.select(small, b.fsub(b.fadd(m, m), f32(1.0)), b.fsub(m, f32(1.0)))
-    ef = b.sitofp(e, F32)
     z = b.fmul(m, m)
     p: V = f32(7.0376836292e-2)
     for k in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
               2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1):
         p = b.fadd(b.fmul(p, m), f32(k))
-    y = b.fmul(b.fmul(p, m), z)
+    y = b.fsub(b.fmul(b.fmul(p, m), z), b.fmul(z, f32(0.5)))
+    return b.sitofp(e, F32), m, y
+
+
+def log_f32(b: B, x: V) -> V:
+    ef, m, y = _log_parts(b, x)
     y = b.fadd(y, b.fmul(ef, f32(LN2_LO)))
-    y = b.fsub(y, b.fmul(z, f32(0.5)))
     r = b.fadd(b.fadd(m, y), b.fmul(ef, f32(LN2_HI)))
     return log_specials(b, x, r)
 
 
 def log2_f32(b: B, x: V) -> V:
-    return b.fmul(log_f32(b, x), f32(LOG2E))
+    """e + (m + y) log2(e), with m log2(e) carried in two parts: one rounding of the sum where e is
+    0, where log2 x is small and its ulp too."""
+    ef, m, y = _log_parts(b, x)
+    t = fma(b, m, f32(_LOG2E_HI), fma(b, y, f32(LOG2E), b.fmul(m, f32(_LOG2E_LO))))
+    return log_specials(b, x, b.fadd(ef, t))
 
 
 def log_specials(b: B, x: V, r: V) -> V:
