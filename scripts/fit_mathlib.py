@@ -138,8 +138,8 @@ _erf_fits()
 
 def _trig_fits() -> None:
     quarter = float(mpmath.pi / 4) * 1.02  # the reduction leaves |r| <= pi/4 (a little more: n is rounded)
-    register(Fit("sin_d", _sinc_odd(mpmath.sin), 0.0, quarter**2, 7))
-    register(Fit("cos_d", lambda z: mpmath.cos(mpmath.sqrt(z)), 0.0, quarter**2, 8))
+    register(Fit("sin_d", _sinc_odd(mpmath.sin), 0.0, quarter**2, 5))
+    register(Fit("cos_d", lambda z: mpmath.cos(mpmath.sqrt(z)), 0.0, quarter**2, 6))
     register(Fit("atan_d", _sinc_odd(mpmath.atan), 0.0, float(mpmath.tan(mpmath.pi / 8)) ** 2 * 1.01, 9))
     register(Fit("asin_d", _sinc_odd(mpmath.asin), 0.0, 0.25, 10))
 

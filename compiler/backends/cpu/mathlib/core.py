@@ -61,11 +61,6 @@ def fma(b: B, x: V, y: V, z: V) -> V:
     return call(b, f"llvm.fmuladd.{sfx(x.type)}", [x, y, z])
 
 
-def exact_fma(b: B, x: V, y: V, z: V) -> V:
-    """x y + z rounded once (llvm.fma): only where the host has FMA instructions."""
-    return call(b, f"llvm.fma.{sfx(x.type)}", [x, y, z])
-
-
 def horner(b: B, x: V, coeffs: Sequence[float]) -> V:
     """coeffs[0] + coeffs[1] x + coeffs[2] x^2 + ... in x's type."""
     ty = x.type
