@@ -84,16 +84,13 @@ def _reduce_huge(b: B, bits: V) -> tuple[V, V]:
     pos = b.sub(k, i64(2))  # the first bit used, counted from 2/pi's first fraction bit
     a = b.lshr(pos, i64(5))
     sh = b.and_(pos, i64(31))
-    limbs = []
-    for t in range(4):
-        v: V = i64(_LIMBS[t])
-        for i in range(1, 4):
-            v = b.select(b.icmp_unsigned("==", a, i64(i)), i64(_LIMBS[i + t]), v)
-        limbs.append(v)
+    # the 64-bit pairs (L[a + t], L[a + t + 1]) for a = 0..3: three selects each, then the word
     words = []
     for t in range(3):
-        pair = b.or_(b.shl(limbs[t], i64(32)), limbs[t + 1])
-        words.append(b.and_(b.lshr(b.shl(pair, sh), i64(32)), i64(0xFFFFFFFF)))
+        v: V = i64(_LIMBS[t] << 32 | _LIMBS[t + 1])
+        for i in range(1, 4):
+            v = b.select(b.icmp_unsigned("==", a, i64(i)), i64(_LIMBS[i + t] << 32 | _LIMBS[i + t + 1]), v)
+        words.append(b.lshr(b.shl(v, sh), i64(32)))
     p0, p1, p2 = (b.mul(m, w) for w in words)
     fix = b.add(b.add(b.shl(p0, i64(32)), p1), b.lshr(p2, i64(32)))
     n = b.lshr(b.add(fix, i64(1 << 61)), i64(62))
