@@ -231,6 +231,17 @@ def test_float16_goes_through_float32(name: str) -> None:
     torch.testing.assert_close(out, ref.half(), rtol=1e-3, atol=1e-4)
 
 
+def test_float16_exact_functions() -> None:
+    """nextafter steps one float16 ulp; % and fmod are exact."""
+    x = torch.cat([torch.linspace(-100, 100, 999), torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])]).half()
+    y = torch.cat([torch.linspace(7, -3, 999), torch.tensor([1.0, -1.0, 2.0, 0.0, 1.0])]).half()
+    for name, want in (("nextafter", torch.nextafter(x, y)), ("rem", torch.fmod(x.double(), y.double()).half())):
+        out = torch.full_like(x, math.nan)
+        _kernel(name)[(1,)](x, y, out, x.numel(), BLOCK=BLOCK)
+        assert torch.equal(out.isnan(), want.isnan()), name
+        assert torch.equal(out[~out.isnan()], want[~want.isnan()]), name
+
+
 @pytest.mark.parametrize("name", ["erf", "tanh", "sin", "cos", "pow", "atan2", "expm1", "log1p", "fmod", "erfinv",
                                   "cbrt", "nextafter", "fdim"])
 def test_float64_is_correct(name: str) -> None:

@@ -126,9 +126,11 @@ def _intdiv(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
         if t.is_float:
             if kind == "div":
                 return b.fdiv(x, y)
-            if isinstance(x.type, ir.FloatType):  # frem is a call of fmodf on x86
+            if isinstance(x.type, (ir.FloatType, ir.HalfType)):  # frem is a call of fmodf on x86
                 from .mathlib import fmod_f32
 
+                if isinstance(x.type, ir.HalfType):  # exact in float32, so exact in float16
+                    return b.fptrunc(fmod_f32(b, b.fpext(x, F32), b.fpext(y, F32)), x.type)
                 return fmod_f32(b, x, y)
             return b.frem(x, y)
         # Integer division by zero (and INT_MIN / -1) is undefined in LLVM; make it total by
@@ -222,6 +224,10 @@ _LIBM = {"tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh"
 
 
 def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
+    from . import mathlib
+
+    if len(args) == 2 and name in mathlib.ANY_BINARY and isinstance(ty, (ir.HalfType, ir.FloatType, ir.DoubleType)):
+        return mathlib.ANY_BINARY[name](b, args[0], args[1])
     if isinstance(ty, (ir.HalfType,)) or (BF16 is not None and isinstance(ty, type(BF16))):
         wide = [b.fpext(a, F32) for a in args]
         return b.fptrunc(_libm(b, name, F32, wide), ty)
@@ -229,10 +235,6 @@ def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
         from .mathlib import erfinv
 
         return erfinv(b, args[0])
-    from . import mathlib
-
-    if len(args) == 2 and name in mathlib.ANY_BINARY:
-        return mathlib.ANY_BINARY[name](b, args[0], args[1])
     if isinstance(ty, ir.FloatType):
         if len(args) == 1 and name in mathlib.F32_UNARY:
             return mathlib.F32_UNARY[name](b, args[0])

@@ -44,7 +44,7 @@ def i64(v: int) -> ir.Constant:
 
 
 def sfx(ty: ir.Type) -> str:
-    return "f64" if isinstance(ty, ir.DoubleType) else "f32"
+    return "f64" if isinstance(ty, ir.DoubleType) else "f16" if isinstance(ty, ir.HalfType) else "f32"
 
 
 def call(b: B, name: str, args: Sequence[V], ret: ir.Type | None = None) -> V:

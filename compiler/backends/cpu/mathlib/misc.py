@@ -154,11 +154,11 @@ def _signed(b: B, r: V, x: V) -> V:
 
 
 def _int_of(ty: ir.Type) -> ir.IntType:
-    return I64 if isinstance(ty, ir.DoubleType) else I32
+    return I64 if isinstance(ty, ir.DoubleType) else ir.IntType(16) if isinstance(ty, ir.HalfType) else I32
 
 
 def nextafter(b: B, x: V, y: V) -> V:
-    """The float next to x toward y: one step of x's bit pattern (exact, float32 and float64)."""
+    """The float next to x toward y: one step of x's bit pattern (exact, float16/32/64)."""
     ty, it = x.type, _int_of(x.type)
     bits = b.bitcast(x, it)
     away = b.xor(gt(b, y, x), lt(b, x, 0.0))  # moving away from zero: the magnitude's bits grow
