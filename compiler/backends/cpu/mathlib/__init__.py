@@ -3,7 +3,10 @@
 libm calls stop LLVM from vectorizing a loop (each element becomes a scalar call); these are
 straight-line arithmetic and selects instead. float32 functions only: float64 keeps libm's (and
 float16/bfloat16 are computed in float32). The accuracy of each, in ulps of the float32 result,
-is stated in tests/compiler/test_cpu_mathlib.py, which measures it.
+is stated in tests/compiler/test_cpu_mathlib.py, which measures it. Over every float32 input:
+exp 1.01, exp2 1.02, log 0.83, log2 1.06, erf 1.28, tanh 1.51, sigmoid 2.40 (libdevice's),
+sin, cos, erfc, expm1, log1p 0.50 (correctly rounded but for a few in a million); the functions
+evaluated in float64 are all within 0.5 ulp plus ~1e-4 on dense samples.
 
     core.py     building blocks (polynomials, selects, bits, always-inline library functions)
     explog.py   exp, exp2, exp10, expm1, log, log2, log10, log1p, pow; the float64 exp/log cores
