@@ -172,5 +172,53 @@ def _gamma_fits() -> None:
 _gamma_fits()
 
 
+
+def _bessel_fits() -> None:
+    # |x| <= 8: entire functions of z = x^2 in w = z/32 - 1, absolute error
+    def x_of(w: mpmath.mpf) -> mpmath.mpf:
+        return mpmath.sqrt(32 * (w + 1))
+
+    def j1_over_x(w: mpmath.mpf) -> mpmath.mpf:
+        x = x_of(w)
+        return mpmath.besselj(1, x) / x if x != 0 else mpmath.mpf(0.5)
+
+    def y0_rest(w: mpmath.mpf) -> mpmath.mpf:
+        x = x_of(w)
+        return mpmath.bessely(0, x) - 2 / mpmath.pi * mpmath.log(x) * mpmath.besselj(0, x)
+
+    def y1_rest(w: mpmath.mpf) -> mpmath.mpf:
+        x = x_of(w)
+        return (mpmath.bessely(1, x) - 2 / mpmath.pi * (mpmath.log(x) * mpmath.besselj(1, x) - 1 / x)) / x
+
+    register(Fit("bessel_A0", lambda w: mpmath.besselj(0, x_of(w)), -1.0, 1.0, 24, absolute=True))
+    register(Fit("bessel_A1", j1_over_x, -1.0, 1.0, 24, absolute=True))
+    register(Fit("bessel_B0", y0_rest, -1.0, 1.0, 24, absolute=True))
+    register(Fit("bessel_B1", y1_rest, -1.0, 1.0, 24, absolute=True))
+
+    # |x| > 8, t = 64/x^2: the modulus sqrt(pi x/2 (J^2 + Y^2)) and x times the phase's departure
+    # from x - (2n + 1) pi/4
+    def modulus(n: int) -> Callable[[mpmath.mpf], mpmath.mpf]:
+        def f(t: mpmath.mpf) -> mpmath.mpf:
+            x = 8 / mpmath.sqrt(t)
+            return mpmath.sqrt(mpmath.pi * x / 2 * (mpmath.besselj(n, x) ** 2 + mpmath.bessely(n, x) ** 2))
+
+        return f
+
+    def phase(n: int) -> Callable[[mpmath.mpf], mpmath.mpf]:
+        def f(t: mpmath.mpf) -> mpmath.mpf:
+            x = 8 / mpmath.sqrt(t)
+            phi = mpmath.atan2(mpmath.bessely(n, x), mpmath.besselj(n, x)) - (x - (2 * n + 1) * mpmath.pi / 4)
+            return x * (phi - 2 * mpmath.pi * mpmath.nint(phi / (2 * mpmath.pi)))
+
+        return f
+
+    for n in (0, 1):
+        register(Fit(f"bessel_M{n}", modulus(n), 0.0, 1.0, 10))
+        register(Fit(f"bessel_F{n}", phase(n), 0.0, 1.0, 10))
+
+
+_bessel_fits()
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

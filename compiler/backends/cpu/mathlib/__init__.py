@@ -14,6 +14,7 @@ evaluated in float64 are all within 0.5 ulp plus ~1e-4 on dense samples.
     hyper.py    sinh, cosh, tanh, asinh, acosh, atanh
     special.py  erf, erfc, erfinv
     gamma.py    lgamma, tgamma
+    bessel.py   j0, j1, y0, y1
     misc.py     cbrt, hypot, fmod, remainder, nextafter, fdim, ilogb, ldexp
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .bessel import j0_f32, j1_f32, y0_f32, y1_f32
 from .core import B, V
 from .explog import exp2_f32, exp10_f32, exp_f32, expm1_f32, log1p_f32, log2_f32, log10_f32, log_f32, pow_f32
 from .gamma import lgamma_f32, tgamma_f32
@@ -38,7 +40,7 @@ F32_UNARY: dict[str, Callable[[B, V], V]] = {
     "sin": sin_f32, "cos": cos_f32, "tan": tan_f32, "asin": asin_f32, "acos": acos_f32, "atan": atan_f32,
     "sinh": sinh_f32, "cosh": cosh_f32, "tanh": tanh_f32, "asinh": asinh_f32, "acosh": acosh_f32,
     "atanh": atanh_f32, "erf": erf_f32, "erfc": erfc_f32, "erfinv": erfinv, "cbrt": cbrt_f32,
-    "lgamma": lgamma_f32, "tgamma": tgamma_f32,
+    "lgamma": lgamma_f32, "tgamma": tgamma_f32, "j0": j0_f32, "j1": j1_f32, "y0": y0_f32, "y1": y1_f32,
 }
 F32_BINARY: dict[str, Callable[[B, V, V], V]] = {
     "pow": pow_f32, "atan2": atan2_f32, "hypot": hypot_f32, "fmod": fmod_f32, "remainder": remainder_f32,
