@@ -53,6 +53,8 @@ FUNCTIONS: dict[str, tuple[str, Callable[..., Any], tuple[float, float]]] = {
     "exp10": ("libdevice.exp10(x)", lambda x, y, out: torch.pow(10.0, x, out=out), (-30, 30)),
     "log10": ("libdevice.log10(x)", lambda x, y, out: torch.log10(x, out=out), (1e-3, 1e3)),
     "sigmoid": ("tl.sigmoid(x)", lambda x, y, out: torch.sigmoid(x, out=out), (-10, 10)),
+    "lgamma": ("libdevice.lgamma(x)", lambda x, y, out: torch.lgamma(x, out=out), (0.1, 30)),
+    "j0": ("libdevice.j0(x)", lambda x, y, out: torch.special.bessel_j0(x, out=out), (-30, 30)),
 }
 
 

@@ -90,17 +90,19 @@ _FMOD_STEPS = 11
 def _fmod_abs(b: B, ax: V, ay: V) -> V:
     """fmod(ax, ay) for float64 ax >= 0, ay > 0 finite, both float32 values (or 2 of one): exact.
 
-    Each step removes a quotient q < 2^29 of Y = ay 2^s (s = its exponent less 28): q Y is exact
-    (24 + 29 bits), r - q Y has at most 25 significant bits (r is a multiple of Y's last bit), so
-    every step is exact; q comes from r (1/ay), off by at most one, which one compare fixes."""
+    Step i removes a quotient q < 2^29 of Y = ay 2^s, s = max(E - 28 (i + 1), 0) with 2^E <= ax/ay:
+    q Y is exact (24 + 29 bits), r - q Y has at most 25 significant bits (r is a multiple of Y's
+    last bit), so every step is exact; q comes from r (1/ay), off by at most one, which one compare
+    each way fixes. Each step leaves r < Y, so the next quotient is below 2^28."""
     inv = b.fdiv(f64(1.0), ay)
+    t = b.fmul(ax, inv)
+    e = _exponent_d(b, where(b, gt(b, t, f64(1.0)), t, 1.0))
     r = ax
-    for _ in range(_FMOD_STEPS):
-        t = b.fmul(r, inv)
-        e = _exponent_d(b, where(b, gt(b, t, f64(1.0)), t, 1.0))
-        s = b.select(b.icmp_signed(">", e, i64(28)), b.sub(e, i64(28)), i64(0))
+    for i in range(_FMOD_STEPS):
+        s = b.sub(e, i64(28 * (i + 1)))
+        s = b.select(b.icmp_signed(">", s, i64(0)), s, i64(0))
         yy = b.fmul(ay, pow2_f64(b, s))
-        q = trunc(b, b.fmul(t, pow2_f64(b, b.neg(s))))
+        q = trunc(b, b.fmul(b.fmul(r, inv), pow2_f64(b, b.neg(s))))
         r = b.fsub(r, b.fmul(q, yy))
         r = where(b, lt(b, r, 0.0), b.fadd(r, yy), r)
         r = where(b, b.fcmp_ordered(">=", r, yy), b.fsub(r, yy), r)
