@@ -44,6 +44,14 @@ def math_fn(name: str) -> Any:
         if len(args) != arity:
             raise ArgumentError(f"{name} takes {arity} argument(s), got {len(args)}")
         xs = [_sem.to_tensor(a) for a in args]
+        if name == "ldexp":  # ldexp(x, n): the exponent stays an integer (i32), like C's and libdevice's
+            x, n = xs
+            if not x.dtype.is_floating():
+                x = _sem.cast(x, T.fp32)
+            if not n.dtype.is_int():
+                raise DtypeError(f"ldexp needs an integer exponent, got {n.ir_elem}")
+            x, n = _sem.broadcast_pair(x, _sem.cast(n, T.i32))
+            return _sem.math(name, x, n)
         if arity > 1:
             a = xs[0]
             rest = []

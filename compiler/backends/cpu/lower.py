@@ -26,8 +26,11 @@ __all__ = ["Lowering", "Buf", "KernelABI"]
 
 _LAZY = ELEMENTWISE | {"trans", "reshape", "join", "split", "gather"}
 _SAME_INDEX = ELEMENTWISE - {"broadcast", "expand_dims"}  # operands evaluated at the result's index
-_EXPENSIVE_MATH = {"exp", "exp2", "log", "log2", "sin", "cos", "tan", "erf", "sqrt", "rsqrt", "tanh",
-                   "pow", "atan2", "sigmoid", "div"}
+# (the math library's functions are inlined, each 30-150 instructions: computed once, stored)
+_EXPENSIVE_MATH = {"exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
+                   "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
+                   "cbrt", "sqrt", "rsqrt", "pow", "atan2", "hypot", "fmod", "remainder", "sigmoid", "div",
+                   "lgamma", "tgamma", "j0", "j1", "y0", "y1"}
 _STACK_LIMIT = 1 << 20
 # loop nests whose innermost loop would run this many times or fewer are one flat loop (loop_nest)
 FLAT_INNER = 8
@@ -362,7 +365,7 @@ class Lowering:
         """Make `op`'s results lazy (evaluated where consumed), or buffers where that pays or must."""
         has_load = op.opcode == "load"
         expensive = op.opcode == "math" and op.attrs.get("fn") in _EXPENSIVE_MATH or op.opcode in (
-            "div", "pow", "atan2")
+            "div", "pow", "atan2", "hypot")
         depth = 1
         for o in op.operands:
             hl, ex = self.lazy_flags(o)

@@ -126,6 +126,12 @@ def _intdiv(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
         if t.is_float:
             if kind == "div":
                 return b.fdiv(x, y)
+            if isinstance(x.type, (ir.FloatType, ir.HalfType)):  # frem is a call of fmodf on x86
+                from .mathlib import fmod_f32
+
+                if isinstance(x.type, ir.HalfType):  # exact in float32, so exact in float16
+                    return b.fptrunc(fmod_f32(b, b.fpext(x, F32), b.fpext(y, F32)), x.type)
+                return fmod_f32(b, x, y)
             return b.frem(x, y)
         # Integer division by zero (and INT_MIN / -1) is undefined in LLVM; make it total by
         # dividing by 1 instead and returning 0 (GPUs return garbage, never trap).
@@ -147,7 +153,9 @@ def _intdiv(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
 
 def _fbin(name: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
     def f(b: B, t: T.ScalarType, x: V, y: V, attrs: dict) -> V:
-        if name in ("pow", "copysign"):
+        if name == "copysign":
+            return _intrinsic(b, f"llvm.{name}.{_suffix(x.type)}", x.type, [x, y])
+        if name == "pow" and not isinstance(x.type, (ir.FloatType, ir.HalfType)):
             return _intrinsic(b, f"llvm.{name}.{_suffix(x.type)}", x.type, [x, y])
         return _libm(b, name, x.type, [x, y])
 
@@ -216,14 +224,23 @@ _LIBM = {"tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh"
 
 
 def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
+    from . import mathlib
+
+    if len(args) == 2 and name in mathlib.ANY_BINARY and isinstance(ty, (ir.HalfType, ir.FloatType, ir.DoubleType)):
+        return mathlib.ANY_BINARY[name](b, args[0], args[1])
     if isinstance(ty, (ir.HalfType,)) or (BF16 is not None and isinstance(ty, type(BF16))):
         wide = [b.fpext(a, F32) for a in args]
         return b.fptrunc(_libm(b, name, F32, wide), ty)
-    cname = name + ("f" if isinstance(ty, ir.FloatType) else "")
     if name == "erfinv":
         from .mathlib import erfinv
 
         return erfinv(b, args[0])
+    if isinstance(ty, ir.FloatType):
+        if len(args) == 1 and name in mathlib.F32_UNARY:
+            return mathlib.F32_UNARY[name](b, args[0])
+        if len(args) == 2 and name in mathlib.F32_BINARY:
+            return mathlib.F32_BINARY[name](b, args[0], args[1])
+    cname = name + ("f" if isinstance(ty, ir.FloatType) else "")
     return _intrinsic(b, cname, ty, args)
 
 
@@ -267,8 +284,12 @@ def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) 
         bits = ir.IntType(t.bits)
         return b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0))
     if fn == "sigmoid":
+        # e^-|x| never overflows: 1/(1 + e) for x >= 0, e/(1 + e) below (down to the subnormals
+        # 1/(1 + e^-x) would lose to e^-x's overflow at x < -88.7)
         one = ir.Constant(ty, 1.0)
-        return b.fdiv(one, b.fadd(one, emit_math(b, "exp", t, [b.fneg(x)], fast)))
+        e = emit_math(b, "exp", t, [b.fneg(_intrinsic(b, f"llvm.fabs.{_suffix(ty)}", ty, [x]))], fast)
+        num = b.select(b.fcmp_ordered("<", x, ir.Constant(ty, 0.0)), e, one)
+        return b.fdiv(num, b.fadd(one, e))
     if fn in ("rsqrt",):
         one = ir.Constant(ty, 1.0)
         return b.fdiv(one, _intrinsic(b, f"llvm.sqrt.{_suffix(ty)}", ty, [x]))
@@ -285,13 +306,24 @@ def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) 
         return _intrinsic(b, f"llvm.minnum.{_suffix(ty)}", ty,
                           [_intrinsic(b, f"llvm.maxnum.{_suffix(ty)}", ty, [x, z]), o])
     if fn == "ldexp":
+        if isinstance(ty, ir.HalfType):
+            return b.fptrunc(emit_math(b, fn, T.fp32, [b.fpext(x, F32), args[1]], fast), ty)
+        if isinstance(ty, ir.FloatType):
+            from .mathlib import ldexp_f32
+
+            return ldexp_f32(b, x, args[1])
         return _intrinsic(b, f"llvm.ldexp.{_suffix(ty)}.i32", ty, [x, args[1]])
     if fn == "ilogb":
-        return _intrinsic(b, "ilogb" + ("f" if isinstance(ty, ir.FloatType) else ""), I32, [x])
-    if fn in ("exp", "exp2", "log", "log2") and isinstance(ty, ir.FloatType) and fast:
-        from .mathlib import exp2_f32, exp_f32, log2_f32, log_f32
+        from .mathlib import ilogb
 
-        return {"exp": exp_f32, "exp2": exp2_f32, "log": log_f32, "log2": log2_f32}[fn](b, x)
+        if isinstance(ty, (ir.HalfType,)):
+            x = b.fpext(x, F32)
+        return ilogb(b, x)
+    if isinstance(ty, ir.FloatType) and fast:
+        from . import mathlib
+
+        if fn in mathlib.F32_UNARY:
+            return mathlib.F32_UNARY[fn](b, x)
     if fn == "round":
         return _intrinsic(b, f"llvm.round.{_suffix(ty)}", ty, [x])
     if fn in _LLVM_UNARY:
