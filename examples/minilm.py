@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import tempfile
 import unicodedata
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from compiler.torch import fusion_dump
 
 SENTENCES = [
     "A man is playing a guitar.",
@@ -228,21 +228,6 @@ def load_minilm(directory: Path | None = None) -> tuple[MiniLM, WordPieceTokeniz
             state[name] = tensor
     model.load_state_dict(state, strict=True)
     return model.eval(), WordPieceTokenizer(directory / "vocab.txt")
-
-
-@contextmanager
-def fusion_dump(directory: Path) -> Iterator[Path]:
-    """While inside, the anvil backend writes each kernel it generates to `directory` (and logs each
-    graph's fusion groups to stderr): ANVIL_FUSION_DUMP, set and then restored."""
-    before = os.environ.get("ANVIL_FUSION_DUMP")
-    os.environ["ANVIL_FUSION_DUMP"] = str(directory)
-    try:
-        yield directory
-    finally:
-        if before is None:
-            del os.environ["ANVIL_FUSION_DUMP"]
-        else:
-            os.environ["ANVIL_FUSION_DUMP"] = before
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

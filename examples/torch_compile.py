@@ -18,54 +18,19 @@ initial weights; the losses and every gradient are compared step by step.
 from __future__ import annotations
 
 import copy
-import os
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import ProfilerActivity, profile
 
-from compiler.torch.runner import GroupRunner
-
+from compiler.torch import fusion_dump
 
 # ------------------------------------------------------------------------------------------ tools
-@contextmanager
-def fusion_dump(directory: Path) -> Iterator[Path]:
-    """While inside, the anvil backend writes each kernel it generates to `directory` (and logs each
-    graph's fusion groups to stderr): ANVIL_FUSION_DUMP, set and then restored."""
-    before = os.environ.get("ANVIL_FUSION_DUMP")
-    os.environ["ANVIL_FUSION_DUMP"] = str(directory)
-    try:
-        yield directory
-    finally:
-        if before is None:
-            del os.environ["ANVIL_FUSION_DUMP"]
-        else:
-            os.environ["ANVIL_FUSION_DUMP"] = before
-
-
-@contextmanager
-def fused_calls_profiled() -> Iterator[None]:
-    """Each fused group's call appears in torch.profiler as a range named after its kernel (the
-    profiler sees torch's ops, not the Anvil kernel a group launches)."""
-    call = GroupRunner.__call__
-
-    def traced(self: GroupRunner, *args: Any) -> tuple[torch.Tensor, ...]:
-        with record_function(self.name):
-            return call(self, *args)
-
-    GroupRunner.__call__ = traced  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        GroupRunner.__call__ = call  # type: ignore[method-assign]
-
-
 _ALLOCATIONS = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resolve_conj", "aten::resolve_neg"}
 
 
@@ -86,7 +51,7 @@ def _is_kernel(name: str) -> bool | None:
 def kernels_per_call(fn: Callable[..., Any], *args: Any) -> list[str]:
     """The kernels one call of `fn` runs, in order: ATen ops that compute (not views, allocations or
     composite ops: their parts are listed instead), and each fused group as `fused_... (anvil)`."""
-    with fused_calls_profiled(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU]) as prof:  # fused calls are ranges named fused_...
         fn(*args)
     out: list[str] = []
 

@@ -8,8 +8,11 @@ dynamic dimension launch the same kernel. The kernel text depends only on the pa
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,7 +23,7 @@ from ..fusion.emit import MAX_ROW, emit
 from ..fusion.graph import Group, Layout
 from .partition import FxGroup
 
-__all__ = ["GroupRunner", "layout_of"]
+__all__ = ["GroupRunner", "layout_of", "fusion_dump"]
 
 # Kernels by name (which carries a hash of their text), shared by every runner of the process.
 _SHARED: dict[str, Any] = {}
@@ -287,6 +290,21 @@ def fallback_module(gm: fx.GraphModule, fxg: FxGroup) -> fx.GraphModule:
         env[n] = g.node_copy(n, lambda x: env[x])
     g.output(tuple(env[n] for n in fxg.outputs()))
     return fx.GraphModule(gm, g)
+
+
+@contextmanager
+def fusion_dump(directory: Path) -> Iterator[Path]:
+    """While inside, the anvil backend writes each kernel it generates to `directory` and logs each
+    graph's fusion groups to stderr: ANVIL_FUSION_DUMP, set, then restored."""
+    before = os.environ.get("ANVIL_FUSION_DUMP")
+    os.environ["ANVIL_FUSION_DUMP"] = str(directory)
+    try:
+        yield directory
+    finally:
+        if before is None:
+            del os.environ["ANVIL_FUSION_DUMP"]
+        else:
+            os.environ["ANVIL_FUSION_DUMP"] = before
 
 
 def log(message: str) -> None:
