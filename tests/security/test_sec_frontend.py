@@ -90,6 +90,13 @@ CODE_EXECUTION = {
     "static_assert_environ": 'tl.static_assert(False, str(triton.sys.modules["os"].environ))',
     "static_print_environ": 'tl.static_print(triton.sys.modules["os"].environ)',
     "device_print_environ": 'tl.device_print("env", triton.sys.modules["os"].environ["ANVIL_TOKEN"])',
+    # a dtype's .value is the dtype itself (Triton's constexpr-wrapped dtype arguments), and nothing more
+    "dtype_value_class": "x = tl.float32.value.__class__",
+    "dtype_value_ir": "x = tl.float32.value.value.ir",
+    "dtype_value_setattr": 'tl.float32.value.__setattr__("name", "fp99")',
+    # the standard library's private helpers are for trusted kernel files, not text
+    "private_standard_helper": "x = tl.standard._log2(8)",
+    "private_standard_import": "from triton.language.standard import _log2",
     "inline_asm_cpu": 'x = tl.inline_asm_elementwise("syscall", "=r,r", [offs], dtype=tl.int32, is_pure=True, '
     "pack=1)",
 }

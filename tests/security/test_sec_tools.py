@@ -312,3 +312,13 @@ async def test_bombs_do_not_starve_other_clients(app: Any) -> None:
             assert not result.is_error, text
         tg.cancel_scope.cancel()
     assert done[0] < 10, f"a valid compile waited {done[0]:.1f} s behind two bombs"
+
+
+async def test_a_spec_cannot_ask_for_meta_or_fake_tensors(client: Client) -> None:
+    """Launches given meta (or fake) tensors do nothing, for torch's tracing; a client must not be able to
+    get one into a launch and have a kernel that never ran checked against a reference."""
+    args = json.loads(json.dumps(GOOD))
+    args["args"]["x_ptr"]["device"] = "meta"
+    result, text = await call(client, "launch_kernel", args)
+    assert_clear_error(result, text, "device")
+    await next_call_works(client)
