@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -33,3 +35,19 @@ def _seed() -> None:
     import torch
 
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def triton_stand_in() -> Iterator[Any]:
+    """`triton` is Anvil's stand-in for the test's duration, then whatever it was before."""
+    from compiler import triton_compat
+
+    was = triton_compat.installed()
+    triton_compat.install()
+    try:
+        import triton
+
+        yield triton
+    finally:
+        if not was:
+            triton_compat.uninstall()

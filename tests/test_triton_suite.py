@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +25,6 @@ _KNOWN_LOCATIONS = [
     Path.home() / "triton" / "python" / "test" / "unit" / "language" / "test_core.py",
     Path.home() / "triton-cpu" / "python" / "test" / "unit" / "language" / "test_core.py",
 ]
-
-
-@pytest.fixture
-def installed() -> Iterator[Any]:
-    """`triton` is the stand-in for the test's duration, then whatever it was before."""
-    was = triton_compat.installed()
-    triton_compat.install()
-    try:
-        import triton
-
-        yield triton
-    finally:
-        if not was:
-            triton_compat.uninstall()
 
 
 # ---------------------------------------------------------------------- install / uninstall
@@ -77,8 +62,8 @@ def test_install_and_uninstall_restore_sys_modules() -> None:
     assert not triton_compat.installed()
 
 
-def test_triton_jit_kernel_runs_on_cpu_tensors(installed: Any) -> None:
-    triton = installed
+def test_triton_jit_kernel_runs_on_cpu_tensors(triton_stand_in: Any) -> None:
+    triton = triton_stand_in
     import triton.language as tl
 
     @triton.jit
@@ -99,8 +84,8 @@ def test_triton_jit_kernel_runs_on_cpu_tensors(installed: Any) -> None:
     assert triton.next_power_of_2(1000) == 1024
 
 
-def test_autotune_and_heuristics_under_triton_names(installed: Any) -> None:
-    triton = installed
+def test_autotune_and_heuristics_under_triton_names(triton_stand_in: Any) -> None:
+    triton = triton_stand_in
     import triton.language as tl
 
     @triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}, num_warps=8)],
@@ -120,8 +105,8 @@ def test_autotune_and_heuristics_under_triton_names(installed: Any) -> None:
     assert torch.all(x == x[0]) and x[0] >= 2
 
 
-def test_triton_errors_are_anvil_errors(installed: Any) -> None:
-    triton = installed
+def test_triton_errors_are_anvil_errors(triton_stand_in: Any) -> None:
+    triton = triton_stand_in
     import triton.language as tl
 
     @triton.jit
@@ -134,9 +119,9 @@ def test_triton_errors_are_anvil_errors(installed: Any) -> None:
         bad[(1,)](torch.zeros(1))
 
 
-def test_patched_source_recompiles(installed: Any) -> None:
+def test_patched_source_recompiles(triton_stand_in: Any) -> None:
     """What Triton's test suites do: copy a template kernel and replace text in its source."""
-    triton = installed
+    triton = triton_stand_in
     import triton.language as tl
 
     @triton.jit
@@ -154,8 +139,8 @@ def test_patched_source_recompiles(installed: Any) -> None:
     assert z.tolist() == (x * 3).tolist()
 
 
-def test_do_bench_conventions(installed: Any) -> None:
-    triton = installed
+def test_do_bench_conventions(triton_stand_in: Any) -> None:
+    triton = triton_stand_in
     x = torch.randn(4096)
     t = triton.testing.do_bench(lambda: x.mul_(1.0), warmup=2, rep=5)
     assert isinstance(t, float) and t > 0
@@ -171,8 +156,8 @@ def test_do_bench_conventions(installed: Any) -> None:
         triton.testing.assert_close(torch.ones(3), torch.zeros(3))
 
 
-def test_perf_report_runs_a_benchmark(installed: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    triton = installed
+def test_perf_report_runs_a_benchmark(triton_stand_in: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    triton = triton_stand_in
     @triton.testing.perf_report(triton.testing.Benchmark(
         x_names=["N"], x_vals=[128, 256], line_arg="provider", line_vals=["torch"], line_names=["Torch"],
         plot_name="copy", args={}, ylabel="ms"))

@@ -7,7 +7,6 @@ with outputs poisoned by NaN first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,23 +14,8 @@ import torch
 
 import compiler
 import compiler.language as tl
-import compiler.triton_compat as triton_compat
 from compiler import jit
 from compiler.backends.nvidia.toolchain import find_ptxas
-
-
-@pytest.fixture
-def triton() -> Iterator[Any]:
-    """`triton` is the stand-in for the test's duration, then whatever it was before."""
-    was = triton_compat.installed()
-    triton_compat.install()
-    try:
-        import triton
-
-        yield triton
-    finally:
-        if not was:
-            triton_compat.uninstall()
 
 
 def _nan(n: int) -> torch.Tensor:
@@ -52,7 +36,8 @@ def _sum_into(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 # ---------------------------------------------------------------- Autotuner's full constructor
-def test_autotuner_subclass_with_tritons_constructor_runs_the_hooks(triton: Any) -> None:
+def test_autotuner_subclass_with_tritons_constructor_runs_the_hooks(triton_stand_in: Any) -> None:
+    triton = triton_stand_in
     calls: list[tuple[str, Any]] = []
 
     class Recording(triton.runtime.Autotuner):  # as libraries subclass it
@@ -87,7 +72,8 @@ def test_autotuner_subclass_with_tritons_constructor_runs_the_hooks(triton: Any)
     assert len(calls) == before
 
 
-def test_autotune_hooks_and_do_bench_reach_the_tuner(triton: Any) -> None:
+def test_autotune_hooks_and_do_bench_reach_the_tuner(triton_stand_in: Any) -> None:
+    triton = triton_stand_in
     seen: list[str] = []
 
     def bench(fn: Any, quantiles: Any) -> list[float]:
@@ -137,7 +123,8 @@ def test_cuda_kernel_attributes_come_from_ptxas() -> None:
 
 
 # ---------------------------------------------------------------- triton.language.standard._log2
-def test_log2_of_a_power_of_two_on_the_host_and_in_kernels(triton: Any) -> None:
+def test_log2_of_a_power_of_two_on_the_host_and_in_kernels(triton_stand_in: Any) -> None:
+    triton = triton_stand_in
     from triton.language.standard import _is_power_of_two, _log2
 
     assert [_log2(v) for v in (1, 2, 64, 1024)] == [0, 1, 6, 10]
