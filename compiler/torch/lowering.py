@@ -59,7 +59,7 @@ for _name in ("neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqr
               "cos", "tanh", "erf", "mul", "div", "maximum", "minimum", "gt", "lt", "ge", "le", "eq", "ne", "add",
               "sub", "where"):
     if hasattr(prims, _name):
-        _SIMPLE[getattr(prims, _name).default] = {"where": "where"}.get(_name, _name)
+        _SIMPLE[getattr(prims, _name).default] = _name
 for _name in ("gt", "lt", "ge", "le", "eq", "ne"):
     for _overload in ("Tensor", "Scalar"):
         _SIMPLE[getattr(getattr(aten, _name), _overload)] = _name

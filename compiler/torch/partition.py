@@ -10,7 +10,7 @@ before that node, so everything it reads is computed before it and everything re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -190,8 +190,8 @@ def _absorb(group: FxGroup, producer: FxGroup, order: dict[fx.Node, int]) -> boo
     saved statistic before the row reduction that uses it), if all of it fits `group`'s domain."""
     if producer.reduces or producer.closed or producer.over_rows or group.over_rows:
         return False
-    trial = FxGroup(group.domain, list(group.nodes), list(group.inputs), dict(group.kinds), dict(group.pads),
-                    dict(group.lowered), group.reduces)
+    trial = replace(group, nodes=list(group.nodes), inputs=list(group.inputs), kinds=dict(group.kinds),
+                    pads=dict(group.pads), lowered=dict(group.lowered))
     for p in producer.nodes:
         if not _try_join(trial, p, producer.lowered[p]):
             return False

@@ -118,11 +118,6 @@ def _layout_values(k: int, lay: Layout) -> dict[str, int]:
     return out
 
 
-def _layout_args(lay: Layout) -> list[int]:
-    """Input 0's size and stride arguments in emit.py's order (for kernels built by hand in tests)."""
-    return [v for name, v in _layout_values(0, lay).items() if not name.endswith("cstride")]
-
-
 class GroupRunner:
     """Callable that computes a group's outputs. Its arguments: the tensors the kernel loads, then
     the other graph values the group's ops mention (for the fallback), then one value per size
