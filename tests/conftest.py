@@ -51,3 +51,33 @@ def triton_stand_in() -> Iterator[Any]:
     finally:
         if not was:
             triton_compat.uninstall()
+
+
+class _PoisonedEmpty:
+    """torch as the anvil backend's runner sees it, except that fresh tensors are full of poison."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._torch, name)
+
+    def empty(self, *args: Any, **kwargs: Any) -> Any:
+        t = self._torch.empty(*args, **kwargs)
+        if t.is_floating_point():
+            return t.fill_(float("nan"))
+        return t.fill_(True) if t.dtype == self._torch.bool else t.fill_(self._torch.iinfo(t.dtype).min + 7)
+
+
+@pytest.fixture
+def anvil_poisoned(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The outputs the anvil torch.compile backend allocates for its fused kernels start as poison, so an
+    element a kernel fails to write shows; torch.compile's caches start and end empty."""
+    import torch
+
+    from compiler.torch import runner
+
+    monkeypatch.setattr(runner, "torch", _PoisonedEmpty(torch))
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

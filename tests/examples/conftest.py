@@ -3,8 +3,8 @@
 `example("name")` imports examples/name.py and swaps the module's `torch` for a proxy whose
 `empty` / `empty_like` return tensors filled with NaN (floats) or a sentinel (integers), so a
 kernel that leaves any output element unwritten fails the comparison instead of passing on
-leftover memory. `anvil_poisoned` does the same for the fused kernels of the anvil torch.compile
-backend.
+leftover memory (`anvil_poisoned`, in tests/conftest.py, does the same for the fused kernels of the anvil
+torch.compile backend).
 
 Where ptxas is found, every specialization a test compiles for the CPU is also compiled and
 assembled for sm_90a (the H100/H200), and the test fails if that fails or spills registers: the
@@ -75,15 +75,6 @@ def example(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
         return mod
 
     return get
-
-
-@pytest.fixture
-def anvil_poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The outputs that `torch.compile(backend="anvil")` allocates for its fused kernels start as
-    poison too."""
-    from compiler.torch import runner
-
-    monkeypatch.setattr(runner, "torch", PoisonedTorch())
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,6 @@ installed, and compiled with the anvil backend against itself in eager mode. Nee
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,14 +86,7 @@ def test_paraphrases_are_closer_than_unrelated_sentences(loaded: tuple[Any, Any]
         assert sim[a, b] > 0.5 and sim[a, b] > max(others) + 0.3, sim
 
 
-@pytest.fixture
-def _fresh_dynamo(anvil_poisoned: None) -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.mark.usefixtures("_fresh_dynamo")
+@pytest.mark.usefixtures("anvil_poisoned")
 def test_anvil_matches_eager(minilm: Any, loaded: tuple[Any, Any], tmp_path: Path) -> None:
     model, tok = loaded
     compiled = torch.compile(model, backend="anvil")

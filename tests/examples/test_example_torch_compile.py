@@ -4,18 +4,13 @@ eager torch. The fused kernels' outputs start as NaN (`anvil_poisoned`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 import torch
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo(anvil_poisoned: None) -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("anvil_poisoned")
 
 
 @pytest.mark.parametrize("shape", [(4, 16, 96), (37, 200)])

@@ -1,39 +1,24 @@
 """torch.compile(backend="anvil"): outputs and gradients match eager torch on the fused patterns.
 
-Every output the fused kernels allocate starts as NaN (the `poisoned` fixture), so an element a
+Every output the fused kernels allocate starts as NaN (the `anvil_poisoned` fixture), so an element a
 kernel fails to write shows up as a mismatch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from compiler.torch import runner
 from compiler.torch.backend import anvil
 
 SHAPES = [(4, 8, 64), (5, 37), (3, 1000)]
 
 
-@pytest.fixture(autouse=True)
-def poisoned(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    real_empty = torch.empty
-
-    def empty(*size: Any, **kw: Any) -> torch.Tensor:
-        t = real_empty(*size, **kw)
-        if t.is_floating_point():
-            t.fill_(float("nan"))
-        return t
-
-    monkeypatch.setattr(runner.torch, "empty", empty)
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("anvil_poisoned")
 
 
 def _check(fn: Callable[..., torch.Tensor], *inputs: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-5,
