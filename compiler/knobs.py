@@ -19,7 +19,8 @@
 - ANVIL_NVJITLINK: the in-process assembler (libnvJitLink): unset uses one of the same release as
   ptxas when found, 0 never, `any` any release, or a path to the library.
 - ANVIL_FUSION_DUMP: a directory: the `anvil` torch.compile backend writes the source of every
-  kernel it generates there (`<name>.py`), and logs each graph's fusion groups to stderr.
+  kernel it generates there (`<name>.py`) and of every graph's function (`graphs/<name>.py`), and
+  logs each graph's fusion groups to stderr.
 - ANVIL_PTXAS_FD: set by sandboxed server workers (which may not start processes): the socket of
   their ptxas process (server/assembler.py), through which ptxas runs instead. Not for users.
 """

@@ -20,7 +20,7 @@ tuple with non-int items or out of range): the front normalises it after the key
 general path would.
 
 The key holds three tokens per non-constexpr parameter and one per constexpr, at fixed positions:
-  tensor (exactly torch.Tensor, specialized): (dtype, get_device(), data_ptr % 16 == 0)
+  tensor (exactly torch.Tensor or nn.Parameter, specialized): (dtype, get_device(), data_ptr % 16 == 0)
   int in int32 range, specialized:           (1 | 16 | 0  for ==1 / %16==0 / other, None, None)
   float, specialized:                        ("fp32", None, None)
   anything else:                             (arg_key(...): a str or tuple, never an int, None, None)
@@ -48,7 +48,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .specialize import _FakeTensor, _Tensor, arg_key
+from .specialize import _FakeTensor, _Parameter, _Tensor, arg_key
 
 __all__ = ["make_front", "bind_grid", "constexpr_token", "raw_value", "MISSING"]
 
@@ -130,7 +130,8 @@ def make_front(launcher: Any) -> Callable[..., Any]:
     fname = launcher.fn.__name__
     if not fname.isidentifier() or keyword.iskeyword(fname) or fname.startswith(_PREFIX) or fname in names:
         fname = "kernel"
-    ns: dict[str, Any] = {"_ATensor": _Tensor, "_Aarg_key": arg_key, "_Acx": constexpr_token, "_Araw": raw_value,
+    ns: dict[str, Any] = {"_ATensor": _Tensor, "_AParam": _Parameter,
+                          "_Aarg_key": arg_key, "_Acx": constexpr_token, "_Araw": raw_value,
                           "_Afast_get": launcher.fast.get, "_Amiss": launcher.miss, "_Aslow": launcher.slow,
                           "_Agrid3": _grid3_of(launcher), "_AM": MISSING,
                           "_Aresult_of": result_of, "_Atrue": constexpr_token(True), "_Afalse": constexpr_token(False),
@@ -180,7 +181,7 @@ def make_front(launcher: Any) -> Callable[..., Any]:
         else:
             lines += [
                 f"    _At = {n}.__class__",
-                "    if _At is _ATensor:",
+                "    if _At is _ATensor or _At is _AParam:",
                 f"        _Ar{i} = {n}.data_ptr()",
                 f"        _Ak{i} = {n}.dtype",
                 f"        _Aa{i} = {n}.get_device()",

@@ -13,7 +13,16 @@ from .. import errors as E
 from ..ir import types as T
 from .compiled import CompiledKernel, collector_paused, compile_kernel
 from .fastpath import MISSING, Unchecked, bind_grid, grid_of, make_front
-from .specialize import LaunchOptions, ParamInfo, _Tensor, arg_key, parse_signature_type, spec_for, without_data
+from .specialize import (
+    LaunchOptions,
+    ParamInfo,
+    _Parameter,
+    _Tensor,
+    arg_key,
+    parse_signature_type,
+    spec_for,
+    without_data,
+)
 
 __all__ = ["Launcher", "compile_for_signature", "run_grid", "grid3"]
 
@@ -227,7 +236,7 @@ class Launcher:
             tv = type(v)
             if p.constexpr:  # an int as itself; other values with their type (True == 1 == 1.0)
                 out.append(v if tv is int else arg_key(p, v))
-            elif tv is _Tensor and not p.no_specialize:
+            elif (tv is _Tensor or tv is _Parameter) and not p.no_specialize:
                 out.append((v.dtype, v.device, not v.data_ptr() & 15))
             elif tv is int and not p.no_specialize and -(2**31) <= v < 2**31:
                 out.append(1 if v == 1 else (16 if not v & 15 else 0))

@@ -12,8 +12,9 @@ from ..language import core as lc
 
 try:
     from torch import Tensor as _Tensor
+    from torch.nn import Parameter as _Parameter  # a module's weights: plain tensors on the warm path too
 except ImportError:  # pragma: no cover - torch is a dependency
-    _Tensor = type(None)  # type: ignore[assignment,misc]
+    _Tensor = _Parameter = type(None)  # type: ignore[assignment,misc]
 try:
     from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
 except ImportError:  # pragma: no cover - every supported torch has it
@@ -137,7 +138,7 @@ def _is_tensor(v: Any) -> bool:
 
 def arg_key(p: ParamInfo, v: Any) -> Any:
     """The part of the cache key contributed by one argument (cheap: runs on every launch)."""
-    if type(v) is _Tensor and not p.constexpr:
+    if (type(v) is _Tensor or type(v) is _Parameter) and not p.constexpr:
         # the device is part of the key: the same dtypes on CPU and GPU are different kernels, and
         # a tensor on an unsupported device must reach the general path's error
         return (v.dtype, v.device, p.no_specialize or v.data_ptr() & 15 == 0)

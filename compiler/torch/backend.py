@@ -11,6 +11,7 @@ recompiles as it does for any backend. `ANVIL_FUSION_DUMP=dir` writes each kerne
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,9 +20,12 @@ import torch
 import torch.fx as fx
 
 from .partition import FxGroup, partition
-from .runner import GroupRunner, external_values, fallback_module, log
+from .runner import GroupRunner, dump_source, external_values, fallback_module, log
+from .wrapper import lean_forward
 
 __all__ = ["anvil", "compile_graph"]
+
+_graph_ids = itertools.count()
 
 
 def _free_symbols(shapes: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -81,6 +85,9 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
         call = new.call_function(runner, tuple(args))
         for j, out in enumerate(g.outputs()):
             env[out] = new.call_function(operator.getitem, (call, j))
+            # as traced: views of it were traced from this layout (the runner's output is contiguous,
+            # which lean_forward's check finds where the traced one was not)
+            env[out].meta["val"] = out.meta["val"]
         emitted.add(id(g))
         log(f"anvil: {name}: {len(g.nodes)} ops, {len(g.inputs)} inputs, {len(g.outputs())} outputs")
 
@@ -95,9 +102,15 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
         env[node] = new.node_copy(node, lambda x: env[x])
     new.lint()
     out = fx.GraphModule(gm, new)
-    from torch._functorch.aot_autograd import make_boxed_func
+    lean = lean_forward(out, f"graph{next(_graph_ids)}")
+    if lean is None:  # symbolic sizes: FX's forward, whose runners read the sizes at each call
+        from torch._functorch.aot_autograd import make_boxed_func
 
-    return make_boxed_func(out.forward)  # type: ignore[no-untyped-call]
+        return make_boxed_func(out.forward)  # type: ignore[no-untyped-call]
+    fn, source = lean
+    dump_source(fn.__name__, source, "graphs")
+    fn._boxed_call = True  # type: ignore[attr-defined]
+    return fn
 
 
 def anvil(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Callable[..., Any]:

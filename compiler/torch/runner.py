@@ -23,7 +23,7 @@ from ..fusion.emit import MAX_ROW, emit
 from ..fusion.graph import Group, Layout
 from .partition import FxGroup
 
-__all__ = ["GroupRunner", "layout_of", "fusion_dump"]
+__all__ = ["GroupRunner", "layout_of", "fusion_dump", "dump_source"]
 
 # Kernels by name (which carries a hash of their text), shared by every runner of the process.
 _SHARED: dict[str, Any] = {}
@@ -177,11 +177,7 @@ class GroupRunner:
             k = _SHARED.get(name)
             if k is None:
                 source = text.replace("def KERNEL(", f"def {name}(", 1)
-                dump = knobs.fusion_dump()
-                if dump is not None:
-                    dump.mkdir(parents=True, exist_ok=True)
-                    (dump / f"{name}.py").write_text(source)
-                    log(f"anvil: {name}: {dump / (name + '.py')}")
+                dump_source(name, source)
                 if len(_SHARED) >= _MAX_SHARED:
                     _SHARED.clear()
                 k = _SHARED[name] = compile_source(source, name, filename=f"<anvil {name}>")
@@ -300,6 +296,17 @@ def fusion_dump(directory: Path) -> Iterator[Path]:
             del os.environ["ANVIL_FUSION_DUMP"]
         else:
             os.environ["ANVIL_FUSION_DUMP"] = before
+
+
+def dump_source(name: str, source: str, folder: str = "") -> None:
+    """Under ANVIL_FUSION_DUMP: write a generated kernel's source to `<dump>/<name>.py` (a graph's
+    function: to `<dump>/graphs/`)."""
+    dump = knobs.fusion_dump()
+    if dump is not None:
+        path = dump / folder / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        log(f"anvil: {name}: {path}")
 
 
 def log(message: str) -> None:
