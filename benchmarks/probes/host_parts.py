@@ -104,6 +104,16 @@ with torch.no_grad():
                       ("reinterpret", lambda: torch._C._dynamo.guards._reinterpret_tensor(x, (8192, 768), (768, 1), 0)),
                       ("torch.empty", lambda: torch.empty((8192, 768), device="cuda", dtype=torch.bfloat16))):
         print(f"{label}: {per_call(fn, 2000):.1f} us")
+    q = torch.randn(2, 12, 128, 64, device="cuda", dtype=torch.bfloat16)
+    aten = torch.ops.aten
+    for label, fn in (("sdpa (dispatch)", lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)),
+                      ("sdpa flash", lambda: aten._scaled_dot_product_flash_attention.default(q, q, q)),
+                      ("sdpa cudnn", lambda: aten._scaled_dot_product_cudnn_attention.default(q, q, q, None, False)),
+                      ("sdpa efficient", lambda: aten._scaled_dot_product_efficient_attention.default(q, q, q, None, False))):
+        try:
+            print(f"{label} (small, host-bound): {per_call(fn, 2000):.1f} us")
+        except Exception as e:  # noqa: BLE001
+            print(f"{label}: {type(e).__name__}: {e}"[:200])
     for r in runners[:3]:
         plan_key, plan = next(iter(r.plans.items()))
         print(f"runner {r.name}: plan inputs {plan_key}")
