@@ -57,6 +57,14 @@ def cols_config(R: int, C: int, device: str) -> tuple[int, int, int]:
     return max(1, min(_next_pow2(R), 2048 // block_c)), block_c, 4
 
 
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(out))
+
+
 def _next_pow2(n: int) -> int:  # noqa: E302
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -203,17 +211,18 @@ class GroupRunner:
             plan = self.plans[key] = self._plan(inputs, syms)
         if plan is _FALLBACK:
             return tuple(self.fallback(*args[:first_sym]))
-        launch, tail, options, out_shapes = plan
+        launch, tail, options, outs_like = plan
         device = inputs[0].device
-        outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(out_shapes, self.out_dtypes, strict=True)]
+        outs = tuple([torch.empty_strided(s, st, dtype=d, device=device) for s, st, d in outs_like])
         if launch is not None:
             launch(*inputs, *outs, *tail, **options)
-        return tuple(outs)
+        return outs
 
     def _plan(self, inputs: tuple[Any, ...], syms: tuple[int, ...]) -> Any:
         """What a call with these input shapes and strides launches: (the launcher bound to its grid,
-        the size and stride arguments, the launch options, the output shapes)."""
+        the size and stride arguments, the launch options, each output's shape, strides and dtype)."""
         domain, out_shapes = self._sizes(syms)
+        outs_like = [(s, contiguous_strides(s), d) for s, d in zip(out_shapes, self.out_dtypes, strict=True)]
         kind = self.group.kind
         numel = 1
         for s in domain:
@@ -222,7 +231,7 @@ class GroupRunner:
         if kind == "rows" and C > MAX_ROW:
             return _FALLBACK
         if numel == 0:
-            return (None, (), {}, out_shapes)
+            return (None, (), {}, outs_like)
         device = inputs[0].device
         rows = kind != "pointwise"
         layouts = [layout_of(t, pad, domain, rows) for t, pad in zip(inputs, self.pads, strict=True)]
@@ -255,9 +264,9 @@ class GroupRunner:
         params = emit(self.group, layouts, "KERNEL", wide=wide).params
         if not static:
             kernel = self._kernel(layouts, wide, even, None)
-            return kernel[grid], tuple(values[p] for p in params), {**blocks, "num_warps": warps}, out_shapes
+            return kernel[grid], tuple(values[p] for p in params), {**blocks, "num_warps": warps}, outs_like
         baked = {**{p: values[p] for p in params}, **blocks}
-        return self._kernel(layouts, wide, even, baked)[grid], (), {"num_warps": warps}, out_shapes
+        return self._kernel(layouts, wide, even, baked)[grid], (), {"num_warps": warps}, outs_like
 
 
 def external_values(fxg: FxGroup) -> list[fx.Node]:

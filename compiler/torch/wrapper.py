@@ -147,7 +147,6 @@ def lean_forward(gm: fx.GraphModule, name: str = "graph") -> tuple[Callable[[lis
     w = _Writer(gm)
     layouts: dict[fx.Node, tuple[tuple[int, ...], tuple[int, ...], int] | None] = {}
     root: dict[fx.Node, fx.Node] = {}  # a view -> the value (not a view) whose storage it reads
-    checked: set[fx.Node] = set()
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, n in enumerate(gm.graph.nodes):
         w.names[n] = f"v{i}"
@@ -163,6 +162,8 @@ def lean_forward(gm: fx.GraphModule, name: str = "graph") -> tuple[Callable[[lis
             r = root.get(base, base)
             if layouts.get(r) is not None:
                 root[n] = r
+    roots = set(root.values())
+    seen: dict[Any, fx.Node] = {}  # a view already made: (root, layout) -> its node
     for n in gm.graph.nodes:
         reads: set[str] = set()
         if n.op == "placeholder":
@@ -178,16 +179,22 @@ def lean_forward(gm: fx.GraphModule, name: str = "graph") -> tuple[Callable[[lis
             w.emit(w.names[n], f"{w.fmt(n.args[0], reads)}[{w.fmt(n.args[1], reads)}]", reads)
         elif n in root:
             r = root[n]
-            size, stride, offset = layouts[n]  # type: ignore[misc]
             flag = f"ok_{w.names[r]}"
-            fast = f"_rt({w.names[r]}, {size!r}, {stride!r}, {offset - layouts[r][2]})"  # type: ignore[index]
+            size, stride, offset = layouts[n]  # type: ignore[misc]
             plain = w.call(n, reads)
-            reads |= {w.names[r], flag}
-            w.emit(w.names[n], f"{fast} if {flag} else {plain}", reads)
+            if all(root.get(u) is r for u in n.users):  # only views of the same root read it: made only
+                w.emit(w.names[n], f"None if {flag} else {plain}", reads | {flag})  # for their plain path
+                continue
+            same = seen.get((r, size, stride, offset))
+            if same is not None:  # the same view of the same tensor: one is enough
+                w.emit(w.names[n], f"{w.names[same]} if {flag} else {plain}", reads | {flag, w.names[same]})
+                continue
+            seen[(r, size, stride, offset)] = n
+            fast = f"_rt({w.names[r]}, {size!r}, {stride!r}, {offset - layouts[r][2]})"  # type: ignore[index]
+            w.emit(w.names[n], f"{fast} if {flag} else {plain}", reads | {w.names[r], flag})
         else:
             w.emit(w.names[n], w.call(n, reads), reads)
-        if n in set(root.values()) and n not in checked:
-            checked.add(n)
+        if n in roots:
             size, stride, offset = layouts[n]  # type: ignore[misc]
             v = w.names[n]
             w.emit(f"ok_{v}", f"{v}.stride() == {stride!r} and {v}.storage_offset() == {offset}", {v})
