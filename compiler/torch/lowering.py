@@ -7,7 +7,9 @@ fusable as copies: the values they produce keep their order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,9 +235,11 @@ def convert(node: fx.Node) -> Lowered | None:
     return special(node) if special is not None else None
 
 
-def decompositions() -> dict[Any, Callable[..., Any]]:
+@functools.cache
+def decompositions() -> Mapping[Any, Callable[..., Any]]:
     """AOTAutograd's decompositions: torch's core ATen set, and the composite ops whose parts fuse
-    (softmax, layer norm and their backward) broken into them."""
+    (softmax, layer norm and their backward) broken into them. Made once per process (making torch's
+    table takes about 150 ms), read-only."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     # Attention stays torch's fused op: its decomposition is slower, and with torch 2.13 on the CPU
@@ -247,4 +251,4 @@ def decompositions() -> dict[Any, Callable[..., Any]]:
         aten.sigmoid_backward, aten.tanh_backward, aten.threshold_backward, aten.var_mean,
         aten.addcmul, aten.addcdiv, aten.lerp, aten.hardtanh, aten.leaky_relu, aten.elu, aten.softplus,
     ]))
-    return table
+    return types.MappingProxyType(table)
