@@ -7,6 +7,7 @@ import pytest
 
 import compiler
 from compiler import errors
+from compiler.backends import nvidia
 from compiler.backends.nvidia import toolchain
 from compiler.backends.nvidia.toolchain import find_libdevice, find_ptxas
 
@@ -54,9 +55,22 @@ def test_kernels_without_libdevice_calls_do_not_link_it() -> None:
 def test_missing_libdevice_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(toolchain, "find_libdevice", lambda: None)
     toolchain.libdevice_bitcode.cache_clear()
+    nvidia._libdevice_part.cache_clear()  # the parts of it earlier compiles took
     try:
         kernel = compiler.compile_source(SRC, kernel="k", filename="libdevice_missing.py")
         with pytest.raises(errors.AnvilError, match="libdevice.10.bc was not found.*ANVIL_LIBDEVICE"):
             kernel.compile({"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, target="cuda:sm_90a")
     finally:
         toolchain.libdevice_bitcode.cache_clear()
+        nvidia._libdevice_part.cache_clear()
+
+
+def test_only_the_functions_a_kernel_calls_are_linked() -> None:
+    """The part of libdevice linked into a kernel holds the functions it calls and what they call,
+    nothing else: O3 then works on a few functions, not the library's hundreds."""
+    part = nvidia._libdevice_part(frozenset({"__nv_erff"}))
+    import llvmlite.binding as llvm
+
+    mod = llvm.parse_bitcode(part, context=llvm.create_context())
+    defined = {f.name for f in mod.functions if not f.is_declaration}
+    assert "__nv_erff" in defined and "__nv_expf" not in defined and len(defined) < 10

@@ -162,19 +162,45 @@ def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple
     return opt, tm.emit_assembly(mod)
 
 
-def _link_libdevice(mod: llvm.ModuleRef, context: Any) -> None:
-    """Link NVIDIA's libdevice into `mod` and make its functions internal, so O3 inlines the
-    ones the kernel calls and drops the rest (its __nvvm_reflect queries fold in the NVPTX pipeline:
-    no flush-to-zero, as CUDA's default)."""
-    from .toolchain import libdevice_bitcode
+def _drop_unused(mod: llvm.ModuleRef, tm: llvm.TargetMachine | None = None) -> None:
+    """Global dead-code elimination: internal functions nothing calls are deleted (before O3, which
+    would otherwise optimise every one of libdevice's functions)."""
+    pb = llvm.create_pass_builder(tm or _target_machine(_likely_arch()), llvm.create_pipeline_tuning_options(0))
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_global_dead_code_eliminate_pass()
+    mpm.run(mod, pb)
 
-    lib = llvm.parse_bitcode(libdevice_bitcode(), context=context)
+
+def _link_libdevice(mod: llvm.ModuleRef, context: Any) -> None:
+    """Link the part of NVIDIA's libdevice that `mod` calls, internal, so O3 inlines it (its
+    __nvvm_reflect queries fold in the NVPTX pipeline: no flush-to-zero, as CUDA's default)."""
+    wanted = frozenset(f.name for f in mod.functions if f.is_declaration and f.name.startswith("__nv_"))
+    lib = llvm.parse_bitcode(_libdevice_part(wanted), context=context)
     lib.triple = mod.triple
     lib.data_layout = mod.data_layout
     mod.link_in(lib)
     for f in mod.functions:
         if f.name.startswith("__nv_") and not f.is_declaration:
             f.linkage = "internal"
+
+
+_libdevice_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=256)
+def _libdevice_part(names: frozenset[str]) -> bytes:
+    """libdevice's functions `names` and what they call, as bitcode: parsing the whole library
+    (about 40 ms), linking it (20 ms) and dropping the rest is done once per set of functions a
+    process's kernels call."""
+    from .toolchain import libdevice_bitcode
+
+    with _libdevice_lock:
+        lib = llvm.parse_bitcode(libdevice_bitcode(), context=llvm.create_context())
+        for f in lib.functions:
+            if not f.is_declaration and f.name not in names:
+                f.linkage = "internal"
+        _drop_unused(lib)
+        return bytes(lib.as_bitcode())
 
 
 def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assemble_cubin: bool = True,
