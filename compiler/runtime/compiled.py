@@ -267,14 +267,36 @@ def collector_paused() -> Iterator[None]:
                     gc.enable()
 
 
+_IN_FLIGHT: dict[str, threading.Event] = {}  # compiles under way, by cache key
+_in_flight_lock = threading.Lock()
+
+
 def compile_kernel(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> CompiledKernel:
-    """Frontend -> passes -> backend, through the memory and disk caches."""
+    """Frontend -> passes -> backend, through the memory and disk caches. A compile of the same
+    key already under way on another thread (a compile started ahead of the first launch) is waited
+    for, not repeated; if it failed, this one compiles and raises the error itself."""
     key = _cache_key(fn, specs, opts, target)
     hit = _MEMORY.get(key)
     if hit is not None:
         return hit
-    with collector_paused():
-        return _compile(fn, specs, opts, target, key)
+    with _in_flight_lock:
+        other = _IN_FLIGHT.get(key)
+        if other is None:
+            mine = _IN_FLIGHT[key] = threading.Event()
+    if other is not None:
+        other.wait()
+        hit = _MEMORY.get(key)
+        if hit is not None:
+            return hit
+        with collector_paused():
+            return _compile(fn, specs, opts, target, key)
+    try:
+        with collector_paused():
+            return _compile(fn, specs, opts, target, key)
+    finally:
+        with _in_flight_lock:
+            del _IN_FLIGHT[key]
+        mine.set()
 
 
 def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str) -> CompiledKernel:

@@ -81,6 +81,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
         name = f"fused_{g.to_group(g.outputs()).describe()}"
         extra = external_values(g)
         runner = GroupRunner(g, name, fallback_module(gm, g), len(extra), [(s, sources[s][1]) for s in syms])
+        runner.prepare([n.meta.get("val") for n in g.inputs])
         args = [env[n] for n in g.inputs] + [env[n] for n in extra] + [env[sources[s][0]] for s in syms]
         call = new.call_function(runner, tuple(args))
         for j, out in enumerate(g.outputs()):

@@ -7,10 +7,12 @@ dynamic dimension launch the same kernel. The kernel text depends only on the pa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -172,7 +174,8 @@ class GroupRunner:
 
     # ---------------------------------------------------------------- kernels
     def _kernel(self, layouts: list[Layout], wide: bool, even: tuple[bool, bool],
-                values: dict[str, int] | None) -> Any:
+                baked: dict[str, int] | None) -> Any:
+        values = baked
         key = (tuple(lay.key() for lay in layouts), wide, even, tuple(values.items()) if values else None)
         k = self.kernels.get(key)
         if k is None:
@@ -191,6 +194,27 @@ class GroupRunner:
                 k = _SHARED[name] = compile_source(source, name, filename=f"<anvil {name}>")
             self.kernels[key] = k
         return k
+
+    def prepare(self, traced: Sequence[Any]) -> None:
+        """A static group on a GPU, at graph compile time: plan the launch for the traced inputs'
+        layouts and start compiling its kernel on a background thread, so that a graph's kernels
+        compile at once, and while torch finishes the graph; the first call finds each compiled (or
+        waits for it: compiled.compile_kernel). A first call whose inputs are laid out otherwise
+        plans and compiles as usual."""
+        if self.symbols or not traced or any(getattr(t, "device", None) is None or t.device.type != "cuda"
+                                             for t in traced):
+            return
+        metas = tuple(torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
+                      for t in traced)
+        plan = self._plan(metas, ())
+        if plan is _FALLBACK or plan[0] is None:
+            return
+        self.plans[((), *[(m.shape, m.stride()) for m in metas])] = plan
+        launch, tail, options, outs_like, kernel = plan
+        device = traced[0].device  # one-element stand-ins: the compile depends on dtypes and alignment only
+        args = [torch.empty(1, dtype=t.dtype, device=device) for t in traced]
+        args += [torch.empty(1, dtype=d, device=device) for _, _, d in outs_like]
+        _compile_ahead(kernel, args, tail, options, launch.__self__)
 
     def __call__(self, *args: Any) -> tuple[torch.Tensor, ...]:
         if torch.autograd.profiler._is_profiler_enabled:  # name the launch in profiles
@@ -211,7 +235,7 @@ class GroupRunner:
             plan = self.plans[key] = self._plan(inputs, syms)
         if plan is _FALLBACK:
             return tuple(self.fallback(*args[:first_sym]))
-        launch, tail, options, outs_like = plan
+        launch, tail, options, outs_like, _ = plan
         device = inputs[0].device
         outs = tuple([torch.empty_strided(s, st, dtype=d, device=device) for s, st, d in outs_like])
         if launch is not None:
@@ -220,7 +244,8 @@ class GroupRunner:
 
     def _plan(self, inputs: tuple[Any, ...], syms: tuple[int, ...]) -> Any:
         """What a call with these input shapes and strides launches: (the launcher bound to its grid,
-        the size and stride arguments, the launch options, each output's shape, strides and dtype)."""
+        the size and stride arguments, the launch options, each output's shape, strides and dtype,
+        the kernel)."""
         domain, out_shapes = self._sizes(syms)
         outs_like = [(s, contiguous_strides(s), d) for s, d in zip(out_shapes, self.out_dtypes, strict=True)]
         kind = self.group.kind
@@ -231,7 +256,7 @@ class GroupRunner:
         if kind == "rows" and C > MAX_ROW:
             return _FALLBACK
         if numel == 0:
-            return (None, (), {}, outs_like)
+            return (None, (), {}, outs_like, None)
         device = inputs[0].device
         rows = kind != "pointwise"
         layouts = [layout_of(t, pad, domain, rows) for t, pad in zip(inputs, self.pads, strict=True)]
@@ -264,9 +289,24 @@ class GroupRunner:
         params = emit(self.group, layouts, "KERNEL", wide=wide).params
         if not static:
             kernel = self._kernel(layouts, wide, even, None)
-            return kernel[grid], tuple(values[p] for p in params), {**blocks, "num_warps": warps}, outs_like
-        baked = {**{p: values[p] for p in params}, **blocks}
-        return self._kernel(layouts, wide, even, baked)[grid], (), {"num_warps": warps}, outs_like
+            return (kernel[grid], tuple(values[p] for p in params), {**blocks, "num_warps": warps}, outs_like,
+                    kernel)
+        kernel = self._kernel(layouts, wide, even, baked={**{p: values[p] for p in params}, **blocks})
+        return kernel[grid], (), {"num_warps": warps}, outs_like, kernel
+
+
+_ahead: ThreadPoolExecutor | None = None
+
+
+def _compile_ahead(kernel: Any, args: list[Any], tail: tuple[Any, ...], options: dict[str, Any], grid: Any) -> None:
+    global _ahead
+    if _ahead is None:
+        _ahead = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="anvil-ahead")
+
+    def warm() -> None:
+        with contextlib.suppress(Exception):  # the first launch compiles again and reports the error
+            kernel.warmup(*args, *tail, grid=grid, **options)
+    _ahead.submit(warm)
 
 
 def external_values(fxg: FxGroup) -> list[fx.Node]:

@@ -62,3 +62,25 @@ def test_bf16_encoder_layer() -> None:
     got = torch.compile(layer, backend=anvil)(x)
     cos = F.cosine_similarity(got.float().flatten(), want.float().flatten(), dim=0)
     assert cos > 0.9999, cos
+
+
+def test_static_graph_kernels_compile_ahead_of_the_first_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A static graph's kernels are compiled on background threads while torch finishes the graph;
+    the first call waits for them instead of compiling them again."""
+    import threading
+
+    from compiler.runtime import compiled
+
+    threads: list[str] = []
+    real = compiled._compile
+
+    def spy(*args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+    monkeypatch.setattr(compiled, "_compile", spy)
+    torch._dynamo.reset()
+    ln = torch.nn.LayerNorm(333).cuda()
+    x = torch.randn(77, 333, device="cuda")
+    got = torch.compile(lambda x: F.gelu(ln(x)) * 3, backend=anvil)(x)
+    torch.testing.assert_close(got, F.gelu(ln(x)) * 3, rtol=1e-5, atol=1e-5)
+    assert threads and all(t.startswith("anvil-ahead") for t in threads), threads
