@@ -85,6 +85,13 @@ _CMPOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
 
 
 
+class _Unknown:
+    """The value of a name while a test is settled ahead of the code that assigns it (statements.py)."""
+
+
+UNKNOWN = _Unknown()
+
+
 def is_tensor(x: Any) -> bool:
     return isinstance(x, lc.Tensor)
 
@@ -145,7 +152,10 @@ class CodeGenerator(ast.NodeVisitor):
     # ------------------------------------------------------------------ names
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.scope:
-            return self.scope[name]
+            value = self.scope[name]
+            if value is UNKNOWN:
+                raise self.error(E.ConstexprError, node, f"{name!r} has no value yet")
+            return value
         g = self.src.globals
         if name in g:
             return self.admit_global(name, g[name], node)
