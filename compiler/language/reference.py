@@ -63,6 +63,13 @@ the server) or `import compiler.language as tl` (Python).
   < 1e-12 and < 2e-14); float64 math calls the C library.
 - Debug mode (`@jit(debug=True)`, or ANVIL_DEBUG=1) checks every load and store against the
   tensor it points into and activates `tl.device_assert`.
+- Programs may wait for each other in a `while` loop that polls memory through an atomic or a
+  volatile load (a lock: `while tl.atomic_cas(lock, 0, 1) == 1: pass`; a flag a later program
+  sets). The CPU backend runs such kernels' programs concurrently, up to 256 at once
+  (ANVIL_CPU_CONCURRENT_PROGRAMS); a launch whose every running program has waited 10 s
+  (ANVIL_CPU_WAIT_TIMEOUT) with none left to start fails with a DeadlockError naming the loop.
+  An `if` on a compile-time value keeps only the branch taken: the other is not compiled, and a
+  loop does not carry what only that branch assigns.
 """
 
 
