@@ -241,7 +241,7 @@ class CodeGenerator(ast.NodeVisitor):
                                  "see the language reference for tensor methods")
             return _BoundMethod(fn, base)
         if isinstance(base, BlockPointer):
-            raise self.error(E.UnsupportedError, node, f"block pointers have no attribute {attr!r}")
+            return base.attribute(attr)
         from .descriptor import TensorDescriptor, attribute
 
         if isinstance(base, TensorDescriptor):
@@ -421,7 +421,7 @@ class CodeGenerator(ast.NodeVisitor):
         """Call `fn`, decided by identity: a language builtin, a @jit function, a language class, an
         allowed method of a compile-time value, an allowed Python builtin or pure helper (closed.py)."""
         if isinstance(fn, _BoundMethod):
-            return self.call(fn.fn, [fn.self, *args], kwargs, node)
+            return self.call(fn.fn, [fn.self, *fn.bound, *args], kwargs, node)
         if lc.is_builtin(fn):
             args = [_unwrap(a) for a in args]
             kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
@@ -641,6 +641,21 @@ class BlockPointer:
     block_shape: tuple[int, ...]
     order: tuple[int, ...]
 
+    def attribute(self, attr: str) -> Any:
+        """What kernels read of a block pointer, as of Triton's: `type` and `dtype` are
+        pointer_type(block_type(element dtype, block_shape)), and `advance`, `load`, `store` are methods."""
+        from ..language import builtins as B
+
+        if attr in ("type", "dtype"):
+            elem = self.base.ir_elem
+            assert isinstance(elem, T.PointerType)
+            return lc.pointer_type(lc.block_type(lc.dtype(elem.elem), list(self.block_shape)))
+        if attr in ("advance", "load", "store"):
+            return _BoundMethod(getattr(B, attr), self)
+        raise E.UnsupportedError(f"block pointers have no attribute {attr!r}",
+                                 hint="a block pointer has type, dtype (dtype.element_ty is the block's type), "
+                                 "advance, load and store")
+
 
 class Shape(tuple):  # type: ignore[type-arg]
     """`x.shape` inside a kernel: a tuple that also equals, and concatenates with, a list
@@ -668,8 +683,11 @@ class Shape(tuple):  # type: ignore[type-arg]
 
 @dataclass(frozen=True)
 class _BoundMethod:
+    """`value.method`: calls `fn(value, *bound, *args)`."""
+
     fn: Any
     self: Any
+    bound: tuple[Any, ...] = ()
 
 
 def _unwrap(x: Any) -> Any:
