@@ -21,6 +21,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Location
 from ..language import TENSOR_METHODS
 from ..language import core as lc
+from ..runtime.jit import ConstexprFunction, python_helper
 from .closed import (
     MAX_INLINE_DEPTH,
     MISSING,
@@ -174,6 +175,9 @@ class CodeGenerator(ast.NodeVisitor):
 
     def admit_global(self, name: str, value: Any, node: ast.AST) -> Any:
         """A global of the kernel's module as a compile-time value, if it is one of the closed world."""
+        helper = None if self.src.text_module else python_helper(value)
+        if helper is not None:  # a Python kernel's @triton.constexpr_function / @tl.constexpr helper
+            return helper
         v = _normalize_global(value)
         if is_closed(v):
             return v
@@ -433,7 +437,15 @@ class CodeGenerator(ast.NodeVisitor):
                 raise
         src = self.ctx.resolve_jit(fn)
         if src is not None:
+            if src.compile_time:  # a constexpr_function of source text, evaluated (compiletime.py)
+                from .compiletime import call_compile_time
+
+                return call_compile_time(self, src, args, kwargs, node)
             return self.inline(src, args, kwargs, node)
+        if isinstance(fn, ConstexprFunction):  # a Python kernel's own compile-time helper
+            from .compiletime import call_python_helper
+
+            return call_python_helper(self, fn, args, kwargs, node)
         compile_time = not any(is_tensor(a) for a in [*args, *kwargs.values()])
         if fn is lc.constexpr:
             return _unwrap(args[0]) if args else None
@@ -453,14 +465,15 @@ class CodeGenerator(ast.NodeVisitor):
         if id(fn) in PY_BUILTIN_IDS:
             return python_builtin(self, fn, args, kwargs, node)
         if allowed_function(fn):
-            if kwargs or not compile_time or not all(isinstance(_unwrap(a), (int, float)) for a in args):
+            if not compile_time or not all(isinstance(_unwrap(a), (int, float)) for a in [*args, *kwargs.values()]):
                 raise self.error(E.ConstexprError, node, f"{_describe(fn)}() takes compile-time numbers")
-            return check_value(fn(*[_unwrap(a) for a in args]))
+            return check_value(fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
         raise self.error(E.UnsupportedError, node, f"cannot call {_describe(fn)} inside a kernel",
                          "only tl.* functions, @jit functions and a few Python builtins (len, min, max, "
                          "int, float, range) can be called")
 
-    def inline(self, src: FunctionSource, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+    def inline(self, src: FunctionSource, args: list[Any], kwargs: dict[str, Any], node: ast.AST,
+               cls: type[CodeGenerator] | None = None) -> Any:
         if self.ctx.depth >= MAX_INLINE_DEPTH:
             raise self.error(LimitError, node, f"@jit calls nest more than {MAX_INLINE_DEPTH} deep (recursion?)",
                              "recursive @jit calls are unrolled at compile time: bound them with a constexpr")
@@ -475,7 +488,7 @@ class CodeGenerator(ast.NodeVisitor):
             if k in bound:
                 raise self.error(E.ArgumentError, node, f"{src.name}() got multiple values for {k!r}")
             bound[k] = v
-        callee_gen = type(self)(self.ctx, src, {}, self.loc(node))
+        callee_gen = (cls or type(self))(self.ctx, src, {}, self.loc(node))
         for p in params:
             if p not in bound:
                 if p not in src.defaults:

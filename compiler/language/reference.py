@@ -49,8 +49,12 @@ the server) or `import compiler.language as tl` (Python).
 - Calls to other `@jit` functions are inlined. Python's `len`, `min`, `max`, `int`, `float`,
   `bool`, `abs`, `round`, `str`, `tuple`, `list`, `isinstance`, `getattr`, `hasattr`,
   `enumerate`, `zip` work on compile-time values, as do `math`'s numeric functions, `triton.cdiv`
-  and `triton.next_power_of_2`. Compile-time code sees only numbers, strings, tuples, dtypes,
-  constexprs and the language's own objects: no other modules, no names starting with `_`, no
+  and `triton.next_power_of_2`. A helper decorated `@triton.constexpr_function` (or
+  `@tl.constexpr`) runs at compile time on compile-time arguments: as Python in a kernel written
+  in Python; in source text its body is evaluated by the compiler (loops run at compile time,
+  nothing is executed as Python). A constexpr's `.value` is its value. Compile-time code sees only
+  numbers, strings, tuples, dtypes, constexprs and the language's own objects: no other modules,
+  no names starting with `_`, no
   `type`/`eval`/`open`; integers up to 1024 bits, strings and tuples up to 65,536 items,
   `tl.static_range` up to 65,536 iterations (docs/security.md lists every limit).
 - Dtypes: `tl.int1/int8/int16/int32/int64`, `tl.uint8..uint64`, `tl.float16`, `tl.bfloat16`,
