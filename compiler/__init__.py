@@ -24,7 +24,13 @@ from .errors import (  # noqa: E402
 )
 from .runtime.autotune import Config, autotune, heuristics  # noqa: E402
 from .runtime.compiled import CompiledKernel  # noqa: E402
-from .runtime.jit import JITFunction, compile_source, jit  # noqa: E402
+from .runtime.jit import (  # noqa: E402
+    ConstexprFunction,
+    JITFunction,
+    compile_source,
+    constexpr_function,
+    jit,
+)
 
 
 def cdiv(x: int, y: int) -> int:
@@ -38,7 +44,8 @@ def next_power_of_2(n: int) -> int:
 
 
 __all__ = [
-    "jit", "JITFunction", "compile_source", "autotune", "Config", "heuristics", "cdiv", "next_power_of_2",
+    "jit", "JITFunction", "compile_source", "constexpr_function", "ConstexprFunction", "autotune", "Config",
+    "heuristics", "cdiv", "next_power_of_2",
     "CompiledKernel", "language", "AnvilError", "CompilationError", "UnsupportedError", "UndefinedNameError",
     "ArgumentError", "ShapeError", "DtypeError", "ConstexprError", "LaunchError", "OutOfBoundsError",
     "DeviceAssertError", "__version__",

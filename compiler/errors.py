@@ -9,7 +9,7 @@ from .ir.core import Location
 __all__ = [
     "AnvilError", "CompilationError", "UnsupportedError", "UndefinedNameError", "ArgumentError",
     "ShapeError", "DtypeError", "ConstexprError", "LaunchError", "ArgumentOverflowError", "OutOfBoundsError",
-    "ResourceError", "DeviceAssertError",
+    "ResourceError", "DeviceAssertError", "DeadlockError",
 ]
 
 
@@ -118,3 +118,7 @@ class OutOfBoundsError(_RuntimeReport):
 
 class DeviceAssertError(_RuntimeReport):
     """A tl.device_assert failed while the kernel ran."""
+
+
+class DeadlockError(_RuntimeReport):
+    """Every running program of a launch waited for another and none could go on (the launch was stopped)."""

@@ -3,6 +3,10 @@
 - ANVIL_CACHE_DIR: on-disk compile cache (default ~/.cache/anvil). ANVIL_CACHE=0 disables it.
 - ANVIL_DEBUG=1: compile kernels in debug mode (bounds checks, device_assert).
 - ANVIL_CPU_THREADS: threads the CPU backend splits a grid across (default: CPU count).
+- ANVIL_CPU_CONCURRENT_PROGRAMS: the most programs of one launch the CPU backend runs at the same
+  time when the kernel's programs may wait for each other (spin loops on atomics; default 256).
+- ANVIL_CPU_WAIT_TIMEOUT: seconds every running program of such a launch may wait, with no other
+  program left to start, before the launch is stopped with a DeadlockError (default 10).
 - ANVIL_DUMP_IR=1: print the Tile IR of every kernel compiled, to stderr.
 - ANVIL_DUMP_LLIR=1: print the LLVM IR of every kernel compiled, to stderr.
 - ANVIL_TRACEBACK=1: show internal tracebacks instead of only located errors.
@@ -30,7 +34,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "dump_ir", "dump_llir", "traceback", "cpu_target",
+__all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "cpu_concurrent_programs", "cpu_wait_timeout",
+           "dump_ir", "dump_llir", "traceback", "cpu_target",
            "wgmma", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "fusion_dump"]
 
 
@@ -59,6 +64,16 @@ def cpu_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         return os.cpu_count() or 1
+
+
+def cpu_concurrent_programs() -> int:
+    v = os.environ.get("ANVIL_CPU_CONCURRENT_PROGRAMS")
+    return max(1, int(v)) if v else 256
+
+
+def cpu_wait_timeout() -> float:
+    v = os.environ.get("ANVIL_CPU_WAIT_TIMEOUT")
+    return max(0.0, float(v)) if v else 10.0
 
 
 def dump_ir() -> bool:

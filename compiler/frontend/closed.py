@@ -12,7 +12,9 @@ evaluation sees only values of a closed set:
 - a few pure helpers: the numeric functions of `math` in `MATH_FUNCTIONS`, `cdiv`,
   `next_power_of_2`, the standard library's `_log2` and `_is_power_of_two` (imported by name:
   libraries take them from `triton.language.standard`), and the Python builtins in
-  `pybuiltins.PY_BUILTINS`.
+  `pybuiltins.PY_BUILTINS`;
+- the compile-time helpers of source text (`@triton.constexpr_function`), which are `@jit`
+  functions of the text evaluated by compiletime.py, never executed.
 
 Attribute access goes through an allow-list per kind of value (`value_attribute`); no name
 starting with `_` is reachable, and modules expose only their closed exports. Whether something
@@ -288,7 +290,13 @@ _MISSING = object()
 def value_attribute(base: Any, attr: str) -> Any:
     """`base.attr` for a compile-time value (not a tensor or module), or _MISSING when not allowed."""
     if isinstance(base, DataModule):
-        return admit_data(getattr(base.module, attr, _MISSING)) if not attr.startswith("_") else _MISSING
+        if attr.startswith("_"):
+            return _MISSING
+        from ..runtime.jit import python_helper
+
+        value = getattr(base.module, attr, _MISSING)
+        helper = python_helper(value)  # a compile-time helper of the user's module (compiletime.py)
+        return helper if helper is not None else admit_data(value)
     if isinstance(base, lc.dtype):
         if attr in _DTYPE_METHODS:
             return CompileTimeMethod(base, attr)
@@ -315,6 +323,8 @@ def value_attribute(base: Any, attr: str) -> Any:
         return _MISSING
     if isinstance(base, lc.constexpr):
         return base.value if attr == "value" else _MISSING
+    if attr == "value" and (base is None or isinstance(base, (bool, int, float, str))):
+        return base  # Triton passes constexprs to @jit helpers as constexpr(x), whose .value is x
     if isinstance(base, str):
         return CompileTimeMethod(base, attr) if attr in _STR_METHODS else _MISSING
     if isinstance(base, (tuple, list)):

@@ -21,6 +21,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Location
 from ..language import TENSOR_METHODS
 from ..language import core as lc
+from ..runtime.jit import ConstexprFunction, python_helper
 from .closed import (
     MAX_INLINE_DEPTH,
     MISSING,
@@ -85,6 +86,13 @@ _CMPOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
 
 
 
+class _Unknown:
+    """The value of a name while a test is settled ahead of the code that assigns it (statements.py)."""
+
+
+UNKNOWN = _Unknown()
+
+
 def is_tensor(x: Any) -> bool:
     return isinstance(x, lc.Tensor)
 
@@ -145,7 +153,10 @@ class CodeGenerator(ast.NodeVisitor):
     # ------------------------------------------------------------------ names
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.scope:
-            return self.scope[name]
+            value = self.scope[name]
+            if value is UNKNOWN:
+                raise self.error(E.ConstexprError, node, f"{name!r} has no value yet")
+            return value
         g = self.src.globals
         if name in g:
             return self.admit_global(name, g[name], node)
@@ -164,6 +175,9 @@ class CodeGenerator(ast.NodeVisitor):
 
     def admit_global(self, name: str, value: Any, node: ast.AST) -> Any:
         """A global of the kernel's module as a compile-time value, if it is one of the closed world."""
+        helper = None if self.src.text_module else python_helper(value)
+        if helper is not None:  # a Python kernel's @triton.constexpr_function / @tl.constexpr helper
+            return helper
         v = _normalize_global(value)
         if is_closed(v):
             return v
@@ -231,7 +245,7 @@ class CodeGenerator(ast.NodeVisitor):
                                  "see the language reference for tensor methods")
             return _BoundMethod(fn, base)
         if isinstance(base, BlockPointer):
-            raise self.error(E.UnsupportedError, node, f"block pointers have no attribute {attr!r}")
+            return base.attribute(attr)
         from .descriptor import TensorDescriptor, attribute
 
         if isinstance(base, TensorDescriptor):
@@ -411,7 +425,7 @@ class CodeGenerator(ast.NodeVisitor):
         """Call `fn`, decided by identity: a language builtin, a @jit function, a language class, an
         allowed method of a compile-time value, an allowed Python builtin or pure helper (closed.py)."""
         if isinstance(fn, _BoundMethod):
-            return self.call(fn.fn, [fn.self, *args], kwargs, node)
+            return self.call(fn.fn, [fn.self, *fn.bound, *args], kwargs, node)
         if lc.is_builtin(fn):
             args = [_unwrap(a) for a in args]
             kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
@@ -423,7 +437,15 @@ class CodeGenerator(ast.NodeVisitor):
                 raise
         src = self.ctx.resolve_jit(fn)
         if src is not None:
+            if src.compile_time:  # a constexpr_function of source text, evaluated (compiletime.py)
+                from .compiletime import call_compile_time
+
+                return call_compile_time(self, src, args, kwargs, node)
             return self.inline(src, args, kwargs, node)
+        if isinstance(fn, ConstexprFunction):  # a Python kernel's own compile-time helper
+            from .compiletime import call_python_helper
+
+            return call_python_helper(self, fn, args, kwargs, node)
         compile_time = not any(is_tensor(a) for a in [*args, *kwargs.values()])
         if fn is lc.constexpr:
             return _unwrap(args[0]) if args else None
@@ -443,14 +465,15 @@ class CodeGenerator(ast.NodeVisitor):
         if id(fn) in PY_BUILTIN_IDS:
             return python_builtin(self, fn, args, kwargs, node)
         if allowed_function(fn):
-            if kwargs or not compile_time or not all(isinstance(_unwrap(a), (int, float)) for a in args):
+            if not compile_time or not all(isinstance(_unwrap(a), (int, float)) for a in [*args, *kwargs.values()]):
                 raise self.error(E.ConstexprError, node, f"{_describe(fn)}() takes compile-time numbers")
-            return check_value(fn(*[_unwrap(a) for a in args]))
+            return check_value(fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
         raise self.error(E.UnsupportedError, node, f"cannot call {_describe(fn)} inside a kernel",
                          "only tl.* functions, @jit functions and a few Python builtins (len, min, max, "
                          "int, float, range) can be called")
 
-    def inline(self, src: FunctionSource, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+    def inline(self, src: FunctionSource, args: list[Any], kwargs: dict[str, Any], node: ast.AST,
+               cls: type[CodeGenerator] | None = None) -> Any:
         if self.ctx.depth >= MAX_INLINE_DEPTH:
             raise self.error(LimitError, node, f"@jit calls nest more than {MAX_INLINE_DEPTH} deep (recursion?)",
                              "recursive @jit calls are unrolled at compile time: bound them with a constexpr")
@@ -465,7 +488,7 @@ class CodeGenerator(ast.NodeVisitor):
             if k in bound:
                 raise self.error(E.ArgumentError, node, f"{src.name}() got multiple values for {k!r}")
             bound[k] = v
-        callee_gen = type(self)(self.ctx, src, {}, self.loc(node))
+        callee_gen = (cls or type(self))(self.ctx, src, {}, self.loc(node))
         for p in params:
             if p not in bound:
                 if p not in src.defaults:
@@ -631,6 +654,21 @@ class BlockPointer:
     block_shape: tuple[int, ...]
     order: tuple[int, ...]
 
+    def attribute(self, attr: str) -> Any:
+        """What kernels read of a block pointer, as of Triton's: `type` and `dtype` are
+        pointer_type(block_type(element dtype, block_shape)), and `advance`, `load`, `store` are methods."""
+        from ..language import builtins as B
+
+        if attr in ("type", "dtype"):
+            elem = self.base.ir_elem
+            assert isinstance(elem, T.PointerType)
+            return lc.pointer_type(lc.block_type(lc.dtype(elem.elem), list(self.block_shape)))
+        if attr in ("advance", "load", "store"):
+            return _BoundMethod(getattr(B, attr), self)
+        raise E.UnsupportedError(f"block pointers have no attribute {attr!r}",
+                                 hint="a block pointer has type, dtype (dtype.element_ty is the block's type), "
+                                 "advance, load and store")
+
 
 class Shape(tuple):  # type: ignore[type-arg]
     """`x.shape` inside a kernel: a tuple that also equals, and concatenates with, a list
@@ -658,8 +696,11 @@ class Shape(tuple):  # type: ignore[type-arg]
 
 @dataclass(frozen=True)
 class _BoundMethod:
+    """`value.method`: calls `fn(value, *bound, *args)`."""
+
     fn: Any
     self: Any
+    bound: tuple[Any, ...] = ()
 
 
 def _unwrap(x: Any) -> Any:

@@ -125,8 +125,28 @@ def store(sem: Any, d: TensorDescriptor, offsets: Any, value: Any) -> None:
     sem.gen.block_ptr_store(bp, v, tuple(range(len(d.block_shape))))
 
 
+def atomic(sem: Any, d: TensorDescriptor, kind: str, offsets: Any, value: Any) -> None:
+    """`desc.atomic_<kind>(offsets, value)`: the atomic on every element of the block at `offsets`
+    inside the tensor (Triton's descriptor reductions return nothing)."""
+    if kind not in _ATOMICS:
+        raise E.ArgumentError(f"tensor descriptors have no atomic_{kind}", hint="use atomic_add, atomic_min, "
+                              "atomic_max, atomic_and, atomic_or or atomic_xor")
+    if not isinstance(d, TensorDescriptor):
+        raise E.ArgumentError("a descriptor atomic needs a tensor descriptor (tl.make_tensor_descriptor)")
+    v = sem.to_tensor(value)
+    if tuple(v.shape) != d.block_shape:
+        raise E.ShapeError(f"descriptor atomic_{kind} of a {list(v.shape)} value into a block of "
+                           f"{list(d.block_shape)}")
+    ptr, mask = sem.gen._block_ptr_tile(_block_pointer(sem, d, offsets), tuple(range(len(d.block_shape))))
+    sem.atomic(kind, ptr, v, mask, None, None)
+
+
+_ATOMICS = ("add", "min", "max", "and", "or", "xor")
+
+
 def attribute(gen: Any, d: TensorDescriptor, attr: str) -> Any:
-    """`desc.load`, `desc.store`, `desc.block_shape`, `desc.shape`, `desc.strides`, `desc.dtype`."""
+    """`desc.load`, `desc.store`, `desc.atomic_add` (min, max, and, or, xor), `desc.block_shape`,
+    `desc.block_type`, `desc.shape`, `desc.strides`, `desc.dtype`."""
     from ..language import builtins as B
 
     if attr == "block_shape":
@@ -143,6 +163,9 @@ def attribute(gen: Any, d: TensorDescriptor, attr: str) -> Any:
         return _BoundMethod(B.load_tensor_descriptor, d)
     if attr == "store":
         return _BoundMethod(B.store_tensor_descriptor, d)
+    if attr.startswith("atomic_") and attr[7:] in _ATOMICS:
+        return _BoundMethod(B.atomic_tensor_descriptor, d, (attr[7:],))
     raise E.UnsupportedError(f"tensor descriptors have no attribute {attr!r}",
-                             hint="a descriptor has load, store, block_shape, shape, strides and dtype")
+                             hint="a descriptor has load, store, atomic_add/min/max/and/or/xor, block_shape, "
+                             "block_type, shape, strides and dtype")
 

@@ -31,6 +31,7 @@ class FunctionSource:
     defaults: dict[str, ast.expr] = field(default_factory=dict)
     annotations: dict[str, ast.expr] = field(default_factory=dict)
     text_module: bool = False  # source text (compile_source): its globals are read by the strict rule only
+    compile_time: bool = False  # a constexpr_function of source text: evaluated at compile time, never emitted
 
     def loc(self, node: ast.AST, inlined_at: Location | None = None) -> Location:
         line = getattr(node, "lineno", self.tree.lineno)

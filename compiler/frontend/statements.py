@@ -18,7 +18,9 @@ from ..ir.core import Block
 from ..language import core as lc
 from ..language.builtins import item
 from .closed import MAX_UNROLL, LimitError, bounded_str_source
-from .codegen import BlockPointer, CodeGenerator, Returned, _unwrap, is_tensor
+from .codegen import UNKNOWN, BlockPointer, CodeGenerator, Returned, _unwrap, is_tensor
+from .livecode import Decide, assigned_names
+from .livecode import contains as _contains
 from .source import is_constexpr_annotation
 
 __all__ = ["KernelGenerator", "flatten", "assigned_names"]
@@ -69,37 +71,17 @@ def _is_runtime_leaf(v: Any) -> bool:
     return is_tensor(v) or (isinstance(v, (int, float)) and not isinstance(v, py.bool)) or isinstance(v, py.bool)
 
 
-def assigned_names(stmts: list[ast.stmt]) -> list[str]:
-    """Names bound anywhere in `stmts` (in order of first binding)."""
-    seen: dict[str, None] = {}
-    for st in stmts:
-        for node in ast.walk(st):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                seen.setdefault(node.id, None)
-    return list(seen)
-
-
-def _contains(stmts: list[ast.stmt], kinds: tuple[type, ...], into_loops: bool) -> bool:
-    def walk(node: ast.AST) -> bool:
-        if isinstance(node, kinds):
-            return True
-        if not into_loops and isinstance(node, (ast.For, ast.While)):
-            return False
-        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
-            return False
-        return any(walk(c) for c in ast.iter_child_nodes(node))
-
-    return any(walk(s) for s in stmts)
-
-
-def _always_returns(stmts: list[ast.stmt]) -> bool:
+def _always_returns(stmts: list[ast.stmt], decide: Decide) -> bool:
     if not stmts:
         return False
     last = stmts[-1]
     if isinstance(last, ast.Return):
         return True
     if isinstance(last, ast.If):
-        return _always_returns(last.body) and _always_returns(last.orelse)
+        taken = decide(last.test)
+        if taken is not None:
+            return _always_returns(last.body if taken else last.orelse, decide)
+        return _always_returns(last.body, decide) and _always_returns(last.orelse, decide)
     return False
 
 
@@ -112,7 +94,7 @@ class KernelGenerator(CodeGenerator):
         while i < len(stmts):
             st = stmts[i]
             rest = stmts[i + 1:]
-            if isinstance(st, ast.If) and _contains([st], (ast.Return,), False):
+            if isinstance(st, ast.If) and self._may_return(st):
                 return self.visit_if(st, rest)
             r = self.visit(st)
             if isinstance(r, Returned):
@@ -122,6 +104,10 @@ class KernelGenerator(CodeGenerator):
                 return self._guarded_rest(rest)
             i += 1
         return None
+
+    def _may_return(self, st: ast.If) -> bool:
+        """Whether a `return` under `st` can run (one under a branch settled false at compile time cannot)."""
+        return _contains([st], (ast.Return,), False) and _contains([st], (ast.Return,), False, self._settled([st]))
 
     def _guarded_rest(self, rest: list[ast.stmt]) -> Returned | None:
         """Run `rest` only if neither break nor continue has been taken."""
@@ -226,12 +212,12 @@ class KernelGenerator(CodeGenerator):
         if cond.is_tile():
             raise self.error(E.ShapeError, node.test, "an if condition must be a scalar, not a tile",
                              "use tl.where for elementwise choices")
-        has_ret = _contains([node], (ast.Return,), False)
-        if not has_ret:
+        decide = self._settled([node])
+        if not _contains([node], (ast.Return,), False, decide):
             self._runtime_if(cond, lambda: self.visit_body(node.body), lambda: self.visit_body(node.orelse))
             return self.visit_body(rest) if rest else None
-        then_stmts = node.body if _always_returns(node.body) else node.body + rest
-        else_stmts = node.orelse if _always_returns(node.orelse) else node.orelse + rest
+        then_stmts = node.body if _always_returns(node.body, decide) else node.body + rest
+        else_stmts = node.orelse if _always_returns(node.orelse, decide) else node.orelse + rest
         results = self._runtime_if(cond, lambda: self.visit_body(then_stmts),
                                    lambda: self.visit_body(else_stmts), returns=True)
         return Returned(results)
@@ -402,7 +388,7 @@ class KernelGenerator(CodeGenerator):
         return [lo, hi, 1 if st is None else st]
 
     def _unrolled(self, node: ast.For, values: list[Any]) -> None:
-        if _contains(node.body, (ast.Break, ast.Continue), False):
+        if _contains(node.body, (ast.Break, ast.Continue), False, self._settled(node.body, node.target)):
             raise self.error(E.UnsupportedError, node, "break/continue in a static_range loop",
                              "use a runtime range() loop")
         for v in values:
@@ -411,9 +397,36 @@ class KernelGenerator(CodeGenerator):
             if r is not None:
                 raise self.error(E.UnsupportedError, node, "return inside a loop is not supported")
 
-    def _carried(self, body: list[ast.stmt], extra: tuple[str, ...] = ()) -> list[str]:
-        names = [n for n in assigned_names(body) if n in self.scope]
+    def _carried(self, body: list[ast.stmt], decide: Decide, extra: tuple[str, ...] = ()) -> list[str]:
+        names = [n for n in assigned_names(body, decide) if n in self.scope]
         return names + [e for e in extra if e not in names]
+
+    def _settled(self, body: list[ast.stmt], target: ast.expr | None = None) -> Decide:
+        """Settles the `if` tests of a loop body that are compile-time values the loop cannot change:
+        tests whose value does not depend on a name the body (or the loop variable) assigns."""
+        changing = set(assigned_names(body))
+        if target is not None:
+            changing.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        return lambda test: self.static_truth(test, changing)
+
+    def static_truth(self, test: ast.expr, unknown: set[str]) -> bool | None:
+        """The truth of `test` when it is a compile-time value in the current scope with the names in
+        `unknown` unknown (`FLAG or i > 0` settles when FLAG is true), else None. Any op the evaluation
+        makes goes to a block that is thrown away; an error means "not settled" (the branch is then
+        generated and reports it where it stands)."""
+        saved = self.scope
+        self.scope = dict(saved)
+        self.scope.update(dict.fromkeys(unknown, UNKNOWN))
+        try:
+            with self.b.at(Block()):
+                value = self.visit(test)
+        except E.CompilationError:
+            return None
+        finally:
+            self.scope = saved
+        if _has_tensor(value) or not isinstance(value, (py.bool, int, float, str, tuple, list, type(None))):
+            return None
+        return py.bool(value)
 
     def _loop_inits(self, names: list[str]) -> tuple[list[lc.Tensor], list[Callable[[list[Any]], Any]], list[int]]:
         inits: list[lc.Tensor] = []
@@ -475,10 +488,11 @@ class KernelGenerator(CodeGenerator):
         lb, ub, st = (s.cast(x, ity) for x in bounds)
         if isinstance(step, int) and step == 0:
             raise self.error(E.ArgumentError, node.iter, "range step must not be zero")
-        has_flow = _contains(node.body, (ast.Break, ast.Continue), False)
+        decide = self._settled(node.body, node.target)
+        has_flow = _contains(node.body, (ast.Break, ast.Continue), False, decide)
         if has_flow:
-            return self._for_as_while(node, lb, ub, st, step)
-        names = self._carried(node.body)
+            return self._for_as_while(node, lb, ub, st, step, decide)
+        names = self._carried(node.body, decide)
         names = [n for n in names if n != node.target.id]
         inits, rbs, sizes = self._loop_inits(names)
         body = Block()
@@ -501,7 +515,8 @@ class KernelGenerator(CodeGenerator):
                            [x.type for x in inits], attrs, [body])
         self._bind(names, rbs, sizes, [lc.Tensor(r) for r in op.results])
 
-    def _for_as_while(self, node: ast.For, lb: lc.Tensor, ub: lc.Tensor, st: lc.Tensor, step: Any) -> None:
+    def _for_as_while(self, node: ast.For, lb: lc.Tensor, ub: lc.Tensor, st: lc.Tensor, step: Any,
+                      decide: Decide) -> None:
         """A range loop with break/continue: a while loop over (iv, break flag, carried...)."""
         assert isinstance(node.target, ast.Name)
         s = self.sem
@@ -509,7 +524,7 @@ class KernelGenerator(CodeGenerator):
         self.scope[ivname] = lb
         saved_flags = {n: self.scope.get(n, _MISSING) for n in (_BRK, _CONT)}
         self.scope[_BRK] = s.to_tensor(False)
-        names = [n for n in self._carried(node.body, (ivname, _BRK)) if n not in (node.target.id, _CONT)]
+        names = [n for n in self._carried(node.body, decide, (ivname, _BRK)) if n not in (node.target.id, _CONT)]
         self._while_loop(
             names,
             cond_fn=lambda: s.logical("and", s.not_(self.scope[_BRK]),
@@ -537,13 +552,16 @@ class KernelGenerator(CodeGenerator):
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error(E.UnsupportedError, node, "while ... else is not supported")
-        has_flow = _contains(node.body, (ast.Break, ast.Continue), False)
+        decide = self._settled(node.body)
+        if decide(node.test) is False:
+            return None  # `while FLAG:` on a false constexpr: the body is never generated
+        has_flow = _contains(node.body, (ast.Break, ast.Continue), False, decide)
         saved_flags = {n: self.scope.get(n, _MISSING) for n in (_BRK, _CONT)}
         extra: tuple[str, ...] = ()
         if has_flow:
             self.scope[_BRK] = self.sem.to_tensor(False)
             extra = (_BRK,)
-        names = [n for n in self._carried(node.body, extra) if n != _CONT]
+        names = [n for n in self._carried(node.body, decide, extra) if n != _CONT]
 
         def cond_fn() -> Any:
             c = self.visit(node.test)

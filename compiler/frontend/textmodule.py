@@ -30,6 +30,10 @@ MODULE_MAP = {
     "math": "math",
 }
 _JIT_NAMES = {"jit", "triton.jit", "compiler.jit", "tl.jit"}
+# Decorators of helpers evaluated at compile time: `@triton.constexpr_function` (Triton 3.6) and a
+# constexpr wrapped around a def (`@tl.constexpr`). Their bodies are evaluated by the frontend's
+# closed-world evaluator (compiletime.py), never executed.
+_COMPILE_TIME_NAMES = ("constexpr_function", "constexpr")
 
 
 def _module(name: str) -> Any:
@@ -147,13 +151,17 @@ def load_text_module(text: str, filename: str) -> dict[str, Any]:
                 if isinstance(t, ast.Name):
                     ns[t.id] = value
         elif isinstance(node, ast.FunctionDef):
-            if not any(_decorator_name(d) in _JIT_NAMES or _decorator_name(d).endswith(".jit")
-                       for d in node.decorator_list):
+            names = [_decorator_name(d) for d in node.decorator_list]
+            jit = any(n in _JIT_NAMES or n.endswith(".jit") for n in names)
+            compile_time = not jit and any(n.split(".")[-1] in _COMPILE_TIME_NAMES for n in names)
+            if not (jit or compile_time):
                 continue
             start = min([d.lineno for d in node.decorator_list] + [node.lineno])
             end = node.end_lineno or node.lineno
             seg = "\n".join(lines[start - 1:end]) + "\n"
-            fn = JITFunction(text=seg, name=node.name, filename=filename, first_line=start, globals=ns)
+            fn = JITFunction(text=seg, name=node.name, filename=filename, first_line=start, globals=ns,
+                             compile_time=compile_time)
             ns[node.name] = fn
-            funcs[node.name] = fn
+            if jit:
+                funcs[node.name] = fn
     return funcs

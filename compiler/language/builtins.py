@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ArgumentError, ConstexprError, DtypeError, ShapeError
 from ..ir import types as T
-from .core import PropagateNan, Tensor, builtin, dtype, to_dtype
+from .core import PropagateNan, Tensor, block_type, builtin, dtype, to_dtype
 
 __all__ = [
     "program_id", "num_programs", "arange", "zeros", "full", "load", "store", "where", "cast",
@@ -43,6 +43,12 @@ def _dtype(x: Any, what: str = "dtype") -> T.ElemType:
     if d is None:
         raise DtypeError(f"{what} must be a dtype such as tl.float32, got {x!r}")
     return d.ir
+
+
+def _scalar(x: Any) -> Any:
+    """A cast's target: a block type casts to its element type, as in Triton (`x.to(p.dtype.element_ty)`
+    with `p` a block pointer)."""
+    return x.element_ty if isinstance(x, block_type) else x
 
 
 def _shape(shape: Any) -> list[int]:
@@ -164,6 +170,15 @@ def store_tensor_descriptor(desc: Any, offsets: Any, value: Any, _sem: Any = Non
     descriptor.store(_sem, desc, offsets, value)
 
 
+@builtin
+def atomic_tensor_descriptor(desc: Any, kind: str, offsets: Any, value: Any, _sem: Any = None) -> None:
+    """An atomic (add, min, max, and, or, xor) of `value` into the block of `desc` at `offsets`; nothing
+    outside the tensor is touched. `desc.atomic_add([i, 0], partial)`."""
+    from ..frontend import descriptor
+
+    descriptor.atomic(_sem, desc, str(kind), offsets, value)
+
+
 # ------------------------------------------------------------------------- elementwise
 @builtin
 def to_tensor(x: Any, _sem: Any = None) -> Tensor:
@@ -201,14 +216,14 @@ def cast(input: Any, dtype: Any, fp_downcast_rounding: str | None = None, bitcas
          _sem: Any = None) -> Tensor:
     """Convert to `dtype` (value conversion, or bit reinterpretation with bitcast=True).
     `tl.cast(x, tl.float16)`."""
-    return _sem.cast(_tensor(_sem, input), _dtype(dtype), bool(bitcast), fp_downcast_rounding)
+    return _sem.cast(_tensor(_sem, input), _dtype(_scalar(dtype)), bool(bitcast), fp_downcast_rounding)
 
 
 @builtin
 def to(input: Any, dtype: Any, fp_downcast_rounding: str | None = None, bitcast: bool = False,
        _sem: Any = None) -> Tensor:
     """Method form of cast: `x.to(tl.float32)`."""
-    return _sem.cast(_tensor(_sem, input), _dtype(dtype), bool(bitcast), fp_downcast_rounding)
+    return _sem.cast(_tensor(_sem, input), _dtype(_scalar(dtype)), bool(bitcast), fp_downcast_rounding)
 
 
 @builtin

@@ -59,7 +59,8 @@ class dtype:
 
     @property
     def _s(self) -> T.ScalarType:
-        assert isinstance(self.ir, T.ScalarType)
+        if not isinstance(self.ir, T.ScalarType):
+            raise AttributeError(f"{self} is a pointer type, not a number type")
         return self.ir
 
     def is_floating(self) -> bool:
@@ -132,10 +133,29 @@ class dtype:
 
 
 class pointer_type(dtype):
-    """`tl.pointer_type(tl.float32)`: the type of a pointer to elements of `element_ty`."""
+    """`tl.pointer_type(tl.float32)`: the type of a pointer to elements of `element_ty`. A block
+    pointer's type (`p.type`, `p.dtype` of `p = tl.make_block_ptr(...)`) points to a block_type, as
+    in Triton: `p.dtype.element_ty` is the block's type, `p.dtype.element_ty.element_ty` its dtype."""
 
-    def __init__(self, element_ty: dtype, address_space: int = 1) -> None:
-        super().__init__(T.PointerType(element_ty.ir, address_space))
+    def __init__(self, element_ty: dtype | block_type, address_space: int = 1) -> None:
+        self.block = element_ty if isinstance(element_ty, block_type) else None
+        elem = element_ty.element_ty if isinstance(element_ty, block_type) else element_ty
+        super().__init__(T.PointerType(elem.ir, address_space))  # type: ignore[arg-type]
+
+    @property
+    def element_ty(self) -> Any:
+        return self.block if self.block is not None else super().element_ty
+
+    def __eq__(self, other: object) -> bool:
+        return super().__eq__(other) and self.block == getattr(other, "block", None)
+
+    def __hash__(self) -> int:
+        return hash((self.ir, self.block))
+
+    def __repr__(self) -> str:
+        return f"pointer<{self.block}>" if self.block is not None else super().__repr__()
+
+    __str__ = __repr__
 
 
 class block_type:
@@ -148,6 +168,12 @@ class block_type:
 
     def is_block(self) -> bool:
         return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, block_type) and (self.element_ty, self.shape) == (other.element_ty, other.shape)
+
+    def __hash__(self) -> int:
+        return hash((self.element_ty, tuple(self.shape)))
 
     def __repr__(self) -> str:
         return f"<{self.shape}, {self.element_ty}>"
@@ -197,6 +223,7 @@ class Tensor:
         if isinstance(e, T.PointerType):
             d = pointer_type.__new__(pointer_type)  # isinstance(x.dtype, tl.pointer_type) holds
             d.ir = e
+            d.block = None
             return d
         return dtype(e)
 

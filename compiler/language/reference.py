@@ -49,8 +49,12 @@ the server) or `import compiler.language as tl` (Python).
 - Calls to other `@jit` functions are inlined. Python's `len`, `min`, `max`, `int`, `float`,
   `bool`, `abs`, `round`, `str`, `tuple`, `list`, `isinstance`, `getattr`, `hasattr`,
   `enumerate`, `zip` work on compile-time values, as do `math`'s numeric functions, `triton.cdiv`
-  and `triton.next_power_of_2`. Compile-time code sees only numbers, strings, tuples, dtypes,
-  constexprs and the language's own objects: no other modules, no names starting with `_`, no
+  and `triton.next_power_of_2`. A helper decorated `@triton.constexpr_function` (or
+  `@tl.constexpr`) runs at compile time on compile-time arguments: as Python in a kernel written
+  in Python; in source text its body is evaluated by the compiler (loops run at compile time,
+  nothing is executed as Python). A constexpr's `.value` is its value. Compile-time code sees only
+  numbers, strings, tuples, dtypes, constexprs and the language's own objects: no other modules,
+  no names starting with `_`, no
   `type`/`eval`/`open`; integers up to 1024 bits, strings and tuples up to 65,536 items,
   `tl.static_range` up to 65,536 iterations (docs/security.md lists every limit).
 - Dtypes: `tl.int1/int8/int16/int32/int64`, `tl.uint8..uint64`, `tl.float16`, `tl.bfloat16`,
@@ -63,6 +67,13 @@ the server) or `import compiler.language as tl` (Python).
   < 1e-12 and < 2e-14); float64 math calls the C library.
 - Debug mode (`@jit(debug=True)`, or ANVIL_DEBUG=1) checks every load and store against the
   tensor it points into and activates `tl.device_assert`.
+- Programs may wait for each other in a `while` loop that polls memory through an atomic or a
+  volatile load (a lock: `while tl.atomic_cas(lock, 0, 1) == 1: pass`; a flag a later program
+  sets). The CPU backend runs such kernels' programs concurrently, up to 256 at once
+  (ANVIL_CPU_CONCURRENT_PROGRAMS); a launch whose every running program has waited 10 s
+  (ANVIL_CPU_WAIT_TIMEOUT) with none left to start fails with a DeadlockError naming the loop.
+  An `if` on a compile-time value keeps only the branch taken: the other is not compiled, and a
+  loop does not carry what only that branch assigns.
 """
 
 

@@ -97,6 +97,12 @@ class CompiledKernel:
         if self.options.checked:
             return self._launch_debug(grid, [params[i] for i in self.arg_index], vals)
         cfunc = self.cfunc
+        if self.binary.waits:  # programs may wait for each other: run concurrently (waiting.py)
+            from .waiting import new_record
+
+            record = new_record()
+            self._run_waiting(lambda: cfunc(*vals, 0, total, gx, gy, gz, record, None), total, record)
+            return
         if total == 1:
             cfunc(*vals, 0, 1, gx, gy, gz, None, None)
             return
@@ -106,6 +112,7 @@ class CompiledKernel:
 
     def _launch_debug(self, grid: tuple[int, int, int], args: list[Any], vals: list[Any]) -> None:
         from .launch import run_grid
+        from .waiting import new_record
 
         gx, gy, gz = grid
         bounds = (ctypes.c_int64 * max(4, 4 * len(args)))()  # per argument: [lo, hi) and a descriptor's
@@ -115,10 +122,19 @@ class CompiledKernel:
                 described = getattr(a, "_anvil_described", None)  # the packed words of a host descriptor
                 if described is not None:
                     bounds[4 * i + 2], bounds[4 * i + 3] = tensor_extent(described)
-        err = (ctypes.c_int64 * 5)()
-        run_grid(lambda s, e: self.cfunc(*vals, s, e, gx, gy, gz, err, bounds), gx * gy * gz)
+        err = new_record()
+        total = gx * gy * gz
+        if self.binary.waits:
+            self._run_waiting(lambda: self.cfunc(*vals, 0, total, gx, gy, gz, err, bounds), total, err)
+        else:
+            run_grid(lambda s, e: self.cfunc(*vals, s, e, gx, gy, gz, err, bounds), total)
         if err[0]:
             self._raise(err, args)
+
+    def _run_waiting(self, run: Any, total: int, record: Any) -> None:
+        from .waiting import run_waiting
+
+        run_waiting(run, total, record, self.name, self.binary.locs, _source_line)
 
     def _raise(self, err: Any, args: list[Any]) -> None:
         kind, loc_id = err[0] >> 32, err[0] & 0xFFFFFFFF
@@ -383,7 +399,7 @@ def _disk_store(key: str, tir: str, binary: Any) -> None:
             "locs": [[loc.file, loc.line, loc.col, loc.func] for loc in binary.locs],
             "loc_args": list(binary.loc_args),
             "arg_types": [str(t) for t in binary.arg_types], "arg_names": binary.arg_names,
-            "debug": binary.debug, "tir": tir, "version": compiler_fingerprint(),
+            "debug": binary.debug, "tir": tir, "version": compiler_fingerprint(), "waits": binary.waits,
         }
         tmp = d / f"{key}.tmp"
         (d / f"{key}.ll").write_text(binary.llir)
@@ -421,6 +437,7 @@ def _disk_load(key: str) -> tuple[str, Any] | None:
                        [_parse_type(t) for t in meta["arg_types"]], meta["debug"])
     binary.arg_names = meta["arg_names"]
     binary.loc_args = meta.get("loc_args", [])
+    binary.waits = bool(meta.get("waits", False))
     return meta["tir"], binary
 
 

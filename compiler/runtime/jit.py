@@ -22,7 +22,7 @@ import torch
 from .. import errors as E
 from .dynamo import outside_graph
 
-__all__ = ["JITFunction", "jit", "compile_source", "KernelInterface"]
+__all__ = ["JITFunction", "jit", "compile_source", "KernelInterface", "ConstexprFunction", "constexpr_function"]
 
 
 class KernelInterface:
@@ -46,8 +46,10 @@ class JITFunction(KernelInterface):
     def __init__(self, fn: Callable[..., Any] | None = None, *, text: str | None = None,
                  name: str | None = None, filename: str = "<kernel>", first_line: int = 1,
                  globals: Mapping[str, Any] | None = None, debug: bool | None = None,
-                 do_not_specialize: Iterable[int | str] = (), noinline: bool = False) -> None:
+                 do_not_specialize: Iterable[int | str] = (), noinline: bool = False,
+                 compile_time: bool = False) -> None:
         self.fn = fn
+        self.compile_time = compile_time  # a constexpr_function of source text (frontend/compiletime.py)
         if fn is not None:
             try:
                 lines, first_line = inspect.getsourcelines(fn)
@@ -91,6 +93,7 @@ class JITFunction(KernelInterface):
             self._source = parse_function(self.text, self.filename, self.first_line, self.globals,
                                           self.__name__)
             self._source.text_module = self.fn is None
+            self._source.compile_time = self.compile_time
         return self._source
 
     @property
@@ -222,13 +225,17 @@ def value_token(obj: Any, _depth: int = 0) -> str | None:
     """A text that changes when a global's value does, for the compile cache key: numbers and
     strings by repr, containers item by item (a dict in key order, a set sorted), constexpr by
     its value, dtypes by name; a container subclass also by its class's module source (a dict
-    filled on demand, by __missing__, holds what its code makes). None: not data (a module, a
-    class, a function), which the key leaves out."""
+    filled on demand, by __missing__, holds what its code makes), a compile-time helper
+    (python_helper) by its source. None: not data (a module, a class, another function), which the
+    key leaves out."""
     if _depth > 32:
         return "<deep>"
     t = type(obj)
     if t in _SCALARS:
         return f"{t.__name__}:{obj!r}"
+    helper = python_helper(obj)
+    if helper is not None:  # a compile-time helper: by its code
+        return f"helper:{_function_token(helper.fn)}"
     if t.__name__ == "constexpr":
         return value_token(getattr(obj, "value", None), _depth + 1)
     if isinstance(obj, (tuple, list, dict, set, frozenset)):
@@ -250,6 +257,15 @@ def value_token(obj: Any, _depth: int = 0) -> str | None:
     if mod.startswith(("compiler.language", "triton.language")) and hasattr(obj, "name"):
         return f"{t.__name__}:{obj.name}"  # a dtype
     return None
+
+
+def _function_token(fn: Any) -> str:
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        text = repr((code.co_code, code.co_consts)) if code is not None else repr(fn)
+    return f"{getattr(fn, '__qualname__', '?')}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 @functools.cache
@@ -284,6 +300,51 @@ def as_jit(obj: Any) -> JITFunction | None:
             wrapped = JITFunction(fn, do_not_specialize=dns, debug=getattr(obj, "debug", None))
             _TRITON_WRAPS[key] = wrapped
         return wrapped
+    return None
+
+
+class ConstexprFunction:
+    """A Python function a kernel calls at compile time (Triton's `@triton.constexpr_function`):
+    its arguments are compile-time values and so is its result. On the host it is the function.
+
+    A kernel written in Python calls it as Python, in the compiling process (the user's own code,
+    as Triton does). Kernel source text never holds one: there a helper decorated this way is read
+    from the text and its body evaluated by the compiler's closed-world evaluator
+    (frontend/compiletime.py), never executed."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        def plain(x: Any) -> Any:
+            return x.value if type(x).__name__ == "constexpr" else x
+
+        return self.fn(*[plain(a) for a in args], **{k: plain(v) for k, v in kwargs.items()})
+
+    def __repr__(self) -> str:
+        return f"<constexpr_function {getattr(self.fn, '__qualname__', self.fn)}>"
+
+
+def constexpr_function(fn: Callable[..., Any]) -> ConstexprFunction:
+    """Mark `fn` as evaluated at compile time when a kernel calls it (`@triton.constexpr_function`)."""
+    return ConstexprFunction(fn)
+
+
+def python_helper(obj: Any) -> ConstexprFunction | None:
+    """The compile-time helper a Python kernel's global is, if it is one: a ConstexprFunction (ours, or
+    Triton's, by its function), or a Python function wrapped in a constexpr (`@tl.constexpr` on a def)."""
+    import types
+
+    if isinstance(obj, ConstexprFunction):
+        return obj
+    t = type(obj)
+    if t.__name__ == "ConstexprFunction" and t.__module__.startswith("triton"):
+        fn = getattr(obj, "fn", None)
+        return ConstexprFunction(fn) if isinstance(fn, types.FunctionType) else None
+    if t.__name__ == "constexpr" and (t.__module__ or "").startswith(("triton", "compiler")):
+        value = getattr(obj, "value", None)
+        return ConstexprFunction(value) if isinstance(value, types.FunctionType) else None
     return None
 
 

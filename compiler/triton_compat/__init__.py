@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import next_power_of_2 as next_power_of_2
 from ..runtime.autotune import Config, autotune, heuristics
+from ..runtime.jit import constexpr_function as constexpr_function
 from .errors import CompilationError, InterpreterError, OutOfResources, TritonError
 from .runtime.jit import JITFunction, KernelInterface, MockTensor, TensorWrapper, jit, reinterpret
 
@@ -26,6 +27,7 @@ __version__ = "3.6.0+anvil"
 
 __all__ = [
     "install", "uninstall", "installed", "jit", "JITFunction", "KernelInterface", "autotune", "Config",
+    "constexpr_function",
     "heuristics", "cdiv", "next_power_of_2", "TritonError", "CompilationError", "OutOfResources",
     "InterpreterError", "TensorWrapper", "reinterpret", "MockTensor", "set_allocator", "must_use_result",
     "__version__", "language", "testing", "runtime", "compiler", "tools", "knobs", "errors",

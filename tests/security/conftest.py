@@ -19,6 +19,8 @@ from tools.runtime import Runtime
 # Set before any worker starts, so every process of the server holds the secrets an attack would look for.
 os.environ["ANVIL_TOKEN"] = CANARY_TOKEN
 os.environ["ANVIL_SECRET_CANARY"] = CANARY_SECRET
+# A launch whose programs all wait forever is stopped well before the launch timeout below (test_sec_waits.py).
+os.environ.setdefault("ANVIL_CPU_WAIT_TIMEOUT", "1.5")
 
 SECURITY_LIMITS = Limits(
     launch_timeout_s=8.0,

@@ -9,6 +9,7 @@ behind and leak no secret; the same process must then compile a valid kernel.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fuzzing import CompileChild, judge_compile, leaked
@@ -124,7 +125,8 @@ BOMBS = {
 }
 
 
-def _check(child: CompileChild, source: str, marker: Path, line: int | None) -> None:
+def _check(child: CompileChild, source: str, marker: Path, line: int | None) -> Any:
+    """The attack in `source` is refused, located (at `line` if given), harmlessly; its outcome."""
     outcome = child.compile(source, SIGNATURE, {"BLOCK": 16}, kernel="attack_kernel")
     problem = judge_compile(outcome)
     assert problem is None, problem
@@ -136,6 +138,7 @@ def _check(child: CompileChild, source: str, marker: Path, line: int | None) -> 
     assert leaked(outcome.message) is None
     after = child.compile(VECTOR_ADD, ADD_SIGNATURE, {"BLOCK": 64})
     assert after.outcome == "ok", after.message
+    return outcome
 
 
 @pytest.mark.parametrize("name", sorted(CODE_EXECUTION))

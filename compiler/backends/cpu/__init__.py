@@ -1,7 +1,10 @@
 """The CPU backend: Tile IR -> LLVM IR (loop nests) -> native code loaded in process.
 
 The compiled entry point is a *grid function*: it runs program ids [start, end) of the grid
-in a loop, so the runtime can split a launch across threads (ctypes releases the GIL).
+in a loop, so the runtime can split a launch across threads (ctypes releases the GIL). The grid
+function of a kernel whose programs may wait for each other (waits.py) instead claims program ids
+below `end` one at a time from the launch record, so that every thread runs the next program not
+yet started (runtime/waiting.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Function, Location
+from . import waits
 from .dot import fold_dot_add
 from .engine import host, jit_engine, optimize
 from .lower import Lowering
@@ -38,6 +42,7 @@ class CPUBinary:
     timings: dict[str, float] = field(default_factory=dict)
     arg_names: list[str] = field(default_factory=list)
     loc_args: list[int | None] = field(default_factory=list)  # per loc: the tensor argument of an access
+    waits: bool = False  # programs may wait for each other: launched by runtime/waiting.py
 
 
 def ctype_of(t: T.Type) -> Any:
@@ -56,7 +61,7 @@ def ctype_of(t: T.Type) -> Any:
 
 
 def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location],
-                  loc_args: list[int | None]) -> tuple[str, int]:
+                  loc_args: list[int | None]) -> tuple[str, int, bool]:
     fold_dot_add(fn)
     m = ir.Module(name=symbol)
     m.triple = host().triple
@@ -76,32 +81,51 @@ def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location],
     if lw.arena_bytes:
         malloc = ir.Function(m, ir.FunctionType(PTR, [I64]), "malloc")
         arena = b.call(malloc, [ir.Constant(I64, lw.arena_bytes)])
-    b.cbranch(b.icmp_signed("<", start, end), loop, done)
+    claims = bool(lw.waiting)
+    if claims:  # program ids from the record's counter, until none is left or the launch is aborted
+        claim = g.append_basic_block("claim")
+        b.branch(claim)
+        b.position_at_end(claim)
+        p = b.atomic_rmw("add", _record(b, err, waits.NEXT), ir.Constant(I64, 1), "seq_cst")
+        aborted = b.load_atomic(_record(b, err, waits.ABORT), "monotonic", 8, typ=I64)
+        b.cbranch(b.and_(b.icmp_signed("<", p, end), b.icmp_unsigned("==", aborted, ir.Constant(I64, 0))),
+                  loop, done)
+    else:
+        b.cbranch(b.icmp_signed("<", start, end), loop, done)
     b.position_at_end(loop)
-    p = b.phi(I64)
-    p.add_incoming(start, entry)
+    if not claims:
+        p = b.phi(I64)
+        p.add_incoming(start, entry)
     gx64, gy64 = b.zext(gx, I64), b.zext(gy, I64)
     x = b.trunc(b.urem(p, gx64), I32)
     rest = b.udiv(p, gx64)
     y = b.trunc(b.urem(rest, gy64), I32)
     z = b.trunc(b.udiv(rest, gy64), I32)
     b.call(kernel, [*args, x, y, z, gx, gy, gz, arena, err, bounds])
-    nxt = b.add(p, ir.Constant(I64, 1))
-    p.add_incoming(nxt, loop)
-    b.cbranch(b.icmp_signed("<", nxt, end), loop, done)
+    if claims:
+        b.atomic_rmw("add", _record(b, err, waits.DONE), ir.Constant(I64, 1), "seq_cst")
+        b.branch(claim)
+    else:
+        nxt = b.add(p, ir.Constant(I64, 1))
+        p.add_incoming(nxt, loop)  # type: ignore[union-attr]
+        b.cbranch(b.icmp_signed("<", nxt, end), loop, done)
     b.position_at_end(done)
     if lw.arena_bytes:
         free = ir.Function(m, ir.FunctionType(ir.VoidType(), [PTR]), "free")
         b.call(free, [arena])
     b.ret_void()
-    return str(m), lw.arena_bytes
+    return str(m), lw.arena_bytes, claims
+
+
+def _record(b: ir.IRBuilder, record: ir.Value, slot: int) -> ir.Value:
+    return b.gep(record, [ir.Constant(I64, slot)], source_etype=I64)
 
 
 def compile_function(fn: Function, symbol: str, debug: bool) -> CPUBinary:
     t0 = time.perf_counter()
     locs: list[Location] = []
     loc_args: list[int | None] = []
-    text, arena = _build_module(fn, symbol, debug, locs, loc_args)
+    text, arena, claims = _build_module(fn, symbol, debug, locs, loc_args)
     t1 = time.perf_counter()
     mod = optimize(text)
     t2 = time.perf_counter()
@@ -111,6 +135,7 @@ def compile_function(fn: Function, symbol: str, debug: bool) -> CPUBinary:
     binary = CPUBinary(fn.name, symbol, llir, obj, arena, locs, [a.type for a in fn.args], debug,
                        {"llvm_ir_ms": (t1 - t0) * 1e3, "llvm_opt_ms": (t2 - t1) * 1e3, "codegen_ms": (t3 - t2) * 1e3})
     binary.loc_args = loc_args
+    binary.waits = claims
     binary._addr = addr  # type: ignore[attr-defined]
     return binary
 

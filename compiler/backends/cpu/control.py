@@ -10,6 +10,7 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from . import scalar as S
+from . import waits
 from .scalar import llvm_type
 
 if TYPE_CHECKING:
@@ -200,6 +201,7 @@ def lower_while(lw: Lowering, op: Op) -> None:
     inits = list(op.operands)
     bufs = _carried_buffers(lw, inits)
     init_vals = [None if buf is not None else lw.scalar(v) for v, buf in zip(inits, bufs, strict=True)]
+    wait = waits.begin(lw, op) if id(op) in lw.waiting else None  # a loop that may wait for another program
     pre = b.block
     head_bb = b.append_basic_block("while")
     body_bb = b.append_basic_block("while.body")
@@ -216,6 +218,8 @@ def lower_while(lw: Lowering, op: Op) -> None:
             p.add_incoming(init, pre)
             lw.vals[arg] = p
             phis.append(p)
+    if wait is not None:
+        waits.iteration_start(lw, wait)
     fwd_bufs: list[Buf | None] = []
     with _region(lw):
         lw.lower_block(before)
@@ -240,11 +244,15 @@ def lower_while(lw: Lowering, op: Op) -> None:
     with _region(lw):
         lw.lower_block(after)
         new = _write_carried(lw, list(after.ops[-1].operands), bufs)
+    if wait is not None:
+        waits.iteration_end(lw, wait)
     latch = b.block
     for phi, nv in zip(phis, new, strict=True):
         if phi is not None:
             phi.add_incoming(nv, latch)
     b.branch(head_bb)
     b.position_at_end(exit_bb)
+    if wait is not None:
+        waits.finish(lw, wait)
     for r, fbuf, fval in zip(op.results, fwd_bufs, fwd_vals, strict=True):
         lw.vals[r] = fbuf if fbuf is not None else fval

@@ -21,6 +21,7 @@ from ...ir.ops import ELEMENTWISE
 from ...passes.provenance import pointer_roots
 from .scalar import I1, I8, I32, I64, PTR, llvm_type
 from .versioning import all_true
+from .waits import WaitLoop, waiting_loops
 
 __all__ = ["Lowering", "Buf", "KernelABI"]
 
@@ -105,6 +106,8 @@ class Lowering:
         # provenance of pointers: the initial one's for loop-carried pointers (which tensors a store
         # may overwrite); for debug bounds checks only provenance that holds in every iteration
         self.checked_roots = {v: fn.args[i] for v, i in pointer_roots(fn).items()} if debug else {}
+        self.waiting = waiting_loops(fn)  # loops in which a program may wait for another (waits.py)
+        self.waits: list[WaitLoop] = []  # those being emitted, outermost first
 
     # ------------------------------------------------------------------ analysis
     def _count_uses(self, block: Block, _outer: set[Value]) -> None:

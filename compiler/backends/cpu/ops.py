@@ -13,6 +13,7 @@ from ...ir.core import Op
 from . import scalar as S
 from .elementwise import bounds_ok, emit_scalar_op, eval_elementwise
 from .scalar import I1, I8, I32, I64, PTR, llvm_type
+from .waits import cas_changes, note_write, rmw_changes
 
 if TYPE_CHECKING:
     from .lower import Buf, Lowering
@@ -97,7 +98,11 @@ def _store(lw: Lowering, op: Op) -> None:
                 bad = b.not_(ok) if m is None else b.and_(m, b.not_(ok))
                 lw.record_error(bad, 1, op, b.ptrtoint(p, I64), lw.root_arg(ptr_v))
                 m = ok if m is None else b.and_(m, ok)
-        _guarded(lw, m, lambda: lw.b.store(x, p))
+        def write() -> None:
+            lw.b.store(x, p)
+            note_write(lw)
+
+        _guarded(lw, m, write)
 
     shape = T.shape_of(ptr_v.type)
     if shape:
@@ -140,14 +145,19 @@ def _atomic_rmw(lw: Lowering, op: Op) -> None:
         pre = b.block
         old: ir.Value
         rmw = _bf16_atomic_rmw if is_bf16 else (lambda b, k, p, x, o: b.atomic_rmw(k, p, x, o))
+        def performed(r: ir.Value) -> ir.Value:
+            if lw.waits:
+                note_write(lw, None if is_bf16 else rmw_changes(b, kind, r, x))
+            return r
+
         if m is None:
-            old = rmw(b, llvm_kind, p, x, order)
+            old = performed(rmw(b, llvm_kind, p, x, order))
         else:
             then_bb = b.append_basic_block("at")
             end_bb = b.append_basic_block("at.end")
             b.cbranch(m, then_bb, end_bb)
             b.position_at_end(then_bb)
-            r = rmw(b, llvm_kind, p, x, order)
+            r = performed(rmw(b, llvm_kind, p, x, order))
             then_bb = b.block
             b.branch(end_bb)
             b.position_at_end(end_bb)
@@ -214,6 +224,8 @@ def _atomic_cas(lw: Lowering, op: Op) -> None:
         ok = bounds_ok(lw, op, ptr_v, p) if lw.debug else None
         if ok is None:
             old = b.extract_value(b.cmpxchg(p, c, x, order, fail), 0)
+            if lw.waits:
+                note_write(lw, cas_changes(b, old, c, x))
         else:  # checked: an access outside the tensors is recorded and not performed
             lw.record_error(b.not_(ok), 1, op, b.ptrtoint(p, I64), lw.root_arg(ptr_v))
             pre = b.block
@@ -222,6 +234,8 @@ def _atomic_cas(lw: Lowering, op: Op) -> None:
             b.cbranch(ok, then_bb, end_bb)
             b.position_at_end(then_bb)
             done = b.extract_value(b.cmpxchg(p, c, x, order, fail), 0)
+            if lw.waits:
+                note_write(lw, cas_changes(b, done, c, x))
             then_bb = b.block
             b.branch(end_bb)
             b.position_at_end(end_bb)

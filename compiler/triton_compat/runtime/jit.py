@@ -8,10 +8,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ... import errors as E
+from ...runtime.jit import ConstexprFunction, KernelInterface, constexpr_function
 from ...runtime.jit import JITFunction as _AnvilJITFunction
-from ...runtime.jit import KernelInterface
 
 __all__ = ["JITFunction", "JITCallable", "KernelInterface", "jit", "TensorWrapper", "reinterpret", "MockTensor",
+           "ConstexprFunction", "constexpr_function",
            "type_canonicalisation_dict"]
 
 _DEF = re.compile(r"^def\s+\w+\s*\(", re.MULTILINE)
