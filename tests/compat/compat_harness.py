@@ -36,7 +36,7 @@ class Case:
     name: str  # the test id, unique in the table
     library: str  # the PyPI distribution, pinned in pyproject.toml's `compat` extra
     module: str  # the module defining the kernels (imported under the stand-in)
-    kernels: tuple[str, ...]  # attributes of `module`: the kernels `call` must launch
+    kernels: tuple[str, ...]  # attributes of `module` ("other.module:attr" for another one): what `call` launches
     build: Callable[[tuple[int, ...], str], Inputs]  # (shape, device) -> fresh random inputs
     call: Callable[[types.ModuleType, Inputs], Any]  # runs the library's code: outputs (tensors, nested)
     ref: Callable[[Inputs], Any]  # torch's outputs for the same inputs (given a copy)
@@ -103,6 +103,13 @@ def anvil_kernel(obj: Any, where: str) -> Any:
         seen = seen.fn
     assert isinstance(seen, JITFunction), f"{where} is {type(obj).__module__}.{type(obj).__name__}, not Anvil's"
     return seen
+
+
+def kernel_name(mod: types.ModuleType, spec: str) -> str:
+    """The name of the Anvil kernel `spec` names: an attribute of `mod`, or "module:attr"."""
+    where, _, attr = spec.rpartition(":")
+    owner = importlib.import_module(where) if where else mod
+    return anvil_kernel(getattr(owner, attr), f"{owner.__name__}.{attr}").__name__
 
 
 # ---------------------------------------------------------------- what ran
@@ -207,7 +214,7 @@ def compare(got: Any, want: Any, atol: float, rtol: float, what: str) -> None:
 
 def _run_shapes(case: Case, device: str) -> None:
     mod = load(case)
-    names = {anvil_kernel(getattr(mod, k), f"{case.module}.{k}").__name__ for k in case.kernels}
+    names = {kernel_name(mod, k) for k in case.kernels}
     for shape in case.shapes:
         inputs = case.build(shape, device)
         want = case.ref(_copy(inputs))
@@ -249,7 +256,7 @@ def run_case(case: Case, device: str) -> None:
 
 
 # ---------------------------------------------------------------- the table
-LIBRARIES = ("compat_liger",)  # the modules of this folder holding each library's rows
+LIBRARIES = ("compat_liger", "compat_bnb", "compat_cce")  # the modules of this folder holding each library's rows
 
 
 def all_cases() -> list[Case]:
