@@ -11,6 +11,7 @@ the outputs with the reference on fresh random inputs of each shape.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import importlib
@@ -221,7 +222,8 @@ def _run_shapes(case: Case, device: str) -> None:
         with recording() as launched, poisoned_allocations():
             got = case.call(mod, inputs)
         if device == "cpu":
-            assert names <= set(launched), f"{sorted(names - set(launched))} did not launch (launched: {launched})"
+            assert names <= set(launched), (
+                f"{sorted(names - set(launched))} did not launch (launched: {dict(collections.Counter(launched))})")
         compare(got, want, case.atol, case.rtol, f"{case.name} at shape {shape}")
 
 
@@ -256,7 +258,8 @@ def run_case(case: Case, device: str) -> None:
 
 
 # ---------------------------------------------------------------- the table
-LIBRARIES = ("compat_liger", "compat_bnb", "compat_cce")  # the modules of this folder holding each library's rows
+LIBRARIES = ("compat_liger", "compat_bnb", "compat_cce", "compat_fla", "compat_torchao",
+             "compat_gemlite")  # the modules of this folder holding each library's rows
 
 
 def all_cases() -> list[Case]:

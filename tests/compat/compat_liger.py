@@ -7,12 +7,17 @@ autograd of the same formula in float64.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from compat_harness import Case, Inputs, rand
+
+# The MoE kernels autotune over dozens of GEMM configs (a minute on two CPU cores); the library's own
+# switch pins one config each. Read when liger-kernel is first imported, hence set here.
+os.environ.setdefault("LIGER_FUSED_MOE_AUTOTUNE", "0")
 
 LIB = "liger-kernel"
 OPS = "liger_kernel.ops."
@@ -317,3 +322,39 @@ CASES = [
          lambda m, i: list(m.llama4_rope_forward(i["q"], i["k"], i["f"])), llama4_ref,
          ((2, 7, 4, 2, 64), (1, 5, 3, 1, 32)), atol=1e-5, rtol=1e-5),
 ]
+
+
+# ---------------------------------------------------------------- mixture of experts
+def b_moe(shape: tuple[int, ...], dev: str) -> Inputs:
+    t, h, inter, e, k = shape
+    idx = torch.stack([torch.randperm(e, device=dev)[:k] for _ in range(t)]).to(torch.int32)
+    return {"x": leaf(t, h, device=dev), "w1": leaf(e, 2 * inter, h, device=dev, scale=0.2),
+            "w2": leaf(e, h, inter, device=dev, scale=0.2), "idx": idx,
+            "wt": torch.softmax(rand(t, k, device=dev), -1).requires_grad_(), "dy": rand(t, h, device=dev)}
+
+
+def moe_ref(i: Inputs) -> list[Any]:
+    def f() -> torch.Tensor:
+        x, w1, w2, wt = d(i["x"]), d(i["w1"]), d(i["w2"]), d(i["wt"])
+        out = torch.zeros_like(x)
+        for j in range(i["idx"].shape[1]):
+            e = i["idx"][:, j].long()
+            gu = torch.einsum("th,tih->ti", x, w1[e])
+            g, u = gu.chunk(2, -1)
+            out = out + wt[:, j:j + 1] * torch.einsum("ti,thi->th", F.silu(g) * u, w2[e])
+        return out
+
+    return grads(f, i, ("x", "w1", "w2", "wt"))
+
+
+MOE = "liger_kernel.ops.fused_moe_kernels:"
+CASES.append(
+    Case("fused_moe", LIB, OPS + "fused_moe",
+         tuple(MOE + k for k in ("_moe_router_histogram_kernel", "_moe_router_prefix_sum_kernel",
+                                 "_moe_router_scatter_kernel", "_fused_up_proj_swiglu_kernel", "_fused_down_proj_kernel",
+                                 "_token_gather_weighted_sum_kernel", "_moe_bwd_down_proj_kernel", "_moe_bwd_dW2_kernel",
+                                 "_moe_bwd_dX_expanded_kernel", "_moe_bwd_dW1_kernel")),
+         b_moe,
+         lambda m, i: grads(lambda: m.LigerFusedMoEFunction.apply(i["x"], i["w1"], i["w2"], i["idx"], i["wt"]), i,
+                            ("x", "w1", "w2", "wt")),
+         moe_ref, ((37, 32, 48, 4, 2),), atol=1e-3, rtol=1e-3))
