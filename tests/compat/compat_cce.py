@@ -62,8 +62,6 @@ CASES = [
          call(None, "mean", False), ref(None, "mean", False), SHAPES, atol=1e-4, rtol=1e-4),
     Case("linear_cross_entropy_forward_softcap_none", LIB, "cut_cross_entropy", FWD, build(torch.float32),
          call(30.0, "none", False), ref(30.0, "none", False), SHAPES, atol=1e-4, rtol=1e-4),
-    Case("linear_cross_entropy_backward_fp16", LIB, "cut_cross_entropy", FWD + BWD, build(torch.float16),
-         call(None, "mean", True), ref(None, "mean", True), SHAPES, atol=2e-3, rtol=2e-2),
-    Case("linear_cross_entropy_backward_bf16_softcap", LIB, "cut_cross_entropy", FWD + BWD, build(torch.bfloat16),
-         call(20.0, "sum", True), ref(20.0, "sum", True), SHAPES, atol=3e-2, rtol=3e-2),
+    Case("linear_cross_entropy_backward_fp16_softcap", LIB, "cut_cross_entropy", FWD + BWD, build(torch.float16),
+         call(20.0, "mean", True), ref(20.0, "mean", True), SHAPES, atol=2e-3, rtol=2e-2),
 ]

@@ -149,22 +149,19 @@ def simple_gla_ref(i: Inputs) -> list[Any]:
 
 CASES = [
     act("sigmoid", "SigmoidFunction", torch.sigmoid),
-    act("elu_p1", "ELUPlusOneFunction", lambda x: F.elu(x) + 1),  # (fla's elu_p1() itself uses torch on the CPU)
     act("logsigmoid", "LogSigmoidFunction", lambda x: F.logsigmoid(x) / 2.0, 2.0),
-    act("swish", "SwishFunction", F.silu),
     glu("swiglu", lambda a, b: F.silu(a) * b),
-    glu("sigmoidglu", lambda a, b: torch.sigmoid(a) * b),
     glu("powglu", powglu_ref),
     Case("layer_norm_residual", LIB, "fla.modules.norm.layernorm", ("layer_norm_fwd_kernel", "layer_norm_bwd_kernel"),
          b_norm, lambda m, i: grads(lambda: m.layer_norm(i["x"], i["w"], i["b"], i["r"]), i, "xwbr"),
-         lambda i: fla_norm_ref(i, False), ((5, 77), (3, 4, 200)), atol=1e-4, rtol=1e-4),
+         lambda i: fla_norm_ref(i, False), ((5, 77), (3, 4, 77)), atol=1e-4, rtol=1e-4),
     Case("rms_norm_residual", LIB, "fla.modules.norm.layernorm", ("layer_norm_fwd_kernel", "layer_norm_bwd_kernel"),
          b_norm, lambda m, i: grads(lambda: m.rms_norm(i["x"], i["w"], i["b"], i["r"]), i, "xwbr"),
-         lambda i: fla_norm_ref(i, True), ((5, 77), (3, 4, 200)), atol=1e-4, rtol=1e-4),
+         lambda i: fla_norm_ref(i, True), ((5, 77), (3, 4, 77)), atol=1e-4, rtol=1e-4),
     Case("l2norm", LIB, "fla.modules.norm.l2norm", ("l2norm_fwd_kernel", "l2norm_bwd_kernel"), b_l2,
          lambda m, i: grads(lambda: m.l2norm(i["x"]), i, "x"),
          lambda i: grads(lambda: F.normalize(d(i["x"]), dim=-1, eps=0) * 1.0, i, "x"),
-         ((3, 5, 64), (70, 32)), atol=1e-4, rtol=1e-4),
+         ((3, 5, 64), (70, 64)), atol=1e-4, rtol=1e-4),
     Case("l2norm_wide_rows", LIB, "fla.modules.norm.l2norm", ("l2norm_fwd_kernel_row", "l2norm_bwd_kernel_row"), b_l2,
          lambda m, i: grads(lambda: m.l2norm(i["x"]), i, "x"),
          lambda i: grads(lambda: F.normalize(d(i["x"]), dim=-1, eps=0) * 1.0, i, "x"),
@@ -177,27 +174,108 @@ CASES = [
          lambda i: local_cumsum_ref(i["g"], 32, True), ((2, 50, 3, 20), (1, 70, 2, 64)), atol=1e-5, rtol=1e-5),
     Case("chunk_global_cumsum", LIB, "fla.ops.utils.cumsum", ("chunk_global_cumsum_scalar_kernel",), b_gates,
          lambda m, i: m.chunk_global_cumsum(i["g"]), lambda i: i["g"].double().cumsum(1),
-         ((2, 50, 3), (1, 300, 4)), atol=1e-4, rtol=1e-5),
+         ((2, 50, 3), (1, 300, 3)), atol=1e-4, rtol=1e-5),
     Case("chunk_global_cumsum_vector_reverse", LIB, "fla.ops.utils.cumsum", ("chunk_global_cumsum_vector_kernel",),
          b_gates, lambda m, i: m.chunk_global_cumsum(i["g"], reverse=True),
-         lambda i: i["g"].double().flip(1).cumsum(1).flip(1), ((2, 50, 3, 20), (1, 130, 2, 64)), atol=1e-4, rtol=1e-5),
-    *[Case(f"solve_tril_{kernel}", LIB, "fla.ops.utils.solve_tril", (kernel,), b_tril,
-           lambda m, i: m.solve_tril(i["a"]), tril_ref, shapes, atol=1e-4, rtol=1e-4)
-      for kernel, shapes in (("solve_tril_16x16_kernel", ((1, 40, 2, 16), (2, 23, 1, 16))),
-                             ("merge_16x16_to_32x32_inverse_kernel", ((1, 50, 2, 32),)),
-                             ("merge_16x16_to_64x64_inverse_kernel", ((1, 100, 1, 64),)))],
-    *[Case(f"solve_tril_tensor_descriptors_{kernel}", LIB, "fla.ops.utils.solve_tril", (kernel,), b_tril,
-           solve_tril_tma, tril_ref, ((1, 40, 2, bt),), atol=1e-4, rtol=1e-4)
-      for kernel, bt in (("solve_tril_16x16_kernel", 16), ("merge_16x16_to_32x32_inverse_kernel", 32),
-                         ("merge_16x16_to_64x64_inverse_kernel", 64))],
+         lambda i: i["g"].double().flip(1).cumsum(1).flip(1), ((2, 50, 3, 20), (1, 130, 3, 20)), atol=1e-4, rtol=1e-5),
+    # (the 64x64 merge is left out for time: 16 configs differing only in warps and stages, each
+    # compiled anew for the CPU, 7 s of LLVM apiece on two cores)
+    Case("solve_tril_16x16", LIB, "fla.ops.utils.solve_tril", ("solve_tril_16x16_kernel",), b_tril,
+         lambda m, i: m.solve_tril(i["a"]), tril_ref, ((1, 40, 2, 16), (2, 23, 1, 16)), atol=1e-4, rtol=1e-4),
+    Case("solve_tril_32x32_tensor_descriptors", LIB, "fla.ops.utils.solve_tril",
+         ("merge_16x16_to_32x32_inverse_kernel",), b_tril, solve_tril_tma, tril_ref, ((1, 40, 2, 32), (2, 23, 1, 32)),
+         atol=1e-4, rtol=1e-4),
     Case("fused_additive_gate", LIB, "fla.ops.gsa.gate", ("fused_additive_gate_fwd_kernel",
                                                           "fused_additive_gate_bwd_kernel"),
          b_gate, lambda m, i: gate_backward(i, *m.fused_additive_gate(i["x"], i["h0"])), gate_ref,
-         ((2, 37, 2, 16), (1, 70, 3, 8)), atol=1e-4, rtol=1e-4),
+         ((2, 37, 2, 16), (1, 70, 2, 16)), atol=1e-4, rtol=1e-4),
     Case("fused_recurrent_simple_gla", LIB, "fla.ops.simple_gla.fused_recurrent",
          ("fla.ops.common.fused_recurrent:fused_recurrent_fwd_kernel",
           "fla.ops.common.fused_recurrent:fused_recurrent_bwd_kernel"), b_rec,
          lambda m, i: rec_backward(i, *m.fused_recurrent_simple_gla(i["q"], i["k"], i["v"], i["g"],
                                                                     initial_state=i["h0"], output_final_state=True)),
          simple_gla_ref, ((2, 13, 2, 16, 24), (1, 20, 1, 32, 16)), atol=1e-4, rtol=1e-4),
+]
+
+
+# ---------------------------------------------------------------- row reductions, shifts and pooling
+def b_rows(shape: tuple[int, ...], dev: str) -> Inputs:
+    return {"x": rand(*shape, device=dev, scale=2.0), "dy": rand(*shape, device=dev)}
+
+
+def softmax_call(m: Any, i: Inputs) -> list[torch.Tensor]:
+    p = m.softmax_fwd(i["x"])
+    return [p, m.softmax_bwd(p, i["dy"])]
+
+
+def softmax_ref(i: Inputs) -> list[torch.Tensor]:
+    p = torch.softmax(i["x"].double(), -1)
+    return [p, p * (i["dy"] - (p * i["dy"]).sum(-1, keepdim=True))]
+
+
+def b_seq(shape: tuple[int, ...], dev: str) -> Inputs:
+    return {"x": leaf(*shape, device=dev), "dy": rand(*shape, device=dev)}
+
+
+def shift_ref(x: torch.Tensor) -> torch.Tensor:
+    return F.pad(x, (0, 0, 1, 0))[:, :-1] - x
+
+
+def pool_ref(x: torch.Tensor, chunk: int) -> torch.Tensor:
+    return torch.stack([x[:, s:s + chunk].mean(1) for s in range(0, x.shape[1], chunk)], 1)
+
+
+def b_ce(shape: tuple[int, ...], dev: str) -> Inputs:
+    n, v = shape
+    t = torch.randint(0, v, (n,), device=dev)
+    t[::3] = -100
+    return {"x": leaf(n, v, device=dev, scale=2.0), "t": t, "dy": rand(n, device=dev)}
+
+
+def ce_ref(i: Inputs) -> list[Any]:
+    x = d(i["x"])
+    keep = (i["t"] != -100).double()
+    z = 1e-2 * torch.logsumexp(x, -1) ** 2 * keep
+    out = grads(lambda: F.cross_entropy(x, i["t"], ignore_index=-100, reduction="none") + z, i, "x")
+    return [out[0], z, out[1]]
+
+
+def ce_call(m: Any, i: Inputs) -> list[Any]:
+    loss, z = m.cross_entropy_loss(i["x"], i["t"], lse_square_scale=1e-2)
+    loss.backward(i["dy"])
+    return [loss.detach(), z, i["x"].grad]
+
+
+CHUNK = "fla.ops.common."
+CASES += [
+    Case("logsumexp", LIB, "fla.ops.utils.logsumexp", ("logsumexp_fwd_kernel",), b_rows,
+         lambda m, i: m.logsumexp_fwd(i["x"]), lambda i: torch.logsumexp(i["x"].double(), -1),
+         ((5, 77), (3, 4, 1000)), atol=1e-5, rtol=1e-5),
+    Case("softmax", LIB, "fla.ops.utils.softmax", ("softmax_fwd_kernel", "softmax_bwd_kernel"), b_rows, softmax_call,
+         softmax_ref, ((5, 77), (3, 4, 1000)), atol=1e-5, rtol=1e-5),
+    Case("token_shift", LIB, "fla.modules.token_shift",
+         ("token_shift_fwd_kernel_short", "token_shift_bwd_kernel_short"), b_seq,
+         lambda m, i: grads(lambda: m.token_shift(i["x"]), i, "x"),
+         lambda i: grads(lambda: shift_ref(d(i["x"])), i, "x"), ((2, 9, 16), (1, 37, 100)), atol=1e-6, rtol=1e-6),
+    Case("mean_pooling", LIB, "fla.ops.utils.pooling", ("mean_pooling_fwd_kernel", "mean_pooling_bwd_kernel"),
+         lambda s, dev: {"x": leaf(*s, device=dev), "dy": rand(s[0], -(s[1] // -8), *s[2:], device=dev)},
+         lambda m, i: grads(lambda: m.mean_pooling(i["x"], 8), i, "x"),
+         lambda i: grads(lambda: pool_ref(d(i["x"]), 8), i, "x"), ((2, 37, 3, 16), (1, 20, 2, 40)),
+         atol=1e-5, rtol=1e-5),
+    Case("fused_cross_entropy_z_loss", LIB, "fla.modules.fused_cross_entropy.ops",
+         ("cross_entropy_fwd_kernel", "cross_entropy_bwd_kernel"), b_ce, ce_call, ce_ref, ((7, 100), (5, 1000)),
+         atol=1e-5, rtol=1e-4),
+    Case("chunk_simple_gla_forward", LIB, "fla.ops.simple_gla.chunk",
+         (CHUNK + "chunk_h:chunk_fwd_kernel_h", CHUNK + "chunk_o:chunk_fwd_kernel_o"), b_rec,
+         lambda m, i: [t.detach() for t in m.chunk_simple_gla(i["q"], i["k"], i["v"], i["g"], initial_state=i["h0"],
+                                                              output_final_state=True)],
+         lambda i: simple_gla_ref(i)[:2], ((2, 50, 2, 16, 16), (1, 70, 1, 16, 16)), atol=1e-4, rtol=1e-4),
+    Case("chunk_simple_gla_backward", LIB, "fla.ops.simple_gla.chunk",
+         (CHUNK + "chunk_h:chunk_bwd_kernel_dh", CHUNK + "chunk_o:chunk_bwd_kernel_dqkwg",
+          CHUNK + "chunk_o:chunk_bwd_kernel_dv"), b_rec,
+         lambda m, i: rec_backward(i, *m.chunk_simple_gla(i["q"], i["k"], i["v"], i["g"], initial_state=i["h0"],
+                                                          output_final_state=True)),
+         simple_gla_ref, ((1, 50, 2, 16, 16),), atol=1e-4, rtol=1e-4,
+         xfail="a branch dead at compile time still counts: chunk_o.py:253 'loop variable b_dw holds a compile-time "
+               "value (None) that the loop reassigns' (the reassignment is under `if USE_DW:`, a false constexpr)"),
 ]

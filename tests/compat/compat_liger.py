@@ -277,7 +277,7 @@ CASES = [
          poly_ref, ((5, 77), (3, 129)), atol=1e-4, rtol=1e-4),
     Case("dyt", LIB, OPS + "dyt", ("_dyt_fwd_kernel", "_dyt_bwd_kernel"), b_dyt, dyt_call,
          lambda i: grads(lambda: torch.tanh(d(i["a"]) * d(i["x"])) * d(i["w"]) + d(i["b"]), i, "xawb"),
-         ((5, 77), (3, 1100)), atol=1e-4, rtol=1e-4),
+         ((5, 77), (3, 3, 77)), atol=1e-4, rtol=1e-4),
     Case("swiglu", LIB, OPS + "swiglu", ("_swiglu_forward_kernel", "_swiglu_backward_kernel"), b_pair,
          lambda m, i: grads(lambda: m.LigerSiLUMulFunction.apply(i["a"], i["b"]), i, "ab"),
          lambda i: grads(lambda: F.silu(d(i["a"])) * d(i["b"]), i, "ab"), ((3, 77), (2, 3, 130)),
@@ -350,11 +350,71 @@ def moe_ref(i: Inputs) -> list[Any]:
 MOE = "liger_kernel.ops.fused_moe_kernels:"
 CASES.append(
     Case("fused_moe", LIB, OPS + "fused_moe",
-         tuple(MOE + k for k in ("_moe_router_histogram_kernel", "_moe_router_prefix_sum_kernel",
-                                 "_moe_router_scatter_kernel", "_fused_up_proj_swiglu_kernel", "_fused_down_proj_kernel",
-                                 "_token_gather_weighted_sum_kernel", "_moe_bwd_down_proj_kernel", "_moe_bwd_dW2_kernel",
-                                 "_moe_bwd_dX_expanded_kernel", "_moe_bwd_dW1_kernel")),
+         tuple(MOE + k for k in (
+             "_moe_router_histogram_kernel", "_moe_router_prefix_sum_kernel", "_moe_router_scatter_kernel",
+             "_fused_up_proj_swiglu_kernel", "_fused_down_proj_kernel", "_token_gather_weighted_sum_kernel",
+             "_moe_bwd_down_proj_kernel", "_moe_bwd_dW2_kernel", "_moe_bwd_dX_expanded_kernel", "_moe_bwd_dW1_kernel")),
          b_moe,
          lambda m, i: grads(lambda: m.LigerFusedMoEFunction.apply(i["x"], i["w1"], i["w2"], i["idx"], i["wt"]), i,
                             ("x", "w1", "w2", "wt")),
          moe_ref, ((37, 32, 48, 4, 2),), atol=1e-3, rtol=1e-3))
+
+
+# ---------------------------------------------------------------- attention-side and fused-linear ops
+def b_mta(shape: tuple[int, ...], dev: str) -> Inputs:
+    b, h, n = shape
+    return {"s": leaf(b, h, n, n, device=dev), "w": leaf(h, h, 3, 3, device=dev, scale=0.3),
+            "dy": rand(b, h, n, n, device=dev)}
+
+
+def mta_ref(i: Inputs) -> list[Any]:
+    def f() -> torch.Tensor:
+        s = d(i["s"])
+        upper = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1)
+        p = torch.softmax(s.masked_fill(upper, float("-inf")), -1)
+        return F.conv2d(p, d(i["w"]), padding=1).masked_fill(upper, 0.0)
+
+    return grads(f, i, "sw")
+
+
+def b_sel(shape: tuple[int, ...], dev: str) -> Inputs:
+    b, n, v = shape
+    return {"logits": rand(b, n + 1, v, device=dev, scale=2.0), "ids": torch.randint(0, v, (b, n + 3), device=dev)}
+
+
+def sel_ref(i: Inputs) -> torch.Tensor:
+    n = i["logits"].shape[1] - 1
+    lp = torch.log_softmax(i["logits"][:, :n].double() / 0.9, -1)
+    return lp.gather(-1, i["ids"][:, -n:, None]).squeeze(-1)
+
+
+def b_flce(shape: tuple[int, ...], dev: str) -> Inputs:
+    n, v, h = shape
+    t = torch.randint(0, v, (n,), device=dev)
+    t[::4] = -100
+    return {"x": leaf(n, h, device=dev), "w": leaf(v, h, device=dev, scale=0.3), "t": t, "dy": torch.tensor(0.7)}
+
+
+def b_swiglu_mlp(shape: tuple[int, ...], dev: str) -> Inputs:
+    b, s, dim, hidden = shape
+    return {"x": rand(b, s, dim, device=dev), "g": rand(hidden, dim, device=dev, scale=0.2),
+            "u": rand(hidden, dim, device=dev, scale=0.2)}
+
+
+CASES += [
+    Case("multi_token_attention", LIB, OPS + "multi_token_attention", ("_mask_fwd_kernel", "_mask_bwd_kernel"), b_mta,
+         lambda m, i: grads(lambda: m.LigerMultiTokenAttentionFunction.apply(i["s"], i["w"], None, 1, 1), i, "sw"),
+         mta_ref, ((2, 3, 9), (1, 2, 20)), atol=1e-4, rtol=1e-4),
+    Case("selective_log_softmax", LIB, OPS + "grpo_loss", ("_selective_log_softmax_kernel",), b_sel,
+         lambda m, i: m.fused_selective_log_softmax(i["logits"], i["ids"], 0.9), sel_ref, ((2, 9, 50), (3, 5, 3000)),
+         atol=1e-5, rtol=1e-5),
+    Case("fused_linear_cross_entropy", LIB, OPS + "fused_linear_cross_entropy",
+         (OPS + "cross_entropy:liger_cross_entropy_kernel", OPS + "utils:element_mul_kernel"), b_flce,
+         lambda m, i: grads(lambda: m.LigerFusedLinearCrossEntropyFunction.apply(i["x"], i["w"], i["t"]), i, "xw"),
+         lambda i: grads(lambda: F.cross_entropy(d(i["x"]) @ d(i["w"]).T, i["t"], ignore_index=-100), i, "xw"),
+         ((37, 100, 32), (20, 333, 16)), atol=1e-4, rtol=1e-4),
+    Case("gemm_swiglu_tensor_descriptors", LIB, OPS + "mlp", ("_swiglu_kernel_forward_inference",), b_swiglu_mlp,
+         lambda m, i: m.gemm_swiglu(i["x"], i["g"], i["u"], 1.0, store_preact=False)[0],
+         lambda i: F.silu(d(i["x"]) @ d(i["g"]).T) * (d(i["x"]) @ d(i["u"]).T), ((1, 37, 32, 48), (2, 20, 32, 48)),
+         atol=1e-3, rtol=1e-3),
+]
