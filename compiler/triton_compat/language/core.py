@@ -24,6 +24,10 @@ class constexpr_type:  # noqa: N801 - Triton's name
         return f"constexpr_type[{self.value!r}]"
 
 
+# Triton's shared constant for a zero default of constexpr parameters (`descending=CONSTEXPR_0`).
+CONSTEXPR_0 = constexpr(0)
+
+
 def _unwrap_if_constexpr(o: Any) -> Any:
     return o.value if isinstance(o, constexpr) else o
 
