@@ -275,7 +275,5 @@ CASES += [
           CHUNK + "chunk_o:chunk_bwd_kernel_dv"), b_rec,
          lambda m, i: rec_backward(i, *m.chunk_simple_gla(i["q"], i["k"], i["v"], i["g"], initial_state=i["h0"],
                                                           output_final_state=True)),
-         simple_gla_ref, ((1, 50, 2, 16, 16),), atol=1e-4, rtol=1e-4,
-         xfail="a branch dead at compile time still counts: chunk_o.py:253 'loop variable b_dw holds a compile-time "
-               "value (None) that the loop reassigns' (the reassignment is under `if USE_DW:`, a false constexpr)"),
+         simple_gla_ref, ((1, 50, 2, 16, 16),), atol=1e-4, rtol=1e-4),
 ]
