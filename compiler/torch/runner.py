@@ -211,10 +211,8 @@ class GroupRunner:
             return
         self.plans[((), *[(m.shape, m.stride()) for m in metas])] = plan
         launch, tail, options, outs_like, kernel = plan
-        device = traced[0].device  # one-element stand-ins: the compile depends on dtypes and alignment only
-        args = [torch.empty(1, dtype=t.dtype, device=device) for t in traced]
-        args += [torch.empty(1, dtype=d, device=device) for _, _, d in outs_like]
-        _compile_ahead(kernel, args, tail, options, launch.__self__)
+        dtypes = [t.dtype for t in traced] + [d for _, _, d in outs_like]
+        _compile_ahead(kernel, dtypes, traced[0].device, tail, options, launch.__self__)
 
     def __call__(self, *args: Any) -> tuple[torch.Tensor, ...]:
         if torch.autograd.profiler._is_profiler_enabled:  # name the launch in profiles
@@ -298,13 +296,21 @@ class GroupRunner:
 _ahead: ThreadPoolExecutor | None = None
 
 
-def _compile_ahead(kernel: Any, args: list[Any], tail: tuple[Any, ...], options: dict[str, Any], grid: Any) -> None:
+def _compile_ahead(kernel: Any, dtypes: list[torch.dtype], device: torch.device, tail: tuple[Any, ...],
+                   options: dict[str, Any], grid: Any) -> None:
+    """Compile `kernel` for arguments of these dtypes on `device` on a background thread. Its
+    arguments are one-element tensors (the compile depends on dtypes and alignment only), made on
+    that thread: the graph compile calling this may run under a fake-tensor mode, which is
+    per thread."""
     global _ahead
     if _ahead is None:
         _ahead = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="anvil-ahead")
 
     def warm() -> None:
         with contextlib.suppress(Exception):  # the first launch compiles again and reports the error
+            if device.type == "cuda":  # this thread's current context: where the module loads
+                torch.cuda.set_device(device)
+            args = [torch.empty(1, dtype=d, device=device) for d in dtypes]
             kernel.warmup(*args, *tail, grid=grid, **options)
     _ahead.submit(warm)
 
