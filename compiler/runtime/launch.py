@@ -77,7 +77,19 @@ class Launcher:
         self.defaults: dict[str, Any] = {}
         import ast
 
+        py = getattr(fn, "fn", None)
+        if py is not None and not src.text_module:
+            # a Python kernel: Python evaluated its defaults when it ran the def (any expression the
+            # module can reach, e.g. tl.core.CONSTEXPR_0); source text keeps the closed-world rules below
+            import inspect
+
+            with contextlib.suppress(TypeError, ValueError):
+                for name, p in inspect.signature(py).parameters.items():
+                    if p.default is not inspect.Parameter.empty and name in src.defaults:
+                        self.defaults[name] = p.default
         for name, node in src.defaults.items():
+            if name in self.defaults:
+                continue
             try:
                 self.defaults[name] = ast.literal_eval(node)
             except ValueError:

@@ -238,9 +238,6 @@ def test_constexpr_0_is_there_for_parameter_defaults(triton_stand_in: Any, tmp_p
         torch.testing.assert_close(y, -x if descending else x)
 
 
-@pytest.mark.xfail(strict=True, reason="the launcher resolves a parameter default only from a literal, a "
-                   "constexpr(literal) or a one-level attribute (tl.float32), not tl.core.CONSTEXPR_0: "
-                   "'flip() is missing argument DESCENDING'")
 def test_constexpr_0_default_is_used_when_the_argument_is_left_out(triton_stand_in: Any, tmp_path: Any) -> None:
     mod = _flip_module(tmp_path)
     n = 200 + int(torch.randint(1, 31, ()).item())
