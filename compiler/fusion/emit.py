@@ -1,24 +1,65 @@
 """A `Group` and its inputs' layouts at one launch -> the fused kernel's source text.
 
 The text is ordinary kernel source (readable, and what `ANVIL_FUSION_DUMP` writes out), compiled by
-Anvil like any kernel. Its parameters: the input pointers, the output pointers, the domain size
-(`n`, or `R` and `C`), then per strided input its (divisor, size, stride) triples, then the
-constexpr block sizes.
+Anvil like any kernel. Its parameters: the input pointers, the output pointers, the scalar parameters
+(if any), the domain size (`n`, or `R` and `C`), then per strided input its (divisor, size, stride)
+triples (the innermost dim's divisor is 1 and is left out), then the constexpr block sizes. `Names`
+says what each is called: `in0`, `out0`, `x0`, `in0_stride0` unless the caller names them.
 """
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .graph import COL, FULL, ROW, Group, Layout, Op, Ref
 from .ops import COMPUTE, ELEMENTWISE, REDUCTIONS, TL_DTYPE
 
-__all__ = ["Kernel", "emit", "MAX_ROW"]
+__all__ = ["Kernel", "Names", "emit", "MAX_ROW", "is_free_name"]
 
 # Widest row a rows kernel holds in registers; wider rows are not fused (torch computes them).
 MAX_ROW = 16384
+
+
+# Names the kernel bodies use themselves (this module's and matmul.py's); caller-chosen names avoid them.
+_OWN = frozenset({
+    "rows", "cols", "lin", "mask", "rmask", "cmask", "n", "R", "C", "M", "N", "K", "ROWS", "BLOCK", "BLOCK_C",
+    "BLOCK_R", "BLOCK_M", "BLOCK_N", "BLOCK_K", "acc", "kk", "k0", "r0", "a_tile", "b_tile", "tl", "triton",
+    "libdevice",
+})
+_GENERATED = re.compile(r"^(v|x|in|out|acc)\d+(_.*)?$")
+
+
+def is_free_name(name: str) -> bool:
+    """Whether a caller may give `name` to a parameter or loaded value: an identifier that is not a
+    keyword, a builtin, or a name the emitted body uses itself."""
+    return (name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
+            and name not in _OWN and not hasattr(builtins, name) and not _GENERATED.match(name))
+
+
+@dataclass(frozen=True)
+class Names:
+    """What a kernel calls its pointers, scalar parameters and loaded values.
+
+    `prefixes[k]` starts the names of input k's layout parameters (`{prefix}_stride0`, ...).
+    `scalars`: scalar parameters, placed after the pointers; an op operand that is a string names one.
+    """
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    values: tuple[str, ...]
+    prefixes: tuple[str, ...]
+    scalars: tuple[str, ...] = ()
+
+    @staticmethod
+    def default(group: Group) -> Names:
+        n = len(group.inputs)
+        return Names(tuple(f"in{k}" for k in range(n)), tuple(f"out{j}" for j in range(len(group.outputs))),
+                     tuple(f"x{k}" for k in range(n)), tuple(f"in{k}" for k in range(n)))
 
 
 @dataclass(frozen=True)
@@ -67,10 +108,12 @@ def _acc_dtype(dtype: str) -> str:
 
 
 class _Writer:
-    def __init__(self, group: Group, layouts: list[Layout], wide: bool, even_rows: bool, even_cols: bool) -> None:
+    def __init__(self, group: Group, layouts: list[Layout], wide: bool, even_rows: bool, even_cols: bool,
+                 names: Names | None = None) -> None:
         self.g = group
         self.layouts = layouts
         self.wide = wide
+        self.n = names or Names.default(group)
         # masks: None where the sizes are known to fill every block (then no mask is emitted)
         rows = group.kind != "pointwise"
         self.cmask = None if even_cols or not rows else "cmask"
@@ -84,25 +127,41 @@ class _Writer:
     def line(self, text: str) -> None:
         self.lines.append("    " + text)
 
+    def param(self, k: int, what: str) -> str:
+        """A layout parameter of input k (added to the kernel's parameters once)."""
+        name = f"{self.n.prefixes[k]}_{what}"
+        if name not in self.params:
+            self.params.append(name)
+        return name
+
     def offset(self, k: int, index: str) -> str:
         """The element offset of input k for a (flat or row) index expression."""
         lay = self.layouts[k]
         if lay.linear:
             return index
         terms = []
+        last = len(lay.row_dims) - 1
         for d, (_, stride) in enumerate(lay.row_dims):
             if stride == 0:
                 continue
-            div, size, stride_name = f"in{k}_div{d}", f"in{k}_size{d}", f"in{k}_stride{d}"
-            self.params += [div, size, stride_name]
-            idx = f"({index} // {div})"
-            if not (d == 0 and lay.outer):  # the outermost index is below its size already
-                idx = f"({idx} % {size})"
-            terms.append(f"{idx} * {stride_name}")
+            # the innermost dim's divisor is 1; the outermost index is below its size already
+            idx = index if d == last else f"({index} // {self.param(k, f'div{d}')})"
+            if not (d == 0 and lay.outer):
+                idx = f"({idx} % {self.param(k, f'size{d}')})"
+            terms.append(f"{idx} * {self.param(k, f'stride{d}')}")
         return " + ".join(terms) or "0"
 
+    def col_offset(self, k: int, cols: str = "cols") -> str:
+        """The offset along C of input k: `cols` scaled by its stride ("0" when broadcast along C)."""
+        stride = self.layouts[k].col_stride
+        return cols if stride == 1 else "0" if stride == 0 else f"{cols} * {self.param(k, 'cstride')}"
+
     def operand(self, a: Ref | object) -> str:
-        return self.names[a] if isinstance(a, Ref) else _literal(a)
+        if isinstance(a, Ref):
+            return self.names[a]
+        if isinstance(a, str) and a in self.n.scalars:
+            return a
+        return _literal(a)
 
     def op(self, i: int, op: Op) -> None:
         ref = Ref(i)
@@ -173,40 +232,47 @@ class _Writer:
             self.line(f"lin = {pid} * BLOCK + tl.arange(0, BLOCK)")
             if self.mask:
                 self.line("mask = lin < n")
-        for k, (dtype, kind) in enumerate(g.inputs):
-            ref = Ref(k, input=True)
-            lay = self.layouts[k]
+        for k in range(len(g.inputs)):
             if rows:
-                off = self.offset(k, "rows")
-                if kind == FULL and lay.col_stride != 0:
-                    col = "cols" if lay.col_stride == 1 else f"cols * in{k}_cstride"
-                    if lay.col_stride not in (0, 1):
-                        self.params.append(f"in{k}_cstride")
-                    off = f"{off} + {col}" if off != "0" else col
-                    m = self.mask
-                else:
-                    m = self.rmask
+                self.load_row_input(k)
             else:
-                off, m = self.offset(k, "lin"), self.mask
-            if off == "0":  # broadcast everywhere: one scalar (the tensor is not empty: the domain is not)
-                self.line(f"x{k} = tl.load(in{k}).to({_compute(dtype)})")
-            else:
-                masked = f", mask={m}, other=0" if m else ""
-                self.line(f"x{k} = tl.load(in{k} + {off}{masked}).to({_compute(dtype)})")
-            self.names[ref] = f"x{k}"
-            self.kinds[ref] = FULL if not rows or (kind == FULL and lay.col_stride != 0) else ROW
+                self.load(k, self.offset(k, "lin"), self.mask, FULL)
         for i, op in enumerate(g.ops):
             self.op(i, op)
         for j, i in enumerate(g.outputs):
-            op = g.ops[i]
-            value = f"{self.names[Ref(i)]}.to({TL_DTYPE[op.dtype]})"
             if not rows:
-                ptr, m = f"out{j} + lin", self.mask
-            elif op.kind == FULL:
-                ptr, m = f"out{j} + rows * C + cols", self.mask
+                self.store(j, i, "lin", self.mask)
+            elif g.ops[i].kind == FULL:
+                self.store(j, i, "rows * C + cols", self.mask)
             else:
-                ptr, m = f"out{j} + rows", self.rmask
-            self.line(f"tl.store({ptr}, {value}, mask={m})" if m else f"tl.store({ptr}, {value})")
+                self.store(j, i, "rows", self.rmask)
+
+    def load(self, k: int, off: str, m: str | None, kind: str) -> None:
+        """`values[k] = tl.load(inputs[k] + off)`, masked by m, in the compute dtype."""
+        dtype, ptr, value = self.g.inputs[k][0], self.n.inputs[k], self.n.values[k]
+        if off == "0":  # broadcast everywhere: one scalar (the tensor is not empty: the domain is not)
+            self.line(f"{value} = tl.load({ptr}).to({_compute(dtype)})")
+        else:
+            masked = f", mask={m}, other=0" if m else ""
+            self.line(f"{value} = tl.load({ptr} + {off}{masked}).to({_compute(dtype)})")
+        self.names[Ref(k, input=True)] = value
+        self.kinds[Ref(k, input=True)] = kind
+
+    def load_row_input(self, k: int) -> None:
+        """Input k of a domain walked as `rows` x `cols`: a full tile, or one value per row when the
+        input is broadcast along C (or read per row)."""
+        off = self.offset(k, "rows")
+        if self.g.inputs[k][1] == FULL and self.layouts[k].col_stride != 0:
+            col = self.col_offset(k)
+            self.load(k, f"{off} + {col}" if off != "0" else col, self.mask, FULL)
+        else:
+            self.load(k, off, self.rmask, ROW)
+
+    def store(self, j: int, i: int, off: str, m: str | None) -> None:
+        """Output j (op i's value, in the op's dtype) at `outputs[j] + off`."""
+        value = f"{self.names[Ref(i)]}.to({TL_DTYPE[self.g.ops[i].dtype]})"
+        ptr = f"{self.n.outputs[j]} + {off}"
+        self.line(f"tl.store({ptr}, {value}, mask={m})" if m else f"tl.store({ptr}, {value})")
 
 
 _COL_REDUCTIONS = ("sum", "mean", "amax", "amin")
@@ -241,19 +307,17 @@ class _ColsWriter(_Writer):
             if kind == COL:
                 col_inputs.append(k)
                 continue
-            lay = self.layouts[k]
             off = self.offset(k, "rows")
-            if lay.col_stride != 0:
-                col = "cols" if lay.col_stride == 1 else f"cols * in{k}_cstride"
-                if lay.col_stride != 1:
-                    self.params.append(f"in{k}_cstride")
+            col = self.col_offset(k)
+            if col != "0":
                 off = f"{off} + {col}" if off != "0" else col
+            ptr, value = self.n.inputs[k], self.n.values[k]
             masked = f", mask={self.mask}, other=0" if self.mask else ""
-            load = f"tl.load(in{k} + {off}{masked})" if off != "0" else f"tl.load(in{k})"
+            load = f"tl.load({ptr} + {off}{masked})" if off != "0" else f"tl.load({ptr})"
             if "rows" not in off or "cols" not in off:  # broadcast along the walk or the columns: a full tile
                 load = f"tl.broadcast_to({load}, (BLOCK_R, BLOCK_C))"
-            self.line(f"x{k} = {load}.to({_compute(dtype)})")
-            self.names[Ref(k, input=True)] = f"x{k}"
+            self.line(f"{value} = {load}.to({_compute(dtype)})")
+            self.names[Ref(k, input=True)] = value
             self.kinds[Ref(k, input=True)] = FULL
         for i, op in enumerate(g.ops):
             if op.kind != FULL:
@@ -272,21 +336,11 @@ class _ColsWriter(_Writer):
                 self.line(f"acc{i} += {part}")
         for j, i in enumerate(g.outputs):
             if g.ops[i].kind == FULL:
-                value = f"{self.names[Ref(i)]}.to({TL_DTYPE[g.ops[i].dtype]})"
-                m = f", mask={self.mask}" if self.mask else ""
-                self.line(f"tl.store(out{j} + rows * C + cols, {value}{m})")
+                self.store(j, i, "rows * C + cols", self.mask)
         outer += ["    " + line for line in self.lines]
         self.lines = outer
         for k in col_inputs:
-            lay = self.layouts[k]
-            col = "cols" if lay.col_stride == 1 else "0" if lay.col_stride == 0 else f"cols * in{k}_cstride"
-            if lay.col_stride not in (0, 1):
-                self.params.append(f"in{k}_cstride")
-            masked = f", mask={self.cmask}, other=0" if self.cmask else ""
-            load = f"tl.load(in{k} + {col}{masked})" if col != "0" else f"tl.load(in{k})"
-            self.line(f"x{k} = {load}.to({_compute(g.inputs[k][0])})")
-            self.names[Ref(k, input=True)] = f"x{k}"
-            self.kinds[Ref(k, input=True)] = COL
+            self.load(k, self.col_offset(k), self.cmask, COL)
         for i, op in enumerate(g.ops):
             if op.kind == FULL:
                 continue
@@ -298,36 +352,41 @@ class _ColsWriter(_Writer):
             else:
                 self.op(i, op)
         for j, i in enumerate(g.outputs):
-            op = g.ops[i]
-            if op.kind == FULL:
-                continue
-            value = f"{self.names[Ref(i)]}.to({TL_DTYPE[op.dtype]})"
-            self.line(f"tl.store(out{j} + cols, {value}, mask={self.cmask})" if self.cmask
-                      else f"tl.store(out{j} + cols, {value})")
+            if g.ops[i].kind != FULL:
+                self.store(j, i, "cols", self.cmask)
 
 
 def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False,
-         values: Mapping[str, int] | None = None, even_rows: bool = False, even_cols: bool = False) -> Kernel:
+         values: Mapping[str, int] | None = None, even_rows: bool = False, even_cols: bool = False,
+         names: Names | None = None, comments: Sequence[str] = ()) -> Kernel:
     """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing.
 
     `values`: the sizes, strides and block sizes of a static shape (`Kernel.params` and the block
     constants), written into the text: one kernel per shape, its index arithmetic folded, and a
     launch that passes only pointers. Without them they are parameters: one kernel for all shapes.
     `even_rows`: the programs cover the rows (pointwise: the elements) exactly; `even_cols`: C is
-    BLOCK_C. Each drops its mask."""
-    w = (_ColsWriter if group.kind == "cols" else _Writer)(group, layouts, wide, even_rows, even_cols)
+    BLOCK_C. Each drops its mask. `names`: what the parameters and loaded values are called;
+    `comments`: lines written as comments at the top of the body."""
+    w = (_ColsWriter if group.kind == "cols" else _Writer)(group, layouts, wide, even_rows, even_cols, names)
     w.body()
-    ptrs = [f"in{k}" for k in range(len(group.inputs))] + [f"out{j}" for j in range(len(group.outputs))]
     size = ["n"] if group.kind == "pointwise" else ["R", "C"]
     blocks = {"rows": ["ROWS", "BLOCK_C"], "cols": ["BLOCK_R", "BLOCK_C"]}.get(group.kind, ["BLOCK"])
-    params = tuple(size + w.params)
+    return finish(w, name, size, blocks, values, comments)
+
+
+def finish(w: _Writer, name: str, size: list[str], blocks: list[str], values: Mapping[str, int] | None,
+           comments: Sequence[str]) -> Kernel:
+    """The kernel text around a written body: the header, then the sizes written in (`values`) or not."""
+    ptrs = [*w.n.inputs, *w.n.outputs]
+    params = tuple([*w.n.scalars, *size, *w.params])
     if values is None:
         header = f"def {name}({', '.join(ptrs + list(params) + [f'{b}: tl.constexpr' for b in blocks])}):"
         prelude = []
     else:
-        header = f"def {name}({', '.join(ptrs)}):"
-        prelude = [f"    {p} = {int(values[p])}" for p in (*params, *blocks)]
+        header = f"def {name}({', '.join(ptrs + list(w.n.scalars))}):"
+        prelude = [f"    {p} = {int(values[p])}" for p in (*params[len(w.n.scalars):], *blocks)]
+    notes = [f"    # {c}" for c in comments]
     text = "\n".join(["import triton", "import triton.language as tl",
-                      "from triton.language.extra import libdevice", "", "", "@triton.jit", header, *prelude,
-                      *w.lines, ""])
+                      "from triton.language.extra import libdevice", "", "", "@triton.jit", header, *notes,
+                      *prelude, *w.lines, ""])
     return Kernel(name, text, params)

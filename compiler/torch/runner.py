@@ -25,7 +25,7 @@ from ..fusion.emit import MAX_ROW, emit
 from ..fusion.graph import Group, Layout
 from .partition import FxGroup
 
-__all__ = ["GroupRunner", "layout_of", "fusion_dump", "dump_source"]
+__all__ = ["GroupRunner", "layout_of", "layout_values", "fusion_dump", "dump_source"]
 
 # Kernels by name (which carries a hash of their text), shared by every runner of the process.
 _SHARED: dict[str, Any] = {}
@@ -112,8 +112,10 @@ def layout_of(t: torch.Tensor, pad: tuple[int, bool], domain: Sequence[int], row
     return Layout(linear=False, row_dims=dims, col_stride=0 if size_c == 1 else cstride, outer=outer)
 
 
-def _layout_values(k: int, lay: Layout) -> dict[str, int]:
-    """The size and stride parameters emit.py names for input k laid out as `lay`."""
+def layout_values(k: int, lay: Layout, prefix: str | None = None) -> dict[str, int]:
+    """The size and stride parameters emit.py names for input k laid out as `lay` (`prefix`: the
+    input's `Names.prefixes` entry, `in{k}` by default)."""
+    p = f"in{k}" if prefix is None else prefix
     out: dict[str, int] = {}
     if lay.linear:
         return out
@@ -123,8 +125,8 @@ def _layout_values(k: int, lay: Layout) -> dict[str, int]:
         div *= size
     for d, ((size, stride), dv) in enumerate(zip(lay.row_dims, reversed(divs), strict=True)):
         if stride != 0:  # a broadcast dim reads nothing (emit.py leaves it out of the offset)
-            out.update({f"in{k}_div{d}": dv, f"in{k}_size{d}": size, f"in{k}_stride{d}": stride})
-    out[f"in{k}_cstride"] = lay.col_stride
+            out.update({f"{p}_div{d}": dv, f"{p}_size{d}": size, f"{p}_stride{d}": stride})
+    out[f"{p}_cstride"] = lay.col_stride
     return out
 
 
@@ -263,7 +265,7 @@ class GroupRunner:
         wide = reach >= 2**31 - 1
         values: dict[str, int] = {}
         for k, lay in enumerate(layouts):
-            values.update(_layout_values(k, lay))
+            values.update(layout_values(k, lay))
         static = not self.symbols  # sizes written into the kernel; masks its sizes make moot left out
         R = numel // C if C else 0
         if kind == "rows":

@@ -8,7 +8,7 @@ import torch
 from compiler.fusion.emit import emit
 from compiler.fusion.graph import FULL, ROW, Group, Layout, Op, Ref
 from compiler.runtime.jit import compile_source
-from compiler.torch.runner import _layout_values, layout_of
+from compiler.torch.runner import layout_of, layout_values
 
 
 def _softmax_group() -> Group:
@@ -30,7 +30,7 @@ def test_softmax_rows_kernel(rows: int, cols: int) -> None:
     fn = compile_source(k.source, "softmax_rows")
     out, den = torch.full_like(x, float("nan")), torch.full((rows, 1), float("nan"))
     block_c = 1 << max(0, (cols - 1).bit_length())
-    values = {"R": rows, "C": cols, **_layout_values(0, lay)}
+    values = {"R": rows, "C": cols, **layout_values(0, lay)}
     fn[((rows + 1) // 2,)](x, out, den, *[values[p] for p in k.params], ROWS=2, BLOCK_C=block_c)
     torch.testing.assert_close(out, torch.softmax(x, -1))
     torch.testing.assert_close(den, torch.exp(x - x.amax(-1, keepdim=True)).sum(-1, keepdim=True))
@@ -50,7 +50,7 @@ def test_pointwise_kernel_with_broadcast_and_strided_inputs() -> None:
     fn = compile_source(k.source, "pw")
     out = torch.full(domain, float("nan"))
     out16 = torch.full(domain, float("nan"), dtype=torch.bfloat16)
-    values = {"n": 210, **_layout_values(0, lays[0]), **_layout_values(1, lays[1])}
+    values = {"n": 210, **layout_values(0, lays[0]), **layout_values(1, lays[1])}
     fn[(1,)](a, b[..., None], out, out16, *[values[p] for p in k.params], BLOCK=256)
     want = torch.nn.functional.gelu(a * b[..., None])
     torch.testing.assert_close(out, want)
