@@ -10,6 +10,9 @@ A `Group` is one kernel's worth of work over one iteration domain:
 - `cols`: the domain is (rows..., C) again, reduced over the rows (a bias's gradient): values are
   `full`, or `col` (one per column: the reductions' results and what is computed from them alone).
   One program handles BLOCK_C columns, walking the rows BLOCK_R at a time.
+- `matmul`: one `dot` op (its operands: two inputs, (M..., K) and (K, N)) and an elementwise epilogue
+  on its (M..., N) result: every other value is `full` on that domain. One program handles a
+  BLOCK_M x BLOCK_N tile of the result, accumulating over K in float32 (matmul.py).
 
 Inputs are tensors the kernel loads; how each is laid out in memory (contiguous, broadcast,
 strided) is known only at launch, so the emitter takes it per launch as a `Layout`. Outputs are
@@ -77,7 +80,7 @@ class Layout:
 class Group:
     """One fused kernel: inputs (dtype, kind), ops in order, outputs (op index)."""
 
-    kind: Literal["pointwise", "rows", "cols"]
+    kind: Literal["pointwise", "rows", "cols", "matmul"]
     inputs: list[tuple[str, Kind]] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
