@@ -36,6 +36,10 @@ from tools.compile import get_record
 from tools.compile import read_artifact as run_read_artifact
 from tools.device import device_info as run_device_info
 from tools.errors import ToolInputError
+from tools.generate import GenerateRequest, GenerateResult
+from tools.generate import generate_kernel as run_generate
+from tools.generate import models as gm
+from tools.generate.lowerings import supported_functions
 from tools.launch import launch_kernel as run_launch
 from tools.limits import Limits
 from tools.paths import no_roots_error, stat_regular
@@ -61,6 +65,7 @@ outputs use init "empty" (poisoned, so unwritten elements are counted). source c
 3. benchmark(same launch spec, baseline="torch expression", configs=[{"constexprs": {"BLOCK": 512}}]) \
 -> median/p10/p90 us, GB/s, % of the device's measured peak, speedup over the baseline, re-checked outputs.
 
+generate_kernel(expression, args): a torch expression -> a fused kernel's source, kernel_id, checked launch.
 quantize_weights(source_path, format, output_path) writes a .safetensors in fp8_e4m3, int4_awq, nvfp4 or \
 mxfp4 (allowed directories only) and reports SQNR per tensor.
 device_info() lists devices, backends, versions and limits. The language reference: \
@@ -70,6 +75,17 @@ methods such as .sum(dim=-1), .float(), .to(torch.float16); no imports, no other
 A kernel that crashes or hangs returns an error and the server recovers; launch again with debug=true \
 to locate out-of-bounds accesses.
 """
+
+GENERATE_DESCRIPTION = f"""\
+Write a fused kernel for a torch expression and check it: the reference language's expression (or \
+assignments 'h = x @ w + b; y = F.gelu(h)') over tensor specs and numbers becomes one kernel of the \
+torch.compile backend's code generator, with named parameters, BLOCK constexprs and masks: 'pointwise' \
+(elementwise work), 'rows' (reductions over the last dim: softmax, layer/RMS norm, log-softmax, norms; \
+rows up to 16384 values) or 'matmul' ((..., K) @ (K, N) with an elementwise epilogue). It is compiled \
+(kernel_id, as compile_kernel), launched against the expression itself and, with benchmark=true, timed \
+against torch. Returns source (edit it and relaunch with launch's arguments), launch (kernel_id, grid, \
+args incl. outputs, sizes and strides, reference, constexprs), compile, check, benchmark, passed, notes. \
+Nothing is executed as Python. It fuses: {supported_functions()}."""
 
 _Model = TypeVar("_Model", bound=BaseModel)
 ALLOWED_PATHS_ENV = "ANVIL_ALLOWED_PATHS"
@@ -424,6 +440,39 @@ def create_app(
             debug=debug,
         )
         return await guarded(lambda: run_benchmark(rt, req, _progress(ctx)))
+
+    @mcp.tool(
+        output_schema=output_schema(GenerateResult),
+        description=GENERATE_DESCRIPTION,
+        annotations={"title": "Generate a fused kernel from a torch expression", "readOnlyHint": True},
+    )
+    async def generate_kernel(
+        expression: gm.Expression,
+        args: gm.GenerateArgs,
+        outputs: gm.OutputNames = None,
+        kernel_name: gm.KernelNameParam = None,
+        target: m.Target = "auto",
+        check: gm.Check = None,
+        benchmark: gm.Benchmark = False,
+        rep_ms: gm.BenchRepMs = 50.0,
+        atol: m.Tolerance = None,
+        rtol: m.Tolerance = None,
+        ctx: Context | None = None,
+    ) -> ToolResult:
+        req = _build(
+            GenerateRequest,
+            expression=expression,
+            args=args,
+            outputs=outputs,
+            kernel_name=kernel_name,
+            target=target,
+            check=check,
+            benchmark=benchmark,
+            rep_ms=rep_ms,
+            atol=atol,
+            rtol=rtol,
+        )
+        return await guarded(lambda: run_generate(rt, req, _progress(ctx)))
 
     @mcp.tool(
         output_schema=output_schema(m.DeviceInfo),
