@@ -217,7 +217,7 @@ def _fail(expression: str, label: str, node: ast.AST | None, what: str, hint: st
     raise ToolInputError("\n".join(lines))
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
     """``torch.nn.functional.softmax`` -> "torch.nn.functional.softmax"; None if not a name chain."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
@@ -306,7 +306,7 @@ class _Validator(ast.NodeVisitor):
         )
 
     def _namespace_member(self, node: ast.Attribute) -> tuple[str, str] | None:
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is None or dotted.split(".")[0] not in _ROOTS or dotted.split(".")[0] in self.names:
             return None
         split = _split_namespace(dotted)
@@ -389,7 +389,7 @@ class _Validator(ast.NodeVisitor):
             self.visit(kw.value)
 
 
-def _measure(tree: ast.AST) -> tuple[int, int]:
+def measure_tree(tree: ast.AST) -> tuple[int, int]:
     """(node count, depth) of a tree."""
     count, deepest = 0, 0
     stack: list[tuple[ast.AST, int]] = [(tree, 1)]
@@ -429,7 +429,7 @@ def parse_reference(
         ) from None
     except (RecursionError, MemoryError, ValueError):
         raise ToolInputError(f"{label}: the expression is too deeply nested or invalid.") from None
-    count, depth = _measure(tree)
+    count, depth = measure_tree(tree)
     if count > max_nodes:
         raise ToolInputError(f"{label}: expression has {count} syntax nodes; the limit is {max_nodes}.")
     if depth > max_depth:
@@ -496,7 +496,7 @@ class _Evaluator:
         return self.env[node.id]
 
     def _namespace_member(self, node: ast.AST) -> tuple[str, str] | None:
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is None:
             return None
         root = dotted.split(".")[0]

@@ -98,6 +98,11 @@ EXPRESSIONS = [
     ("torch.exp(x - 1) ** 3 + torch.log1p(x.abs()) + torch.erfc(x) + torch.log10(x.abs() + 1)", {"x": t(3, 4, 5)}),
     ("x + y.expand(4, 6, 7)", {"x": t(4, 6, 7), "y": t(6, 1)}),
     ("(x > 0).float() * x.half().to(torch.float32)", {"x": t(300)}),
+    ("torch.add(x, y, alpha=2) - torch.sub(x, y, alpha=0.5) + torch.addcmul(x, x, y, value=0.5)",
+     {"x": t(77), "y": t(77)}),
+    ("torch.addcdiv(x, x, y.abs() + 1) + torch.lerp(x, y, 0.25)", {"x": t(77), "y": t(77)}),
+    ("x.reshape(7, 11).t().unsqueeze(0) * y.view(1, 11, 7) + z.flatten(0, 1)", {"x": t(77), "y": t(77),
+                                                                                 "z": t(1, 11, 1, 7)}),
     ("F.gelu(F.linear(x, w, b), approximate='tanh')", {"x": t(2, 9, 40), "w": t(33, 40), "b": t(33)}),
     ("torch.addmm(b, x, w.t()) * r", {"x": t(70, 20), "w": t(50, 20), "b": t(50), "r": t(70, 50)}),
     ("torch.relu(x @ w)", {"x": t(50, 31, dtype="bfloat16"), "w": t(31, 17, dtype="bfloat16")}),
@@ -127,6 +132,14 @@ def test_names_that_the_kernel_uses_itself_are_renamed(rt: Runtime) -> None:
     assert result.launch.reference == {"out_ptr": "torch.softmax(x_ptr + mask_ptr * C_1, dim=-1)"}
 
 
+def test_names_like_the_kernels_own_get_a_prefix(rt: Runtime) -> None:
+    """v1, x0, out2: the names the emitter gives its own values; the arguments' parameters take another."""
+    result = gen(rt, "out2 = x0 * v1 + float_", {"x0": t(50), "v1": t(50), "float_": 2.0})
+    assert result.passed is True
+    assert set(result.launch.args) == {"a_x0_ptr", "a_v1_ptr", "a_out2_ptr", "float_", "n"}
+    assert result.launch.reference == {"a_out2_ptr": "a_x0_ptr * a_v1_ptr + float_"}
+
+
 def test_a_number_argument_is_a_parameter(rt: Runtime) -> None:
     result = gen(rt, "x * alpha + 1", {"x": t(100), "alpha": 0.5})
     header = next(line for line in result.source.splitlines() if line.startswith("def "))
@@ -147,6 +160,7 @@ def test_a_number_argument_is_a_parameter(rt: Runtime) -> None:
         ("x - x.mean(-1)", {"x": t(6, 6)}, "keepdim=True"),
         ("x[:, 1:]", {"x": t(6, 6)}, "partial slices"),
         ("x + x.t()", {"x": t(6, 6)}, "read in two ways"),
+        ("x.t().flatten()", {"x": t(6, 5)}, "makes a copy"),
         ("x.sum(-1, keepdim=True).sum(-1)", {"x": t(6, 6)}, "already one per row"),
         ("x + y", {"x": t(3), "y": t(4)}, "does not apply"),
         ("torch.softmax(x, dim=-1)", {"x": t(2, 20000)}, "at most 16384"),

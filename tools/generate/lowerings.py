@@ -168,20 +168,21 @@ for _op, _keys in _BINARY.items():
     lowering("input, other", *_keys)(_binary(_op))
 
 
-@lowering("input, other, alpha=1", "torch.add", "Tensor.add")
-def _add(tr: Translator, input: Any, other: Any, alpha: Any) -> Val:
-    b = operand(tr, other, "add")
-    if py(tr, alpha, "alpha") != 1:
-        b = tr.ew("mul", b, operand(tr, alpha, "alpha"))
-    return tr.ew("add", operand(tr, input, "add"), b)
+def _scaled(tr: Translator, v: Any, factor: Any, what: str) -> Val:
+    """v * factor, or v where the factor is 1 (add's alpha, addcmul's value)."""
+    x = operand(tr, v, what)
+    return x if py(tr, factor, what) == 1 else tr.ew("mul", x, operand(tr, factor, what))
 
 
-@lowering("input, other, alpha=1", "torch.sub", "torch.subtract", "Tensor.sub")
-def _sub(tr: Translator, input: Any, other: Any, alpha: Any) -> Val:
-    b = operand(tr, other, "sub")
-    if py(tr, alpha, "alpha") != 1:
-        b = tr.ew("mul", b, operand(tr, alpha, "alpha"))
-    return tr.ew("sub", operand(tr, input, "sub"), b)
+def _add_sub(op: str) -> Callable[..., Any]:
+    def lower(tr: Translator, input: Any, other: Any, alpha: Any) -> Val:
+        return tr.ew(op, operand(tr, input, op), _scaled(tr, other, alpha, "alpha"))
+
+    return lower
+
+
+lowering("input, other, alpha=1", "torch.add", "Tensor.add")(_add_sub("add"))
+lowering("input, other, alpha=1", "torch.sub", "torch.subtract", "Tensor.sub")(_add_sub("sub"))
 
 
 @lowering("input, other, rounding_mode=None", "torch.div", "torch.divide", "Tensor.div")
@@ -241,20 +242,16 @@ def _lerp(tr: Translator, input: Any, end: Any, weight: Any) -> Val:
     return tr.ew("add", a, tr.ew("mul", operand(tr, weight, "lerp"), tr.ew("sub", operand(tr, end, "lerp"), a)))
 
 
-@lowering("input, tensor1, tensor2, value=1", "torch.addcmul")
-def _addcmul(tr: Translator, input: Any, tensor1: Any, tensor2: Any, value: Any) -> Val:
-    prod = tr.ew("mul", operand(tr, tensor1, "addcmul"), operand(tr, tensor2, "addcmul"))
-    if py(tr, value, "value") != 1:
-        prod = tr.ew("mul", prod, operand(tr, value, "value"))
-    return tr.ew("add", operand(tr, input, "addcmul"), prod)
+def _addc(op: str) -> Callable[..., Any]:
+    def lower(tr: Translator, input: Any, tensor1: Any, tensor2: Any, value: Any) -> Val:
+        term = tr.ew(op, operand(tr, tensor1, op), operand(tr, tensor2, op))
+        return tr.ew("add", operand(tr, input, op), _scaled(tr, term, value, "value"))
+
+    return lower
 
 
-@lowering("input, tensor1, tensor2, value=1", "torch.addcdiv")
-def _addcdiv(tr: Translator, input: Any, tensor1: Any, tensor2: Any, value: Any) -> Val:
-    quot = tr.ew("div", operand(tr, tensor1, "addcdiv"), operand(tr, tensor2, "addcdiv"))
-    if py(tr, value, "value") != 1:
-        quot = tr.ew("mul", quot, operand(tr, value, "value"))
-    return tr.ew("add", operand(tr, input, "addcdiv"), quot)
+lowering("input, tensor1, tensor2, value=1", "torch.addcmul")(_addc("mul"))
+lowering("input, tensor1, tensor2, value=1", "torch.addcdiv")(_addc("div"))
 
 
 @lowering("input", "torch.log10", "Tensor.log10")
@@ -492,32 +489,32 @@ def _ints(tr: Translator, values: Any, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-@lowering("input", "Tensor.t", "torch.t")
-def _t(tr: Translator, input: Any) -> Val:
-    return tr.view(tr.tensor(input, "t"), lambda t: t.t(), ".t()")
+# views of an argument: (signature, names, the view given the integer arguments in order)
+_VIEWS: dict[str, tuple[str, tuple[str, ...], Callable[[torch.Tensor, tuple[int, ...]], torch.Tensor]]] = {
+    ".t()": ("input", ("Tensor.t", "torch.t"), lambda t, _: t.t()),
+    "transpose": ("input, dim0, dim1", ("Tensor.transpose", "torch.transpose"), lambda t, d: t.transpose(*d)),
+    "permute": ("input, *dims", ("Tensor.permute",), lambda t, d: t.permute(*d)),
+    "torch.permute": ("input, dims", ("torch.permute",), lambda t, d: t.permute(*d)),
+    "unsqueeze": ("input, dim", ("Tensor.unsqueeze", "torch.unsqueeze"), lambda t, d: t.unsqueeze(*d)),
+    "reshape": ("input, *shape", ("Tensor.reshape", "Tensor.view"), lambda t, d: t.reshape(d)),
+    "torch.reshape": ("input, shape", ("torch.reshape",), lambda t, d: t.reshape(d)),
+    "flatten": ("input, start_dim=0, end_dim=-1", ("Tensor.flatten", "torch.flatten"), lambda t, d: t.flatten(*d)),
+    "expand": ("input, *sizes", ("Tensor.expand",), lambda t, d: t.expand(*d)),
+    "broadcast_to": ("input, size", ("torch.broadcast_to", "Tensor.broadcast_to"), lambda t, d: t.expand(*d)),
+}
 
 
-@lowering("input, dim0, dim1", "Tensor.transpose", "torch.transpose")
-def _transpose(tr: Translator, input: Any, dim0: Any, dim1: Any) -> Val:
-    a, b = _ints(tr, [dim0, dim1], "transpose's dims")
-    return tr.view(tr.tensor(input, "transpose"), lambda t: t.transpose(a, b), "transpose")
+def _view(what: str, apply: Callable[[torch.Tensor, tuple[int, ...]], torch.Tensor]) -> Callable[..., Any]:
+    def lower(tr: Translator, input: Any, **sizes: Any) -> Val:
+        ints = _ints(tr, [v for vs in sizes.values() for v in (vs if isinstance(vs, list) else [vs])],
+                     f"{what}'s arguments")
+        return tr.view(tr.tensor(input, what), lambda t: apply(t, ints), what)
+
+    return lower
 
 
-@lowering("input, *dims", "Tensor.permute")
-def _permute(tr: Translator, input: Any, dims: list[Any]) -> Val:
-    order = _ints(tr, dims, "permute's dims")
-    return tr.view(tr.tensor(input, "permute"), lambda t: t.permute(*order), "permute")
-
-
-@lowering("input, dims", "torch.permute")
-def _permute_fn(tr: Translator, input: Any, dims: Any) -> Val:
-    return _permute(tr, input, [dims])
-
-
-@lowering("input, dim", "Tensor.unsqueeze", "torch.unsqueeze")
-def _unsqueeze(tr: Translator, input: Any, dim: Any) -> Val:
-    (d,) = _ints(tr, [dim], "unsqueeze's dim")
-    return tr.view(tr.tensor(input, "unsqueeze"), lambda t: t.unsqueeze(d), "unsqueeze")
+for _what, (_signature, _keys, _apply) in _VIEWS.items():
+    lowering(_signature, *_keys)(_view(_what, _apply))
 
 
 @lowering("input, dim=None", "Tensor.squeeze", "torch.squeeze")
@@ -526,39 +523,12 @@ def _squeeze(tr: Translator, input: Any, dim: Any) -> Val:
     return tr.view(tr.tensor(input, "squeeze"), lambda t: t.squeeze(dims) if dims else t.squeeze(), "squeeze")
 
 
-@lowering("input, *shape", "Tensor.reshape", "Tensor.view")
-def _reshape(tr: Translator, input: Any, shape: list[Any]) -> Val:
-    sizes = _ints(tr, shape, "the shape")
-    return tr.view(tr.tensor(input, "reshape"), lambda t: t.reshape(sizes), "reshape")
-
-
-@lowering("input, shape", "torch.reshape")
-def _reshape_fn(tr: Translator, input: Any, shape: Any) -> Val:
-    return _reshape(tr, input, [shape])
-
-
-@lowering("input, start_dim=0, end_dim=-1", "Tensor.flatten", "torch.flatten")
-def _flatten(tr: Translator, input: Any, start_dim: Any, end_dim: Any) -> Val:
-    a, b = _ints(tr, [start_dim, end_dim], "flatten's dims")
-    return tr.view(tr.tensor(input, "flatten"), lambda t: t.flatten(a, b), "flatten")
-
-
-@lowering("input, *sizes", "Tensor.expand")
-def _expand(tr: Translator, input: Any, sizes: list[Any]) -> Val:
-    shape = _ints(tr, sizes, "expand's sizes")
-    return tr.view(tr.tensor(input, "expand"), lambda t: t.expand(*shape), "expand")
-
-
-@lowering("input, size", "torch.broadcast_to", "Tensor.broadcast_to")
-def _broadcast_to(tr: Translator, input: Any, size: Any) -> Val:
-    return _expand(tr, input, [size])
-
-
 @lowering("input, other", "Tensor.expand_as")
 def _expand_as(tr: Translator, input: Any, other: Any) -> Val:
     o = tr.tensor(other, "expand_as")
     assert o.meta is not None
-    return _expand(tr, input, [Const(tuple(int(s) for s in o.meta.shape))])
+    shape = tuple(int(s) for s in o.meta.shape)
+    return tr.view(tr.tensor(input, "expand_as"), lambda t: t.expand(*shape), "expand_as")
 
 
 # ---------------------------------------------------------------------------------------------- matmul

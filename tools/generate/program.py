@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from tools.errors import ToolInputError
-from tools.reference import parse_reference
+from tools.reference import measure_tree, parse_reference
 
 __all__ = ["Statement", "Program", "parse_program", "inline", "MAX_STATEMENTS", "MAX_PROGRAM_CHARS",
            "DEFAULT_OUTPUT"]
@@ -47,18 +47,6 @@ class Statement:
 class Program:
     statements: tuple[Statement, ...]
     outputs: tuple[str, ...]
-
-
-def _measure(tree: ast.AST) -> tuple[int, int]:
-    """(node count, depth), without recursion (a hostile tree may be deep)."""
-    count, deepest = 0, 0
-    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        count += 1
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return count, deepest
 
 
 def _refuse(stmt: ast.stmt, what: str, hint: str) -> ToolInputError:
@@ -92,7 +80,7 @@ def parse_program(
         ) from None
     except (RecursionError, MemoryError, ValueError):
         raise ToolInputError("expression: too deeply nested or invalid.") from None
-    count, depth = _measure(module)
+    count, depth = measure_tree(module)
     if count > max_nodes * MAX_STATEMENTS or depth > max_depth + 2:
         raise ToolInputError(
             f"expression has {count} syntax nodes nested {depth} deep; the limits are {max_nodes} nodes and "

@@ -118,6 +118,18 @@ def _summary(name: str, fused: Fused, target: str, check: Any, bench: Any) -> st
     return text
 
 
+def _free(base: str, taken: set[str]) -> str:
+    """`base`, or the first of `{base}_1`, `{base}_2`, ... (then `a_{base}`, ...) that the kernel does not use
+    itself and `taken` does not hold; added to `taken`."""
+    for stem in (base, f"a_{base}"):
+        for i in range(len(taken) + 2):
+            candidate = stem if i == 0 else f"{stem}_{i}"
+            if is_free_name(candidate) and candidate not in taken:
+                taken.add(candidate)
+                return candidate
+    raise ToolInputError(f"no parameter name can be made from {base!r}; rename that argument or output.")
+
+
 class _Plan:
     """Names, configuration and launch values of one generated kernel."""
 
@@ -153,25 +165,14 @@ class _Plan:
         tensors = [n for n, v in self.req.args.items() if isinstance(v, TensorSpec)] + [o for o, _ in
                                                                                          self.fused.outputs]
         for name in [*self.req.args, *(o for o, _ in self.fused.outputs)]:
-            base = (name.removesuffix("_ptr") + "_ptr") if name in tensors else name
-            candidate, i = base, 1
-            while not is_free_name(candidate) or candidate in taken:
-                candidate, i = f"{base}_{i}", i + 1
-            out[name] = candidate
-            taken.add(candidate)
+            out[name] = _free((name.removesuffix("_ptr") + "_ptr") if name in tensors else name, taken)
         return out
 
     def names(self) -> Names:
         f = self.fused
         stems = [self.params[n].removesuffix("_ptr") for n in f.inputs]
         taken = set(self.params.values())
-        values = []
-        for stem in stems:
-            value, i = stem, 1
-            while not is_free_name(value) or value in taken:
-                value, i = f"{stem}_v{i}", i + 1
-            values.append(value)
-            taken.add(value)
+        values = [_free(stem, taken) for stem in stems]
         return Names(inputs=tuple(self.params[n] for n in f.inputs),
                      outputs=tuple(self.params[o] for o, _ in f.outputs),
                      values=tuple(values), prefixes=tuple(stems), scalars=tuple(self.params[s] for s in f.scalars))

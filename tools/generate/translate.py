@@ -20,7 +20,7 @@ from compiler.fusion.ops import TL_DTYPE
 from tools.errors import ToolInputError
 from tools.generate.program import Program, Statement
 from tools.generate.values import Const, InputRef, OpRef, Pair, ParamRef, PreOp, Scalar, Val
-from tools.reference import DTYPES, MATH_CONSTANTS, TORCH_CONSTANTS
+from tools.reference import DTYPES, MATH_CONSTANTS, TORCH_CONSTANTS, dotted_name
 from tools.specs import DTYPES as SPEC_DTYPES
 from tools.specs import TensorSpec
 
@@ -69,17 +69,6 @@ def dtype_name(dtype: torch.dtype) -> str | None:
     return name if name in TL_DTYPE else None
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 class Translator:
     """Walks each statement of a program, building `ops` (values.PreOp) in order."""
 
@@ -88,10 +77,12 @@ class Translator:
 
         self.lowerings = LOWERINGS
         self.env: dict[str, Value] = {}
+        self.roots: dict[str, torch.Tensor] = {}  # each tensor argument as the launch passes it
         for name, value in args.items():
             if isinstance(value, TensorSpec):
                 meta = torch.empty(value.shape or [], dtype=SPEC_DTYPES[value.dtype].torch_dtype, device="meta")
                 self.env[name] = Val(InputRef(name), meta, view=meta)
+                self.roots[name] = meta
             else:
                 self.env[name] = Val(ParamRef(name), None, value)
         self.ops: list[PreOp] = []
@@ -278,6 +269,11 @@ class Translator:
                 view = fn(x.view)
             except (RuntimeError, TypeError, ValueError, IndexError) as exc:
                 self.fail(self.node, f"{what} does not apply: {str(exc).strip().splitlines()[0]}")
+            root = self.roots[x.operand.name]
+            if view is not root and not (view._is_view() and view._base is root):
+                self.fail(self.node, f"{what} of {x.operand.name} here makes a copy (the view's elements do not lie "
+                          "in memory as strides can say)",
+                          "Pass the argument in the shape you need, or view it so that strides describe it.")
             return Val(x.operand, view if x.meta.dtype == x.view.dtype else view.to(x.meta.dtype), row=x.row,
                        view=view)
         try:
@@ -424,7 +420,7 @@ class Translator:
         return self.ew(name, left, right)
 
     def visit_Attribute(self, node: ast.Attribute) -> Value:
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         root = dotted.split(".")[0] if dotted else None
         if dotted and root in ("torch", "math") and root not in self.env:
             namespace, _, name = dotted.rpartition(".")
@@ -497,7 +493,7 @@ class Translator:
         if isinstance(func, ast.Name):
             key = f"builtin.{func.id}"
         elif isinstance(func, ast.Attribute):
-            dotted = _dotted(func)
+            dotted = dotted_name(func)
             namespace = dotted.rpartition(".")[0] if dotted else ""
             if dotted and dotted.split(".")[0] not in self.env and namespace in _NAMESPACES:
                 key = f"{_NAMESPACES[namespace]}.{func.attr}"
