@@ -26,16 +26,18 @@ def _pow2_at_most(n: int, cap: int) -> int:
     return p
 
 
-def matmul_config(M: int, N: int, K: int, device: str) -> tuple[int, int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of a matmul kernel.
+def matmul_config(M: int, N: int, K: int, device: str, itemsize: int = 2) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of a matmul kernel whose operands have
+    `itemsize` bytes an element.
 
-    GPUs: 128 x 128 tiles over K steps of 64, one program on 8 warps with 3 stages of operand loads
-    in flight; the CPU: 64 x 64 tiles over steps of 32 (the operands of one step stay in L1). Small
-    problems get tiles no larger than their sizes need."""
+    GPUs: 128 x 128 tiles over K steps of 64 (32 for 4-byte operands: the same 96 KiB of staged
+    operands), one program on 8 warps with 3 stages of operand loads in flight; the CPU: 64 x 64
+    tiles over steps of 32 (the operands of one step stay in L1). Small problems get tiles no larger
+    than their sizes need."""
     if device == "cpu":
         bm, bn, bk, warps, stages = 64, 64, 32, 4, 1
     else:
-        bm, bn, bk, warps, stages = 128, 128, 64, 8, 3
+        bm, bn, bk, warps, stages = 128, 128, 64 if itemsize <= 2 else 32, 8, 3
     bm, bn, bk = _pow2_at_most(M, bm), _pow2_at_most(N, bn), _pow2_at_most(K, bk)
     if device != "cpu" and bm * bn < 128 * 128:
         warps = 4

@@ -76,3 +76,4 @@ def test_config_fits_the_problem() -> None:
     assert matmul_config(4096, 4096, 4096, "cpu")[:3] == (64, 64, 32)
     bm, bn, bk, warps, stages = matmul_config(4096, 4096, 4096, "cuda")
     assert (bm, bn, bk, warps) == (128, 128, 64, 8) and stages > 1
+    assert matmul_config(4096, 4096, 4096, "cuda", itemsize=4)[2] == 32

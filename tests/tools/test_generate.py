@@ -162,6 +162,7 @@ def test_a_number_argument_is_a_parameter(rt: Runtime) -> None:
         ("x + x.t()", {"x": t(6, 6)}, "read in two ways"),
         ("x.t().flatten()", {"x": t(6, 5)}, "makes a copy"),
         ("x.sum(-1, keepdim=True).sum(-1)", {"x": t(6, 6)}, "already one per row"),
+        ("x * g.sum(-1, keepdim=True)", {"x": t(6, 5), "g": t(6, 1)}, "reduces a last dim of 1 values"),
         ("x + y", {"x": t(3), "y": t(4)}, "does not apply"),
         ("torch.softmax(x, dim=-1)", {"x": t(2, 20000)}, "at most 16384"),
         ("x // 2", {"x": t(6)}, "FloorDiv cannot be part"),
@@ -193,6 +194,17 @@ def test_done_when_kernels_compile_for_hopper(rt: Runtime, case: str) -> None:
         assert result.launch.num_warps and result.launch.num_stages
     with pytest.raises(ToolInputError, match="benchmark needs"):
         gen(rt, expression, args, target="cuda:sm_90a", check=False, benchmark=True)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_matmul_epilogue_runs_on_hopper_tensor_cores(rt: Runtime, dtype: str) -> None:
+    """A large bf16 (tf32 for float32) product with its epilogue compiles to wgmma, without spills."""
+    args = {"x": t(512, 1024, dtype=dtype), "w": t(1024, 768, dtype=dtype), "b": t(768, dtype=dtype)}
+    result = gen(rt, "F.gelu(x @ w + b)", args, target="cuda:sm_90a", check=False)
+    assert result.launch.constexprs["BLOCK_K"] == (64 if dtype == "bfloat16" else 32)
+    assert result.compile.resources.spills == 0
+    assert "wgmma" in read_artifact(rt, result.kernel_id, "ptx", 1, 1_000_000).text
 
 
 def test_float64_reference_agrees(rt: Runtime) -> None:

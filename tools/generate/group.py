@@ -128,6 +128,7 @@ def build_group(tr: Translator, values: dict[str, Val]) -> Fused:
         raise _fail(f"the kernel's domain {list(domain)} is empty", "Give every argument at least one element.")
     if kind == "rows":
         _check_rows(ops, domain)
+        _check_reduced(tr, ops, uses, domain[-1])
     for name, i, meta in outs:
         shape = tuple(int(s) for s in meta.shape)
         row = tr.ops[i].row
@@ -189,6 +190,22 @@ def _check_rows(ops: list[PreOp], domain: tuple[int, ...]) -> None:
                        (len(shape) == d and shape[-1] != 1)):
             raise _fail(f"{op.source} has shape {list(shape)}, not one value per row of {list(domain)}",
                         "Keep per-row values as (rows..., 1) with keepdim=True, and reduce only full rows.")
+
+
+def _check_reduced(tr: Translator, ops: list[PreOp], uses: list[tuple[str, torch.Tensor, int]], C: int) -> None:
+    """Each reduction runs over C values: its operand's last dim is the domain's (a value broadcast
+    along it would be counted C times in the kernel but once by torch)."""
+    views = {(name, i): view for name, view, i in uses}
+    for i, op in enumerate(ops):
+        if not op.reduce:
+            continue
+        a = op.args[0]
+        src = tr.ops[a.index].meta if isinstance(a, OpRef) else views.get((a.name, i)) if isinstance(
+            a, InputRef) else None
+        if src is not None and (src.dim() == 0 or int(src.shape[-1]) != C):
+            last = int(src.shape[-1]) if src.dim() else 1
+            raise _fail(f"{op.source} reduces a last dim of {last} values, and the rows of this kernel have {C}",
+                        "Reduce values that vary along the last dim, or reduce in a kernel of their own.")
 
 
 def _layouts(kind: str, ops: list[PreOp], uses: list[tuple[str, torch.Tensor, int]], domain: tuple[int, ...],

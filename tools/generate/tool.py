@@ -30,7 +30,7 @@ from tools.generate.translate import Translator
 from tools.launch import launch_kernel
 from tools.models import BenchmarkRequest, CompileRequest, LaunchRequest
 from tools.runtime import Progress, Runtime, gpu_available, noop_progress, resolve_target
-from tools.specs import TensorSpec, check_args_limits, signature_of
+from tools.specs import DTYPES, TensorSpec, check_args_limits, signature_of
 
 __all__ = ["generate_kernel"]
 
@@ -140,7 +140,9 @@ class _Plan:
         kind, sizes = fused.group.kind, fused.sizes
         self.num_stages: int | None = None
         if kind == "matmul":
-            bm, bn, bk, self.num_warps, stages = matmul_config(sizes["M"], sizes["N"], sizes["K"], device)
+            a = req.args[fused.inputs[0]]
+            itemsize = DTYPES[a.dtype].torch_dtype.itemsize if isinstance(a, TensorSpec) else 2
+            bm, bn, bk, self.num_warps, stages = matmul_config(sizes["M"], sizes["N"], sizes["K"], device, itemsize)
             self.num_stages = stages if device != "cpu" else None
             self.blocks: dict[str, int | float | bool] = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
             self.grid: list[int | str] = ["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"]
