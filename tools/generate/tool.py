@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import math
 from typing import Any
+
+import anyio
+import anyio.to_thread
 
 from compiler.fusion.emit import Kernel, Names, emit, is_free_name
 from compiler.fusion.graph import Group
@@ -44,19 +48,11 @@ _NAMED = frozenset({"softmax", "log_softmax", "softmin", "layer_norm", "rms_norm
 async def generate_kernel(rt: Runtime, req: GenerateRequest, progress: Progress | None = None) -> GenerateResult:
     """The generate_kernel tool."""
     progress = progress or noop_progress
-    _check_args(rt, req)
-    limits = rt.limits
-    program = parse_program(req.expression, arg_names=list(req.args), outputs=req.outputs,
-                            max_chars=limits.max_reference_chars, max_nodes=limits.max_reference_nodes,
-                            max_depth=limits.max_reference_depth)
-    await progress(0, 4, "translating the expression")
-    tr = Translator(req.args)
-    fused = build_group(tr, tr.run(program))
     target = resolve_target(req.target)
-    device = "cpu" if target == "cpu" else "cuda"
-    plan = _Plan(req, program, fused, device, limits.max_reference_nodes)
-    kernel = plan.emit()
-    check_args_limits(plan.launch_args(kernel), limits)  # the outputs too, before anything is compiled
+    await progress(0, 4, "translating the expression")
+    # parsing and translating are pure CPU work (shapes on the meta device): off the event loop
+    plan, kernel = await anyio.to_thread.run_sync(functools.partial(_write, rt, req, target))
+    fused = plan.fused
     await progress(1, 4, f"compiling {kernel.name}")
     compiled = await compile_kernel(rt, CompileRequest(
         source=kernel.source, kernel_name=kernel.name, signature=plan.signature(kernel), constexprs=plan.blocks,
@@ -89,6 +85,21 @@ async def generate_kernel(rt: Runtime, req: GenerateRequest, progress: Progress 
         check=check, benchmark=bench, passed=check.passed if check else None, notes=notes,
         summary=_summary(kernel.name, fused, compiled.target, check, bench),
     )
+
+
+def _write(rt: Runtime, req: GenerateRequest, target: str) -> tuple[_Plan, Kernel]:
+    """The expression -> the kernel's plan and text, every input and output checked against the limits."""
+    _check_args(rt, req)
+    limits = rt.limits
+    program = parse_program(req.expression, arg_names=list(req.args), outputs=req.outputs,
+                            max_chars=limits.max_reference_chars, max_nodes=limits.max_reference_nodes,
+                            max_depth=limits.max_reference_depth)
+    tr = Translator(req.args)
+    fused = build_group(tr, tr.run(program))
+    plan = _Plan(req, program, fused, "cpu" if target == "cpu" else "cuda", limits.max_reference_nodes)
+    kernel = plan.emit()
+    check_args_limits(plan.launch_args(kernel), limits)  # the outputs too, before anything is compiled
+    return plan, kernel
 
 
 def _check_args(rt: Runtime, req: GenerateRequest) -> None:
