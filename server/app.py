@@ -10,6 +10,7 @@ are some (compiler diagnostics, the kind of a kernel fault).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -73,6 +74,7 @@ to locate out-of-bounds accesses.
 
 _Model = TypeVar("_Model", bound=BaseModel)
 ALLOWED_PATHS_ENV = "ANVIL_ALLOWED_PATHS"
+SERVER_CACHE_ENV = "ANVIL_SERVER_CACHE_DIR"
 SourceFile = Annotated[
     str | None,
     Field(
@@ -91,6 +93,14 @@ def env_allowed_paths(environ: dict[str, str] | None = None) -> list[Path]:
 def _quantize_field(name: str) -> Any:
     """The description of a QuantizeRequest field, so the tool's schema says what the library says."""
     return Field(description=QuantizeRequest.model_fields[name].description)
+
+
+def server_cache_dir(environ: dict[str, str] | None = None) -> Path:
+    """Where the server keeps what it measured about this machine (device ceilings):
+    ``ANVIL_SERVER_CACHE_DIR``, default ``~/.cache/anvil-server``. Workers cannot write there."""
+    env = os.environ if environ is None else environ
+    raw = env.get(SERVER_CACHE_ENV)
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "anvil-server"
 
 
 def default_docs_path() -> Path:
@@ -204,8 +214,12 @@ def create_app(
     docs_path: Path | None = None,
     auth: Any = None,
     prestart: bool = False,
+    executor: Any = None,
 ) -> FastMCP:
-    """The MCP app. Without ``runtime`` it creates one with process workers and stops them on exit.
+    """The MCP app. Without ``runtime`` it creates one with process workers (``executor``, when given: one
+    made early so that its workers start while the server imports) and stops them on exit. ``prestart``:
+    start the compile worker and the default device's worker when the server starts, and their spares
+    once they are ready.
 
     ``allowed_paths`` (default: ``ANVIL_ALLOWED_PATHS``) are the directories tools may read kernel
     files from and quantize_weights may read and write; with none, those tools refuse (naming
@@ -219,7 +233,8 @@ def create_app(
         from server.worker import ProcessExecutor
 
         limits = limits or Limits.from_env()
-        runtime = Runtime(limits=limits, executor=ProcessExecutor(limits), allowed_paths=allowed_paths)
+        runtime = Runtime(limits=limits, executor=executor or ProcessExecutor(limits), allowed_paths=allowed_paths,
+                          state_dir=server_cache_dir())
     rt = runtime
     docs = docs_path or default_docs_path()
     gate = _Gate(rt.limits.max_concurrent_calls)
@@ -229,13 +244,21 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastMCP) -> AsyncIterator[dict[str, Any]]:
         prestart_workers = getattr(rt.executor, "prestart", None)
+        warm = getattr(rt.executor, "warm", None)
+        warming: asyncio.Task[None] | None = None
         if prestart and prestart_workers is not None:
             from tools.runtime import device_for, resolve_target
 
             prestart_workers([device_for(resolve_target("auto"))])
+            if warm is not None:
+                # in the background: their spares start once they are ready. (A task, not a task group: the
+                # lifespan may be left from another task than the one that entered it.)
+                warming = asyncio.get_running_loop().create_task(warm())
         try:
             yield {"runtime": rt}
         finally:
+            if warming is not None:
+                warming.cancel()
             if owns:
                 rt.executor.close()
 

@@ -21,7 +21,7 @@ import anyio
 import torch
 
 from tools.checks import compare
-from tools.device import measure_ceilings
+from tools.device import describe_device, device_ceilings, measure_ceilings
 from tools.errors import ToolInputError
 from tools.launch import (
     build_args,
@@ -86,7 +86,9 @@ async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | Non
         raise ToolInputError("no config compiled: " + "; ".join(e["error"] for e in entries))
     if req.baseline is not None:
         parse_reference(req.baseline, names=list(req.args), label="baseline", max_chars=limits.max_reference_chars)
+    ceilings = device_ceilings(await describe_device(rt, plan.device, progress))
     payload = plan.payload(rt) | {
+        "ceilings": ceilings,
         "entries": entries,
         "baseline": req.baseline,
         "bytes": req.bytes,
@@ -213,7 +215,7 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
     if nbytes is None:
         nbytes = sum(v.nbytes for v in values.values() if isinstance(v, torch.Tensor))
     flops = payload["flops"]
-    ceilings = measure_ceilings(state)
+    ceilings = payload.get("ceilings") or measure_ceilings(state)
     deadline = time.perf_counter() + (payload["warmup_ms"] + payload["rep_ms"]) / 1e3 * 3 + 5
     results: list[dict[str, Any]] = []
     for i, entry in enumerate(entries):

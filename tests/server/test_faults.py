@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from server.demo import VECTOR_ADD
+from server.demo import NEVER_ENDS, VECTOR_ADD
 from tools.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -24,19 +24,6 @@ def scribble_kernel(out_ptr, far, BLOCK: tl.constexpr):
     tl.store(out_ptr + far + offs, tl.zeros([BLOCK], dtype=tl.float32) + 1.0)
 """
 
-NEVER_ENDS = """\
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def spin_kernel(out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    acc = tl.load(out_ptr + offs)
-    for i in range(0, n):
-        acc = acc * 1.0001 + 1.0
-    tl.store(out_ptr + offs, acc)
-"""
 
 GOOD: dict[str, Any] = {
     "source": VECTOR_ADD,
