@@ -511,9 +511,39 @@ def _fault(
     suggestion = _SUGGESTIONS[f"compile-{kind}"] if job == "compile" else _SUGGESTIONS[kind]
     subject = f"compiling {name}" if job == "compile" else f"{job} of {name}"
     where = f" (kernel_id {kernel_id})" if kernel_id else ""
+    data = {"error": kind, "job": job, "kernel_name": name, "kernel_id": kernel_id, "suggestion": suggestion}
+    suspects = ""
+    if kind == "crash" and job in ("launch", "benchmark"):
+        suspects, extra = _crash_leads(kernel, job)
+        data |= extra
     text = (
         f"{subject}{where} {what}. The worker was replaced and the server is fine; the next call works.\n"
-        f"Suggestion: {suggestion}"
+        f"{suspects}Suggestion: {suggestion}"
     )
-    data = {"error": kind, "job": job, "kernel_name": name, "kernel_id": kernel_id, "suggestion": suggestion}
     return KernelFault(text, data=data)
+
+
+def _crash_leads(kernel: dict[str, Any], job: str) -> tuple[str, dict[str, Any]]:
+    """What a crash message adds: the accesses without a mask whose address depends on the program id
+    (from the compiler), and the launch that locates the faulting access."""
+    accesses = list(kernel.get("unmasked_accesses") or [])
+    if accesses:
+        listed = "\n".join(
+            f"  line {a['line']}:{a['column']}: {a['kind']}"
+            + (f" through {a['pointer']}" if a.get("pointer") else "")
+            + (f": {a['source_line']}" if a.get("source_line") else "")
+            for a in accesses[:8]
+        )
+        more = f"\n  ... and {len(accesses) - 8} more" if len(accesses) > 8 else ""
+        text = (f"Accesses without a mask whose address depends on the program id (the last programs of a grid "
+                f"over a size that is not a multiple of the block reach past the tensor):\n{listed}{more}\n")
+    else:
+        text = ("No load or store without a mask has an address that depends on the program id: check the masks "
+                "themselves, and addresses computed from scalar arguments or from values read from memory.\n")
+    relaunch: dict[str, Any] = {"tool": "launch_kernel", "kernel_id": kernel.get("kernel_id"), "debug": True,
+                                "note": "the same grid and args as this call"}
+    how = ("launch_kernel with the same kernel_id, grid and args (every access is checked there; the timed runs "
+           "of benchmark are not)") if job == "benchmark" else "the same launch_kernel call with debug=true"
+    text += (f"To locate the access: {how} reports the first out-of-bounds access with its line, program id and "
+             "offset.\n")
+    return text, {"unmasked_accesses": accesses, "debug_relaunch": relaunch}

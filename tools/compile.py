@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from tools.arg_kinds import argument_kind_mistake
 from tools.errors import ToolInputError
 from tools.models import ArtifactPage, CompileRequest, CompileResult, Diagnostic, Resources
 from tools.runtime import Progress, Report, Runtime, WorkerState, noop_progress, resolve_target
@@ -157,9 +158,13 @@ async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | 
         f"{'found cached' if cached else 'compiled'} {record.kernel_name}({sig}) for {spec.target}"
         f"{'' if cached else f' in {total:.0f} ms'}; kernel_id={record.kernel_id}"
     )
-    notes = [d for d in record.diagnostics if d.get("severity") != "note"]
-    if notes:
-        summary += f"; {len(notes)} warning(s)"
+    warnings = [d for d in record.diagnostics if d.get("severity") != "note"]
+    if warnings:
+        summary += f"; {len(warnings)} warning(s)"
+    slow = [d for d in record.diagnostics if str(d.get("message", "")).startswith("performance:")]
+    if slow:
+        summary += f"; {len(slow)} performance note(s): " + "; ".join(
+            f"line {d.get('line')}: {str(d['message']).removeprefix('performance: ').split(':')[0]}" for d in slow[:3])
     return CompileResult(
         kernel_id=record.kernel_id,
         kernel_name=record.kernel_name,
@@ -333,7 +338,8 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
     try:
         compiled = jit.compile(signature, dict(spec.constexprs), **options)
     except compiler.CompilationError as exc:
-        raise compile_error(exc) from None
+        mistake = argument_kind_mistake(jit, spec, signature, options, kernel_name, diagnostic_from(exc))
+        raise (mistake or compile_error(exc)) from None
     except Exception as exc:  # a compiler bug: still the agent's only lead, so report it as such
         raise ToolInputError(
             f"internal compiler error while compiling {kernel_name}: {type(exc).__name__}: {exc}. "
@@ -354,6 +360,17 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
         str(k): v if isinstance(v, str) else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
         for k, v in (getattr(compiled, "asm", {}) or {}).items()
     }
+    lines = spec.source.splitlines()
+    for note in metadata.get("notes", []) or []:
+        line = note.get("line")
+        text_line = lines[line - 1] if isinstance(line, int) and 0 < line <= len(lines) else None
+        message = f"performance: {note['message']}"
+        notes.append({"severity": "note", "message": message, "line": line, "column": note.get("column"),
+                      "source_line": text_line, "hint": note.get("hint"),
+                      "text": f"<source>:{line}:{note.get('column')}: note: {message}"
+                      + (f"\n    {text_line.strip()}" if text_line else "")})
+    unmasked = [a | {"source_line": lines[a["line"] - 1].strip() if 0 < a["line"] <= len(lines) else ""}
+                for a in metadata.get("unmasked_accesses", []) or []]
     for warning in metadata.get("warnings", []) or []:
         if isinstance(warning, BaseException):
             notes.append(diagnostic_from(warning) | {"severity": "warning"})
@@ -369,4 +386,5 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
         "resources": resources,
         "diagnostics": notes,
         "asm": asm,
+        "unmasked_accesses": unmasked,
     }
