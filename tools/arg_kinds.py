@@ -9,6 +9,7 @@ the error names that argument and says what to give instead. Nothing is tried on
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -17,6 +18,9 @@ from tools.specs import BY_TRITON
 from tools.store import CompileSpec
 
 MAX_TRIES = 6
+BUDGET_S = 2.0  # compile time all the tries together may take (a kernel that is slow to fail is not retried long)
+# the errors a wrong kind makes (a pointer where an integer goes, or the reverse); other failures are not retried
+KIND_ERRORS = ("DtypeError", "ShapeError", "UnsupportedError")
 
 
 def _likely_first(name: str, given: str) -> bool:
@@ -29,12 +33,17 @@ def argument_kind_mistake(
     failure: dict[str, Any],
 ) -> ToolInputError | None:
     """The error at the argument, when one parameter of the other kind makes the kernel compile; else None.
-    ``failure`` is the diagnostic of the failed compile."""
+    ``failure`` is the diagnostic of the failed compile, with ``kind``: the error's class name."""
+    if failure.get("kind") not in KIND_ERRORS:
+        return None
+    deadline = time.monotonic() + BUDGET_S
     typed_by_args = [n for n in signature if n in spec.hints and n not in spec.signature]
     typed_by_args.sort(key=lambda n: _likely_first(n, signature[n]))
     pointers = Counter(t for t in signature.values() if t.startswith("*"))
     pointer = pointers.most_common(1)[0][0] if pointers else "*fp32"
     for name in typed_by_args[:MAX_TRIES]:
+        if time.monotonic() > deadline:
+            break
         given = signature[name]
         other = "i32" if given.startswith("*") else pointer
         try:
@@ -59,5 +68,5 @@ def _mistake(name: str, given: str, other: str, kernel_name: str, failure: dict[
     message = (f"args[{name!r}]: {what} (it compiles with {name}: {other}; with {name}: {given} it fails{where}: "
                f"{failure.get('message')}). Fix: {fix}.")
     data: dict[str, object] = {"error": "argument_kind", "argument": name, "given": given, "expected": expected,
-            "diagnostics": [failure]}
+            "diagnostics": [{k: v for k, v in failure.items() if k != "kind"}]}
     return ToolInputError(message, data=data)

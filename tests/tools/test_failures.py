@@ -90,3 +90,12 @@ def test_slow_lowerings_and_unmasked_accesses_come_with_the_kernel(rt: Runtime) 
     assert record.launch_info()["unmasked_accesses"][0]["source_line"].startswith("tl.store(y_ptr + offs")
     fp32 = anyio.run(compile_kernel, rt, CompileRequest(source=FP64_ERF, constexprs={"BLOCK": 64}))
     assert not [d for d in fp32.diagnostics if d.message.startswith("performance:")]
+
+
+def test_only_type_errors_are_retried_with_the_other_kind() -> None:
+    """A kernel that fails for another reason (here: a compile-time limit) is not compiled again per argument:
+    the answer comes before the kernel or the spec is looked at (both None here)."""
+    from tools.arg_kinds import argument_kind_mistake
+
+    failure = {"kind": "LimitError", "message": "compile-time work passed its limit", "line": 3}
+    assert argument_kind_mistake(None, None, {"n": "*fp32"}, {}, "k", failure) is None  # type: ignore[arg-type]
