@@ -408,7 +408,7 @@ def check_outputs(
 
 
 def launch_summary(
-    kernel_name: str, device: str, grid: list[int], stats: dict[str, Any], checks: dict[str, Any]
+    kernel: dict[str, Any], device: str, grid: list[int], stats: dict[str, Any], checks: dict[str, Any]
 ) -> str:
     parts = []
     for name, check in checks.items():
@@ -425,7 +425,14 @@ def launch_summary(
             parts.append(f"{name}: {s['unwritten_count']} elements never written")
     if not parts:
         parts = [f"{n}: min {s['min']} max {s['max']}" for n, s in list(stats.items())[:3]]
-    return f"{kernel_name} on {device}, grid {grid}: " + "; ".join(parts)
+    return f"{kernel_signature(kernel)} on {device}, grid {grid}: " + "; ".join(parts)
+
+
+def kernel_signature(kernel: dict[str, Any]) -> str:
+    """``name(x_ptr: *fp32, n: i32, BLOCK=256)``: the types and constexprs a launch_info dict was compiled for."""
+    params = [f"{a}={kernel['constexprs'].get(a)}" if a in kernel["constexpr_names"]
+              else f"{a}: {kernel['signature'].get(a, '?')}" for a in kernel["arg_names"]]
+    return f"{kernel['kernel_name']}({', '.join(params)})"
 
 
 def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) -> dict[str, Any]:
@@ -444,7 +451,7 @@ def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) 
     report(2, 3, "checking outputs")
     stats, checks = check_outputs(payload, values, expected)
     passed = all(c["passed"] for c in checks.values()) if checks else None
-    summary = launch_summary(kernel["kernel_name"], payload["device"], payload["grid"], stats, checks)
+    summary = launch_summary(kernel, payload["device"], payload["grid"], stats, checks)
     if not was_loaded:
         summary += " (first launch in this worker: elapsed_ms includes loading the kernel)"
     return {
@@ -452,6 +459,8 @@ def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) 
         "kernel_name": kernel["kernel_name"],
         "target": kernel["target"],
         "device": payload["device"],
+        "signature": kernel["signature"],
+        "constexprs": kernel["constexprs"],
         "grid": payload["grid"],
         "outputs": stats,
         "checks": checks,

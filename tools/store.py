@@ -120,5 +120,10 @@ class KernelStore:
             while len(self._records) > self.max_kernels:
                 self._records.popitem(last=False)
 
+    def recent(self) -> list[KernelRecord]:
+        """Every record, most recently used first (without changing the order)."""
+        with self._lock:
+            return list(reversed(self._records.values()))
+
     def __len__(self) -> int:
         return len(self._records)
