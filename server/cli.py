@@ -70,9 +70,10 @@ def serve(args: argparse.Namespace) -> int:
     limits = Limits.from_env(**overrides)
     executor = None
     if not args.lazy_workers:
-        # The workers start first (the compile worker, then the default device's): each imports torch and
-        # the compiler and warms up while this process imports the server, so the first calls find them
-        # ready. The device is guessed from the device nodes; the server starts the right one if it differs.
+        # The workers start first (the compile worker, and the default device's unless the machine has few
+        # cores: then once the compile worker is ready): each imports torch and the compiler and warms up while
+        # this process imports the server, so the first calls find them ready. The device is guessed from the
+        # device nodes; the server starts the right one if it differs.
         from server.worker import ProcessExecutor, default_compile_targets
 
         executor = ProcessExecutor(limits)

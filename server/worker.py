@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("anvil.worker")
 
 _STARTUP_TIMEOUT_S = 180.0
+STAGGER_BELOW_CORES = 8  # machines with fewer cores start the device worker after the compile worker
 _MAX_MESSAGE = 256 << 20
 
 
@@ -335,6 +336,8 @@ class ProcessExecutor:
             log.warning("could not make the server non-dumpable: workers may read its /proc/<pid>/environ")
         self.devices: dict[str, Worker] = {}
         self.compilers: list[Worker] = []
+        self._pending: list[str] = []  # device workers prestart left to warm (see prestart)
+        self.staggered = (os.cpu_count() or 1) < STAGGER_BELOW_CORES
         self._idle: list[Worker] = []
         self._slots: anyio.Semaphore | None = None
         self._client_slots: dict[str, tuple[anyio.Semaphore, list[int]]] = {}
@@ -351,8 +354,10 @@ class ProcessExecutor:
         return worker
 
     def prestart(self, devices: list[str], *, compiler: bool = True) -> None:
-        """Start workers ahead of the first call (optional; they start on demand otherwise). Their spares
-        start once they are ready (see :meth:`warm`)."""
+        """Start workers ahead of the first call (optional; they start on demand otherwise): the compile worker
+        now; the device workers now, or on a machine of few cores (``staggered``) once the compile worker is
+        ready (:meth:`warm`), so that the processes starting at once do not slow each other (and the server)
+        down. Spares start once their workers are ready."""
         if compiler and not self.compilers:
             worker = self._compile_worker()
             worker.start()
@@ -360,13 +365,25 @@ class ProcessExecutor:
             self._idle.append(worker)
         for device in devices:
             worker = self.device_worker(device)
-            if not worker.alive:
+            if worker.alive or device in self._pending:
+                continue
+            if self.staggered and self.compilers:
+                self._pending.append(device)
+            else:
                 worker.start()
 
     async def warm(self) -> None:
-        """Wait until every started worker is ready, so that their spares start (the server runs this in
-        the background after a prestart)."""
-        for worker in [*self.compilers, *self.devices.values()]:
+        """Wait until every started worker is ready, starting the staggered device workers after the compile
+        worker, so that their spares start too (the server runs this in the background after a prestart)."""
+        for worker in list(self.compilers):
+            if worker.alive:
+                with contextlib.suppress(WorkerDied):
+                    await worker.wait_ready()
+        while self._pending:
+            worker = self.device_worker(self._pending.pop(0))
+            with contextlib.suppress(WorkerDied):
+                await worker.wait_ready()  # starts it unless a call already did
+        for worker in list(self.devices.values()):
             if worker.alive:
                 with contextlib.suppress(WorkerDied):
                     await worker.wait_ready()

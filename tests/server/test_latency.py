@@ -176,3 +176,23 @@ def test_serve_starts_the_workers_before_it_imports_the_server(monkeypatch: Any)
     with pytest.raises(SystemExit):
         cli.main(["serve", "--lazy-workers"])
     assert not started and seen["executor"] is None and seen["prestart"] is False
+
+
+async def test_on_few_cores_the_device_worker_starts_after_the_compile_worker() -> None:
+    executor = ProcessExecutor(Limits(compile_workers=1))
+    executor.staggered = True
+    try:
+        executor.prestart(["cpu"])
+        device = executor.devices["cpu"]
+        assert executor.compilers[0].alive and not device.alive  # waiting for the compile worker
+        await executor.warm()
+        assert executor.compilers[0].ready and device.ready and device.spare_pid is not None
+    finally:
+        executor.close()
+    parallel = ProcessExecutor(Limits(compile_workers=1))
+    parallel.staggered = False
+    try:
+        parallel.prestart(["cpu"])
+        assert parallel.devices["cpu"].alive
+    finally:
+        parallel.close()
