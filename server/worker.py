@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -125,6 +126,7 @@ class Worker:
         self.promotions = 0  # replacements served by the spare
         self.warm_ms: float | None = None  # what the serving child's warm-up took
         self._standby: _Child | None = None
+        self._starting = threading.Lock()  # a staggered start may come from prestart's thread
         self._lock: anyio.Lock | None = None
         self._next_id = 0
 
@@ -229,10 +231,15 @@ class Worker:
         raw = conn.recv_bytes(_MAX_MESSAGE)
         return json.loads(raw)
 
+    def start_if_stopped(self) -> None:
+        """Start the child unless one is running (safe to call from another thread than the event loop's)."""
+        with self._starting:
+            if not self.alive:
+                self.kill()
+                self.start()
+
     async def _ensure_ready(self) -> None:
-        if not self.alive:
-            self.kill()
-            self.start()
+        self.start_if_stopped()
         if self.ready:
             return
         try:
@@ -336,7 +343,6 @@ class ProcessExecutor:
             log.warning("could not make the server non-dumpable: workers may read its /proc/<pid>/environ")
         self.devices: dict[str, Worker] = {}
         self.compilers: list[Worker] = []
-        self._pending: list[str] = []  # device workers prestart left to warm (see prestart)
         self.staggered = (os.cpu_count() or 1) < STAGGER_BELOW_CORES
         self._idle: list[Worker] = []
         self._slots: anyio.Semaphore | None = None
@@ -355,38 +361,33 @@ class ProcessExecutor:
 
     def prestart(self, devices: list[str], *, compiler: bool = True) -> None:
         """Start workers ahead of the first call (optional; they start on demand otherwise): the compile worker
-        now; the device workers now, or on a machine of few cores (``staggered``) once the compile worker is
-        ready (:meth:`warm`), so that the processes starting at once do not slow each other (and the server)
-        down. Spares start once their workers are ready."""
+        now; the device workers now, or on a machine of few cores (``staggered``) as soon as the compile worker
+        reports ready (a thread waits for it), so that the processes starting at once do not slow each other
+        and the server down. Spares start once their workers are ready (:meth:`warm`)."""
         if compiler and not self.compilers:
             worker = self._compile_worker()
             worker.start()
             self.compilers.append(worker)
             self._idle.append(worker)
+        later = []
         for device in devices:
             worker = self.device_worker(device)
-            if worker.alive or device in self._pending:
+            if worker.alive:
                 continue
-            if self.staggered and self.compilers:
-                self._pending.append(device)
+            if self.staggered and self.compilers and self.compilers[0].conn is not None:
+                later.append(worker)
             else:
                 worker.start()
+        if later:
+            first = self.compilers[0]
+            threading.Thread(target=_start_after, args=(first, later), name="anvil-stagger", daemon=True).start()
 
     async def warm(self) -> None:
-        """Wait until every started worker is ready, starting the staggered device workers after the compile
-        worker, so that their spares start too (the server runs this in the background after a prestart)."""
-        for worker in list(self.compilers):
-            if worker.alive:
-                with contextlib.suppress(WorkerDied):
-                    await worker.wait_ready()
-        while self._pending:
-            worker = self.device_worker(self._pending.pop(0))
+        """Wait until every started worker is ready, so that their spares start (the server runs this in the
+        background after a prestart)."""
+        for worker in [*self.compilers, *self.devices.values()]:  # compile workers first: see prestart
             with contextlib.suppress(WorkerDied):
-                await worker.wait_ready()  # starts it unless a call already did
-        for worker in list(self.devices.values()):
-            if worker.alive:
-                with contextlib.suppress(WorkerDied):
-                    await worker.wait_ready()
+                await worker.wait_ready()
 
     def protections(self, device: str) -> dict[str, Any] | None:
         """What confines the worker of ``device``, as it reported when it became ready (None before)."""
@@ -459,6 +460,21 @@ class ProcessExecutor:
         self.devices.clear()
         self.compilers.clear()
         self._idle.clear()
+
+
+def _start_after(first: Worker, workers: list[Worker], timeout: float = _STARTUP_TIMEOUT_S) -> None:
+    """Start ``workers`` once ``first`` has sent its ready message (read later by its caller) or has died."""
+    conn, process = first.conn, first.process
+    deadline = time.monotonic() + timeout
+    while (conn is not None and process is not None and process.poll() is None and time.monotonic() < deadline
+           and not first.ready and first.conn is conn):  # (a call may have read the message already)
+        try:
+            if conn.poll(0.05):
+                break
+        except (OSError, ValueError):  # closed meanwhile
+            break
+    for worker in workers:
+        worker.start_if_stopped()
 
 
 def default_compile_targets() -> list[str]:

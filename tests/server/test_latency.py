@@ -185,6 +185,10 @@ async def test_on_few_cores_the_device_worker_starts_after_the_compile_worker() 
         executor.prestart(["cpu"])
         device = executor.devices["cpu"]
         assert executor.compilers[0].alive and not device.alive  # waiting for the compile worker
+        with anyio.fail_after(120):
+            while not device.alive:  # started by prestart's thread once the compile worker is ready
+                await anyio.sleep(0.05)
+        assert executor.compilers[0].conn is not None and executor.compilers[0].conn.poll()
         await executor.warm()
         assert executor.compilers[0].ready and device.ready and device.spare_pid is not None
     finally:
@@ -196,3 +200,21 @@ async def test_on_few_cores_the_device_worker_starts_after_the_compile_worker() 
         assert parallel.devices["cpu"].alive
     finally:
         parallel.close()
+
+
+def test_a_staggered_start_does_not_wait_for_a_ready_message_already_read() -> None:
+    """When a call has read the compile worker's ready message first, the stagger thread starts the device
+    worker at once instead of polling a socket that will stay quiet."""
+    from types import SimpleNamespace
+
+    from server.worker import _start_after
+
+    class Quiet:
+        def poll(self, timeout: float = 0) -> bool:
+            return False
+
+    started: list[str] = []
+    first = SimpleNamespace(conn=Quiet(), process=SimpleNamespace(poll=lambda: None), ready=True)
+    later = SimpleNamespace(start_if_stopped=lambda: started.append("device"))
+    _start_after(first, [later], timeout=60)  # type: ignore[arg-type,list-item]
+    assert started == ["device"]
