@@ -10,11 +10,11 @@ are some (compiler diagnostics, the kind of a kernel fault).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
 import os
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -29,10 +29,12 @@ from mcp.types import TextContent
 from pydantic import BaseModel, Field, ValidationError
 
 from server import schema_cache
+from server.descriptions import tool_description
+from server.resources import default_examples_dir, language_text, register_resources
 from tools import models as m
 from tools.bench import benchmark as run_benchmark
 from tools.compile import compile_kernel as run_compile
-from tools.compile import get_record
+from tools.compile import list_kernels as run_list_kernels
 from tools.compile import read_artifact as run_read_artifact
 from tools.device import device_info as run_device_info
 from tools.errors import ToolInputError
@@ -47,6 +49,7 @@ from tools.quantize import QuantizeRequest, QuantizeResult
 from tools.quantize import quantize_weights as run_quantize
 from tools.quantize.models import Format, Scheme
 from tools.quantize.paths import allowed_roots, resolve_input
+from tools.reference import reference_language
 from tools.runtime import Runtime, resolve_source_file
 
 INSTRUCTIONS = """\
@@ -54,26 +57,23 @@ Anvil compiles, runs, checks and benchmarks GPU kernels written in a Triton-styl
 (import triton; import triton.language as tl; @triton.jit). Nothing you send is executed as \
 Python: kernels go through Anvil's compiler, references through a whitelisting evaluator.
 
-Workflow:
-1. compile_kernel(source, constexprs={"BLOCK": 1024}) -> kernel_id, diagnostics with line/column/hint, \
-compile time per stage, optional artifacts (tir, llir, asm, ptx; page with read_artifact).
+Workflow (prompts write_kernel, check_kernel, benchmark_kernel walk through it):
+1. compile_kernel(source, constexprs={"BLOCK": 1024}) -> kernel_id, diagnostics with line/column/hint \
+(and performance notes), compile_ms per stage, optional artifacts (source, tir, llir, asm, ptx).
 2. launch_kernel(kernel_id, grid=["cdiv(n, BLOCK)"], args={...}, reference={"out_ptr": "x_ptr + y_ptr"}) \
--> stats of each output and a check against the torch reference (dtype tolerances, atol/rtol to override). \
-args: a number for scalars, a tensor spec for pointers: {"shape": [1024], "dtype": "float32", \
-"init": "randn"} (init: randn, rand, randint, zeros, ones, arange, full, or a list of values); \
-outputs use init "empty" (poisoned, so unwritten elements are counted). source can replace kernel_id.
-3. benchmark(same launch spec, baseline="torch expression", configs=[{"constexprs": {"BLOCK": 512}}]) \
--> median/p10/p90 us, GB/s, % of the device's measured peak, speedup over the baseline, re-checked outputs.
+-> stats of each output and a check against the torch reference. args: a number for scalars, a tensor \
+spec for pointers: {"shape": [1024], "dtype": "float32", "init": "randn"}; outputs use init "empty" \
+(poisoned, so unwritten elements are counted). source can replace kernel_id.
+3. benchmark(same launch spec, baseline="torch expression", flops=..., autotune=true) -> median/p10/p90 us, \
+noise, GB/s or TFLOP/s and % of the measured peaks, speedup, re-checked outputs; autotune searches \
+block sizes (and warps/stages on GPUs), or pass configs=[...].
 
 generate_kernel(expression, args): a torch expression -> a fused kernel's source, kernel_id, checked launch.
-quantize_weights(source_path, format, output_path) writes a .safetensors in fp8_e4m3, int4_awq, nvfp4 or \
-mxfp4 (allowed directories only) and reports SQNR per tensor.
-device_info() lists devices, backends, versions and limits. The language reference: \
-language_reference(section) or resource anvil://docs/language.
-References are torch expressions over the argument names: torch.*, F.* (torch.nn.functional), tensor \
-methods such as .sum(dim=-1), .float(), .to(torch.float16); no imports, no other attributes.
-A kernel that crashes or hangs returns an error and the server recovers; launch again with debug=true \
-to locate out-of-bounds accesses.
+list_kernels and read_artifact(kernel_id, "source") find kernels again. device_info: devices, limits. \
+Language: language_reference(section) or resource anvil://docs/language; examples: anvil://examples. \
+References allow torch.*, F.*, tensor methods (launch_kernel's description lists every one).
+A kernel that crashes or hangs returns an error naming its unmasked accesses; launch with debug=true to \
+locate an out-of-bounds access. quantize_weights writes quantized .safetensors (allowed directories only).
 """
 
 GENERATE_DESCRIPTION = f"""\
@@ -89,6 +89,7 @@ Nothing is executed as Python. It fuses: {supported_functions()}."""
 
 _Model = TypeVar("_Model", bound=BaseModel)
 ALLOWED_PATHS_ENV = "ANVIL_ALLOWED_PATHS"
+SERVER_CACHE_ENV = "ANVIL_SERVER_CACHE_DIR"
 SourceFile = Annotated[
     str | None,
     Field(
@@ -107,6 +108,14 @@ def env_allowed_paths(environ: dict[str, str] | None = None) -> list[Path]:
 def _quantize_field(name: str) -> Any:
     """The description of a QuantizeRequest field, so the tool's schema says what the library says."""
     return Field(description=QuantizeRequest.model_fields[name].description)
+
+
+def server_cache_dir(environ: dict[str, str] | None = None) -> Path:
+    """Where the server keeps what it measured about this machine (device ceilings):
+    ``ANVIL_SERVER_CACHE_DIR``, default ``~/.cache/anvil-server``. Workers cannot write there."""
+    env = os.environ if environ is None else environ
+    raw = env.get(SERVER_CACHE_ENV)
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "anvil-server"
 
 
 def default_docs_path() -> Path:
@@ -220,8 +229,13 @@ def create_app(
     docs_path: Path | None = None,
     auth: Any = None,
     prestart: bool = False,
+    executor: Any = None,
+    examples_dir: Path | None = None,
 ) -> FastMCP:
-    """The MCP app. Without ``runtime`` it creates one with process workers and stops them on exit.
+    """The MCP app. Without ``runtime`` it creates one with process workers (``executor``, when given: one
+    made early so that its workers start while the server imports) and stops them on exit. ``prestart``:
+    start the compile worker and the default device's worker when the server starts, and their spares
+    once they are ready.
 
     ``allowed_paths`` (default: ``ANVIL_ALLOWED_PATHS``) are the directories tools may read kernel
     files from and quantize_weights may read and write; with none, those tools refuse (naming
@@ -235,7 +249,8 @@ def create_app(
         from server.worker import ProcessExecutor
 
         limits = limits or Limits.from_env()
-        runtime = Runtime(limits=limits, executor=ProcessExecutor(limits), allowed_paths=allowed_paths)
+        runtime = Runtime(limits=limits, executor=executor or ProcessExecutor(limits), allowed_paths=allowed_paths,
+                          state_dir=server_cache_dir())
     rt = runtime
     docs = docs_path or default_docs_path()
     gate = _Gate(rt.limits.max_concurrent_calls)
@@ -245,18 +260,35 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastMCP) -> AsyncIterator[dict[str, Any]]:
         prestart_workers = getattr(rt.executor, "prestart", None)
+        warm = getattr(rt.executor, "warm", None)
+        warming: asyncio.Task[None] | None = None
         if prestart and prestart_workers is not None:
             from tools.runtime import device_for, resolve_target
 
             prestart_workers([device_for(resolve_target("auto"))])
+            if warm is not None:
+                # in the background: their spares start once they are ready. (A task, not a task group: the
+                # lifespan may be left from another task than the one that entered it.)
+                warming = asyncio.get_running_loop().create_task(warm())
         try:
             yield {"runtime": rt}
         finally:
+            if warming is not None:
+                warming.cancel()
             if owns:
                 rt.executor.close()
 
     # Arguments are validated by pydantic from the signatures; a second jsonschema pass only adds latency.
     mcp = FastMCP("anvil", instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth, strict_input_validation=False)
+
+    def tool(result: type[BaseModel] | None, *extra: str, **options: Any) -> Callable[[Any], Any]:
+        """Register a tool whose description is its docstring, ``extra`` and the fields of ``result``."""
+
+        def register(fn: Any) -> Any:
+            schema = output_schema(result) if result is not None else None
+            return mcp.tool(description=tool_description(fn, result, *extra), output_schema=schema, **options)(fn)
+
+        return register
 
     async def guarded(call: Callable[[], Awaitable[BaseModel]]) -> ToolResult:
         with gate.enter():
@@ -276,10 +308,7 @@ def create_app(
         except ToolInputError as exc:
             raise ToolError(exc.message) from None
 
-    @mcp.tool(
-        output_schema=output_schema(m.CompileResult),
-        annotations={"title": "Compile a kernel", "readOnlyHint": True, "idempotentHint": True},
-    )
+    @tool(m.CompileResult, annotations={"title": "Compile a kernel", "readOnlyHint": True, "idempotentHint": True})
     async def compile_kernel(
         source: m.Source = None,
         kernel_name: m.KernelName = None,
@@ -292,7 +321,8 @@ def create_app(
         cluster_dims: m.ClusterDims = None,
         artifacts: Annotated[
             list[str],
-            Field(description="Compiler outputs to return: tir, llir, asm (CPU assembly), ptx, sass."),
+            Field(description="Compiler outputs to return: source, tir, llir, asm (x86 assembly on the CPU, PTX on "
+                  "CUDA), ptx, sass."),
         ] = [],  # noqa: B006 - pydantic copies defaults
         artifact_lines: Annotated[int | None, Field(ge=1, description="Lines per artifact page (default 200).")] = None,
         debug: m.Debug = False,
@@ -320,10 +350,8 @@ def create_app(
         )
         return await guarded(lambda: run_compile(rt, req, _progress(ctx)))
 
-    @mcp.tool(
-        output_schema=output_schema(m.LaunchResult),
-        annotations={"title": "Launch and check a kernel", "readOnlyHint": True},
-    )
+    @tool(m.LaunchResult, reference_language(), annotations={"title": "Launch and check a kernel",
+                                                             "readOnlyHint": True})
     async def launch_kernel(
         grid: m.Grid,
         args: m.Args,
@@ -345,10 +373,11 @@ def create_app(
         source_file: SourceFile = None,
         ctx: Context | None = None,
     ) -> ToolResult:
-        """Run a kernel once on inputs the harness builds from tensor specs, then report each output's stats
-        (min/max/mean, NaN/Inf counts, elements never written, first values) and compare it with a torch
-        reference expression (max abs/rel error, pass/fail at the dtype's tolerance). A kernel that crashes
-        or hangs returns an error; the server recovers."""
+        """Run a kernel once on inputs the harness builds from tensor specs (every load and store bounds-checked),
+        then report each output's stats (min/max/mean, NaN/Inf counts, elements never written, first values) and
+        compare it with a torch reference expression (max abs/rel error, pass/fail at the dtype's tolerance).
+        Echoes the signature and constexprs it ran with. A kernel that crashes or hangs returns an error that
+        names its unmasked accesses; the server recovers at once (a warm spare worker takes over)."""
         req = _build(
             m.LaunchRequest,
             grid=grid,
@@ -371,10 +400,9 @@ def create_app(
         )
         return await guarded(lambda: run_launch(rt, req, _progress(ctx)))
 
-    @mcp.tool(
-        output_schema=output_schema(m.BenchmarkResult),
-        annotations={"title": "Benchmark a kernel", "readOnlyHint": True},
-    )
+    @tool(m.BenchmarkResult, "The baseline and references use the reference language of launch_kernel "
+          "(resource anvil://docs/reference-expressions).", annotations={"title": "Benchmark a kernel",
+                                                                        "readOnlyHint": True})
     async def benchmark(
         grid: m.Grid,
         args: m.Args,
@@ -395,7 +423,9 @@ def create_app(
         warmup_ms: Annotated[float, Field(ge=0, le=2000, description="Warm-up time per config.")] = 25.0,
         rep_ms: Annotated[float, Field(gt=0, le=10000, description="Measured time per config.")] = 100.0,
         cache: Annotated[str, Field(description="'cold' (flush the cache before each run) or 'warm'.")] = "cold",
-        input_sets: Annotated[int, Field(ge=1, le=8, description="Input copies at distinct addresses.")] = 3,
+        input_sets: Annotated[int, Field(ge=1, le=8, description="Input copies at distinct addresses (fewer when the "
+                                                  "per-call tensor limits allow fewer).")] = 3,
+        autotune: Annotated[bool, Field(description=m.BenchmarkRequest.model_fields["autotune"].description)] = False,
         atol: m.Tolerance = None,
         rtol: m.Tolerance = None,
         target: m.Target = "auto",
@@ -408,9 +438,10 @@ def create_app(
         source_file: SourceFile = None,
         ctx: Context | None = None,
     ) -> ToolResult:
-        """Time a kernel (and optional config variants and a torch baseline) on harness-owned inputs: warm-up
-        by time, cache flushed between runs, several input sets at distinct addresses. Reports
-        median/p10/p90 us and n, GB/s and TFLOP/s, percent of the device's measured peaks, speedup over the
+        """Time a kernel (and optional config variants, or with autotune=true a search of block sizes, warps and
+        stages, and a torch baseline) on harness-owned inputs: warm-up by time, cache flushed between runs, at
+        least 10 timed runs, several input sets at distinct addresses. Reports median/p10/p90 us, n and the noise,
+        GB/s, and TFLOP/s when flops is given, as percentages of the device's measured peaks, the speedup over the
         baseline, the measurement method, and re-checks the timed outputs against the reference."""
         req = _build(
             m.BenchmarkRequest,
@@ -429,6 +460,7 @@ def create_app(
             rep_ms=rep_ms,
             cache=cache,
             input_sets=input_sets,
+            autotune=autotune,
             atol=atol,
             rtol=rtol,
             target=target,
@@ -441,6 +473,7 @@ def create_app(
         )
         return await guarded(lambda: run_benchmark(rt, req, _progress(ctx)))
 
+<<<<<<< HEAD
     @mcp.tool(
         output_schema=output_schema(GenerateResult),
         description=GENERATE_DESCRIPTION,
@@ -478,32 +511,43 @@ def create_app(
         output_schema=output_schema(m.DeviceInfo),
         annotations={"title": "Devices and limits", "readOnlyHint": True, "idempotentHint": True},
     )
+=======
+    @tool(m.DeviceInfo, annotations={"title": "Devices and limits", "readOnlyHint": True, "idempotentHint": True})
+>>>>>>> agent-latency
     async def device_info(ctx: Context | None = None) -> ToolResult:
         """Describe the CPU and each GPU (name, architecture, cores/SMs, memory, measured copy bandwidth and
-        matmul rate, measured once and cached), the available backends, what target 'auto' means, versions
-        and limits."""
+        matmul rate: measured once per machine and kept on disk), the available backends, what target 'auto'
+        means, versions and limits."""
         return await guarded(lambda: run_device_info(rt, _progress(ctx)))
 
-    @mcp.tool(
-        output_schema=output_schema(m.ArtifactPage),
-        annotations={"title": "Read a compiler artifact", "readOnlyHint": True, "idempotentHint": True},
-    )
+    @tool(m.ArtifactPage, annotations={"title": "Read a kernel's source or artifact", "readOnlyHint": True,
+                                       "idempotentHint": True})
     async def read_artifact(
-        kernel_id: Annotated[str, Field(description="A kernel_id from compile_kernel.")],
-        artifact: Annotated[str, Field(description="tir, llir, asm, ptx or sass.")],
+        kernel_id: Annotated[str, Field(description="A kernel_id from compile_kernel or list_kernels.")],
+        artifact: Annotated[str, Field(description="source, tir (Tile IR), llir (LLVM IR), asm (x86 assembly on the "
+                                                   "CPU), ptx or sass.")],
         start_line: Annotated[int, Field(ge=1, description="First line (1-based).")] = 1,
         max_lines: Annotated[int | None, Field(ge=1, description="Lines to return (default 200).")] = None,
     ) -> ToolResult:
-        """Read one page of a compiled kernel's artifact (Tile IR, LLVM IR, assembly, PTX); next_page says how
-        to continue."""
+        """Read one page of a compiled kernel's source or compiler artifact (Tile IR, LLVM IR, assembly, PTX);
+        next_page says how to continue. Also as resource anvil://kernels/{kernel_id}/{artifact}."""
+        return await guarded(lambda: run_read_artifact(rt, kernel_id, artifact, start_line, max_lines))
 
-        async def page() -> BaseModel:
-            return run_read_artifact(rt, kernel_id, artifact, start_line, max_lines)
+    @tool(m.KernelList, annotations={"title": "List compiled kernels", "readOnlyHint": True, "idempotentHint": True})
+    async def list_kernels(
+        name: Annotated[str | None, Field(description="Only kernels whose name contains this.")] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="Kernels to list at most.")] = 50,
+    ) -> ToolResult:
+        """List the kernels this server has compiled (most recently used first) with their kernel_id, types,
+        constexprs and options; read one's source with read_artifact(kernel_id, 'source')."""
 
-        return await guarded(page)
+        async def listing() -> BaseModel:
+            return run_list_kernels(rt, name, limit)
 
-    @mcp.tool(
-        output_schema=output_schema(QuantizeResult),
+        return await guarded(listing)
+
+    @tool(
+        QuantizeResult,
         annotations={
             "title": "Quantize model weights",
             "readOnlyHint": False,
@@ -579,7 +623,7 @@ def create_app(
                     raise ToolError(exc.message) from None
         return _result(result)
 
-    @mcp.tool(annotations={"title": "Language reference", "readOnlyHint": True, "idempotentHint": True})
+    @tool(None, annotations={"title": "Language reference", "readOnlyHint": True, "idempotentHint": True})
     async def language_reference(
         section: Annotated[
             str | None,
@@ -589,51 +633,5 @@ def create_app(
         """The Anvil kernel language reference: every op with its signature and a one-line example."""
         return language_text(docs, section)
 
-    @mcp.resource("anvil://docs/language", mime_type="text/markdown", name="language_reference")
-    def language_resource() -> str:
-        """The Anvil kernel language reference (Markdown)."""
-        return language_text(docs, None)
-
-    @mcp.resource("anvil://kernels/{kernel_id}/{artifact}{?start,count}", mime_type="text/plain")
-    def kernel_artifact(kernel_id: str, artifact: str, start: int = 1, count: int = 0) -> str:
-        """One page of a compiled kernel's artifact: lines start .. start+count-1."""
-        try:
-            get_record(rt, kernel_id)
-            page = run_read_artifact(rt, kernel_id, artifact, int(start), int(count) or None)
-        except ToolInputError as exc:
-            raise ValueError(exc.message) from None
-        footer = f"\n\n[lines {page.start_line}-{page.end_line} of {page.total_lines}"
-        footer += f"; next: {page.next_page}]" if page.next_page else "]"
-        return page.text + footer
-
+    register_resources(mcp, rt, docs, examples_dir or default_examples_dir())
     return mcp
-
-
-_MAX_DOC_CHARS = 100_000
-
-
-def language_text(path: Path, section: str | None) -> str:
-    """The language reference, or the sections whose heading mentions ``section``."""
-    if not path.is_file():
-        return (
-            "The language reference (docs/language.md) is not installed on this server. Anvil's kernel "
-            "language follows Triton's triton.language: tl.program_id, tl.arange, tl.load/tl.store with "
-            "mask and other, tl.dot, tl.sum/tl.max/tl.min reductions, tl.where, tl.exp/tl.log/tl.sqrt, "
-            "tl.zeros, tl.cdiv, tl.constexpr parameters. compile_kernel reports unsupported constructs "
-            "with their line and column."
-        )
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if not section:
-        if len(text) <= _MAX_DOC_CHARS:
-            return text
-        headings = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-        return f"The reference is long; ask for a section. Headings:\n{headings}"
-    parts = re.split(r"(?m)^(?=#{1,6} )", text)
-    wanted = section.strip().lower()
-    hits = [p for p in parts if p.startswith("#") and wanted in p.splitlines()[0].lower()]
-    if not hits:
-        hits = [p for p in parts if wanted in p.lower()][:5]
-    if not hits:
-        headings = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-        return f"No section mentions {section!r}. Headings:\n{headings}"
-    return "\n".join(hits)[:_MAX_DOC_CHARS]

@@ -57,11 +57,7 @@ def _token_verifier(token: str) -> Any:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from server.app import create_app, env_allowed_paths
-
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING)
-    if not args.verbose:
-        logging.getLogger("fastmcp").setLevel(logging.WARNING)
     if not args.http:
         isolate_stdout()
     overrides = {
@@ -72,6 +68,21 @@ def serve(args: argparse.Namespace) -> int:
         "allow_inline_asm": 1 if args.allow_inline_asm else None,
     }
     limits = Limits.from_env(**overrides)
+    executor = None
+    if not args.lazy_workers:
+        # The workers start first (the compile worker, and the default device's unless the machine has few
+        # cores: then once the compile worker is ready): each imports torch and the compiler and warms up while
+        # this process imports the server, so the first calls find them ready. The device is guessed from the
+        # device nodes; the server starts the right one if it differs.
+        from server.worker import ProcessExecutor, default_compile_targets
+
+        executor = ProcessExecutor(limits)
+        executor.prestart(["cuda:0" if "cuda" in default_compile_targets() else "cpu"], compiler=True)
+    from server.app import create_app, env_allowed_paths
+
+    if not args.verbose:
+        logging.getLogger("fastmcp").setLevel(logging.WARNING)
+
     token = args.token or os.environ.get("ANVIL_TOKEN")
     if token and not args.http:
         print("anvil: --token applies to --http only; ignored for stdio", file=sys.stderr)
@@ -81,7 +92,8 @@ def serve(args: argparse.Namespace) -> int:
         # write files (source_file, quantize_weights) refuse.
         allowed_paths=[Path(p).expanduser().resolve() for p in args.allow_path] or env_allowed_paths(),
         auth=_token_verifier(token) if token and args.http else None,
-        prestart=args.prestart,
+        prestart=not args.lazy_workers,
+        executor=executor,
     )
     if args.http:
         print(f"anvil: serving MCP over HTTP at http://{args.host}:{args.port}/mcp", file=sys.stderr)
@@ -118,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         help="data memory limit of the CPU launch worker (default 8 GiB; 0: none; or ANVIL_WORKER_MEMORY_BYTES)",
     )
     p_serve.add_argument(
-        "--prestart", action="store_true", help="start the worker processes now instead of on first use"
+        "--prestart", action="store_true", help="start the worker processes at once (the default; kept for scripts)"
+    )
+    p_serve.add_argument(
+        "--lazy-workers", action="store_true",
+        help="start worker processes on first use instead of at once (slower first calls, less memory while idle)",
     )
     p_serve.add_argument(
         "--allow-inline-asm", action="store_true",

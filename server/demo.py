@@ -64,6 +64,21 @@ def softmax_kernel(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
     tl.store(y_ptr + row * stride + offs, num / den, mask=mask)
 """
 
+# A kernel that never ends (n = 1 << 60): what a time-out looks like (tests, benchmarks/mcp_latency.py).
+NEVER_ENDS = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def spin_kernel(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.load(out_ptr + offs)
+    for i in range(0, n):
+        acc = acc * 1.0001 + 1.0
+    tl.store(out_ptr + offs, acc)
+"""
+
 N = 98_432
 ADD_ARGS = {
     "x_ptr": {"shape": [N], "dtype": "float32", "init": "randn"},

@@ -27,10 +27,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -38,11 +40,14 @@ from server import sandbox
 from server.worker_child import BOOT, send
 from tools.errors import KernelFault, ToolInputError
 from tools.limits import Limits
-from tools.runtime import Progress
+
+if TYPE_CHECKING:
+    from tools.runtime import Progress
 
 log = logging.getLogger("anvil.worker")
 
 _STARTUP_TIMEOUT_S = 180.0
+STAGGER_BELOW_CORES = 8  # machines with fewer cores start the device worker after the compile worker
 _MAX_MESSAGE = 256 << 20
 
 
@@ -73,17 +78,44 @@ def describe_exit(exitcode: int | None) -> str:
 # --- the parent --------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Child:
+    """One started child process: its socket, scratch directory and start time."""
+
+    process: subprocess.Popen[bytes]
+    conn: multiprocessing.connection.Connection
+    scratch: Path
+    started_at: float
+
+    def kill(self) -> int | None:
+        self.conn.close()
+        if self.process.poll() is None:
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        return self.process.returncode
+
+
 class Worker:
-    """One child process that runs jobs one at a time, with timeouts and progress forwarding."""
+    """One child process that runs jobs one at a time, with timeouts and progress forwarding.
+
+    With ``spare``, a second child is kept started beside the serving one: when the serving one
+    dies, times out or retires, the spare (already confined, imported and warmed up) takes its
+    place at once and a new spare starts in the background. The spare runs no job before then.
+    """
 
     def __init__(
-        self, name: str, device: str, *, memory_bytes: int = 0, sandboxed: bool = True, extra_jobs: str = ""
+        self, name: str, device: str, *, memory_bytes: int = 0, sandboxed: bool = True, extra_jobs: str = "",
+        spare: bool = False, warm_target: str = "",
     ) -> None:
         self.name = name
         self.extra_jobs = extra_jobs  # a module whose JOBS dict adds jobs (tests probe the sandbox with it)
         self.device = device
         self.memory_bytes = memory_bytes
         self.sandboxed = sandboxed
+        self.spare = spare
+        self.warm_target = warm_target  # the target the child compiles (and launches) a tiny kernel for at start
         self.process: subprocess.Popen[bytes] | None = None
         self.conn: multiprocessing.connection.Connection | None = None
         self.scratch: Path | None = None
@@ -91,6 +123,10 @@ class Worker:
         self.ready = False
         self.started_at = 0.0
         self.restarts = -1
+        self.promotions = 0  # replacements served by the spare
+        self.warm_ms: float | None = None  # what the serving child's warm-up took
+        self._standby: _Child | None = None
+        self._starting = threading.Lock()  # a staggered start may come from prestart's thread
         self._lock: anyio.Lock | None = None
         self._next_id = 0
 
@@ -103,8 +139,38 @@ class Worker:
         return self.device != "cpu"
 
     def start(self) -> None:
-        """Exec the child with a scrubbed environment and one socket; it confines itself, then imports
-        torch and the compiler while the parent goes on."""
+        """Put a fresh child in place: the spare when one is up, else a new one (which confines itself,
+        then imports torch and the compiler and warms up while the parent goes on). With ``spare``, a
+        new spare is started too."""
+        standby, self._standby = self._standby, None
+        if standby is not None and standby.process.poll() is None:
+            child = standby
+            self.promotions += 1
+        else:
+            if standby is not None:
+                standby.kill()
+            child = self._spawn()
+        self.process, self.conn, self.scratch = child.process, child.conn, child.scratch
+        self.started_at = child.started_at
+        self.ready = False
+        self.restarts += 1
+        log.info("worker %s: serving from pid %s", self.name, child.process.pid)
+        if child is standby:  # the next spare starts now; after a fresh start, once that child is ready
+            self.ensure_spare()
+
+    def ensure_spare(self) -> None:
+        """Start the spare child if it is wanted and not running."""
+        if not self.spare or (self._standby is not None and self._standby.process.poll() is None):
+            return
+        if self._standby is not None:
+            self._standby.kill()
+        self._standby = self._spawn()
+
+    @property
+    def spare_pid(self) -> int | None:
+        return self._standby.process.pid if self._standby is not None else None
+
+    def _spawn(self) -> _Child:
         scratch = Path(tempfile.mkdtemp(prefix=f"anvil-{self.name}-"))
         cache = sandbox.cache_dir_of(os.environ)
         with contextlib.suppress(OSError):
@@ -118,6 +184,7 @@ class Worker:
             "fd": theirs.fileno(), "device": self.device, "scratch": str(scratch), "sandbox": config.to_dict(),
             "sys_path": [p or os.getcwd() for p in sys.path],
             "assembler": self.name.startswith("compile") or self.gpu, "extra_jobs": self.extra_jobs,
+            "warm_target": self.warm_target, "name": self.name,
         }
         try:
             process = subprocess.Popen(
@@ -127,28 +194,23 @@ class Worker:
             )
         finally:
             theirs.close()
-        self.process, self.conn, self.ready = process, multiprocessing.connection.Connection(ours.detach()), False
-        self.scratch = scratch
-        self.started_at = time.monotonic()
-        self.restarts += 1
-        log.info("started worker %s (pid %s)", self.name, process.pid)
+        log.info("started worker process %s for %s", process.pid, self.name)
+        return _Child(process, multiprocessing.connection.Connection(ours.detach()), scratch, time.monotonic())
 
     def kill(self) -> int | None:
-        """Stop the child now; return its exit code."""
+        """Stop the serving child now; return its exit code. The spare stays (see :meth:`close`)."""
         process, conn, scratch = self.process, self.conn, self.scratch
         self.process, self.conn, self.scratch, self.ready = None, None, None, False
-        if conn is not None:
-            conn.close()
-        exitcode = None
-        if process is not None:
-            if process.poll() is None:
-                process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(5)
-            exitcode = process.returncode
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-        return exitcode
+        if process is None or conn is None or scratch is None:
+            return None
+        return _Child(process, conn, scratch, self.started_at).kill()
+
+    def close(self) -> None:
+        """Stop the serving child and the spare."""
+        self.kill()
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            standby.kill()
 
     def _reap(self) -> int | None:
         process = self.process
@@ -169,10 +231,15 @@ class Worker:
         raw = conn.recv_bytes(_MAX_MESSAGE)
         return json.loads(raw)
 
+    def start_if_stopped(self) -> None:
+        """Start the child unless one is running (safe to call from another thread than the event loop's)."""
+        with self._starting:
+            if not self.alive:
+                self.kill()
+                self.start()
+
     async def _ensure_ready(self) -> None:
-        if not self.alive:
-            self.kill()
-            self.start()
+        self.start_if_stopped()
         if self.ready:
             return
         try:
@@ -189,8 +256,19 @@ class Worker:
             self.kill()
             raise WorkerDied(None, "start-up (unexpected message)")
         self.protections = dict(message.get("protections") or {})
-        log.info("worker %s (pid %s) protections: %s", self.name, message.get("pid"), self.protections)
+        self.warm_ms = message.get("warm_ms")
+        log.info("worker %s (pid %s) ready after %.0f ms (warm-up %.0f ms); protections: %s", self.name,
+                 message.get("pid"), (time.monotonic() - self.started_at) * 1e3, message.get("warm_ms") or 0,
+                 self.protections)
         self.ready = True
+        self.ensure_spare()
+
+    async def wait_ready(self) -> None:
+        """Start the child if needed and wait until it has confined itself and warmed up."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            await self._ensure_ready()
 
     async def call(
         self, job: str, payload: dict[str, Any], *, timeout: float, progress: Progress | None = None
@@ -248,15 +326,24 @@ class Worker:
 
 
 class ProcessExecutor:
-    """The server's executor: a worker per device for launches, a growing pool for compiles."""
+    """The server's executor: a worker per device for launches (each with a warm spare), a growing pool
+    for compiles.
 
-    def __init__(self, limits: Limits | None = None, *, extra_jobs: str = "") -> None:
+    ``compile_targets``: what compile workers warm up for at start (default: the CPU, and CUDA when
+    this machine has NVIDIA device nodes).
+    """
+
+    def __init__(
+        self, limits: Limits | None = None, *, extra_jobs: str = "", compile_targets: list[str] | None = None
+    ) -> None:
         self.limits = limits or Limits()
         self.extra_jobs = extra_jobs  # see Worker; for tests
+        self.compile_targets = compile_targets if compile_targets is not None else default_compile_targets()
         if not sandbox.protect_server():
             log.warning("could not make the server non-dumpable: workers may read its /proc/<pid>/environ")
         self.devices: dict[str, Worker] = {}
         self.compilers: list[Worker] = []
+        self.staggered = (os.cpu_count() or 1) < STAGGER_BELOW_CORES
         self._idle: list[Worker] = []
         self._slots: anyio.Semaphore | None = None
         self._client_slots: dict[str, tuple[anyio.Semaphore, list[int]]] = {}
@@ -267,25 +354,50 @@ class ProcessExecutor:
             memory = self.limits.worker_memory_bytes if device == "cpu" else self.limits.gpu_worker_memory_bytes
             worker = self.devices[device] = Worker(
                 f"device-{device}", device, memory_bytes=memory, sandboxed=bool(self.limits.worker_sandbox),
-                extra_jobs=self.extra_jobs,
+                extra_jobs=self.extra_jobs, spare=self.limits.spare_workers > 0,
+                warm_target="cpu" if device == "cpu" else "cuda",
             )
         return worker
 
     def prestart(self, devices: list[str], *, compiler: bool = True) -> None:
-        """Start workers ahead of the first call (optional; they start on demand otherwise)."""
-        for device in devices:
-            worker = self.device_worker(device)
-            if not worker.alive:
-                worker.start()
+        """Start workers ahead of the first call (optional; they start on demand otherwise): the compile worker
+        now; the device workers now, or on a machine of few cores (``staggered``) as soon as the compile worker
+        reports ready (a thread waits for it), so that the processes starting at once do not slow each other
+        and the server down. Spares start once their workers are ready (:meth:`warm`)."""
         if compiler and not self.compilers:
             worker = self._compile_worker()
             worker.start()
             self.compilers.append(worker)
             self._idle.append(worker)
+        later = []
+        for device in devices:
+            worker = self.device_worker(device)
+            if worker.alive:
+                continue
+            if self.staggered and self.compilers and self.compilers[0].conn is not None:
+                later.append(worker)
+            else:
+                worker.start()
+        if later:
+            first = self.compilers[0]
+            threading.Thread(target=_start_after, args=(first, later), name="anvil-stagger", daemon=True).start()
+
+    async def warm(self) -> None:
+        """Wait until every started worker is ready, so that their spares start (the server runs this in the
+        background after a prestart)."""
+        for worker in [*self.compilers, *self.devices.values()]:  # compile workers first: see prestart
+            with contextlib.suppress(WorkerDied):
+                await worker.wait_ready()
+
+    def protections(self, device: str) -> dict[str, Any] | None:
+        """What confines the worker of ``device``, as it reported when it became ready (None before)."""
+        worker = self.devices.get(device)
+        return dict(worker.protections) if worker is not None and worker.protections else None
 
     def _compile_worker(self) -> Worker:
         return Worker(f"compile-{len(self.compilers)}", "cpu", memory_bytes=self.limits.compile_memory_bytes,
-                      sandboxed=bool(self.limits.worker_sandbox), extra_jobs=self.extra_jobs)
+                      sandboxed=bool(self.limits.worker_sandbox), extra_jobs=self.extra_jobs,
+                      warm_target=",".join(self.compile_targets))
 
     async def compile(
         self, payload: dict[str, Any], *, timeout: float, progress: Progress | None = None
@@ -344,10 +456,33 @@ class ProcessExecutor:
 
     def close(self) -> None:
         for worker in [*self.devices.values(), *self.compilers]:
-            worker.kill()
+            worker.close()
         self.devices.clear()
         self.compilers.clear()
         self._idle.clear()
+
+
+def _start_after(first: Worker, workers: list[Worker], timeout: float = _STARTUP_TIMEOUT_S) -> None:
+    """Start ``workers`` once ``first`` has sent its ready message (read later by its caller) or has died."""
+    conn, process = first.conn, first.process
+    deadline = time.monotonic() + timeout
+    while (conn is not None and process is not None and process.poll() is None and time.monotonic() < deadline
+           and not first.ready and first.conn is conn):  # (a call may have read the message already)
+        try:
+            if conn.poll(0.05):
+                break
+        except (OSError, ValueError):  # closed meanwhile
+            break
+    for worker in workers:
+        worker.start_if_stopped()
+
+
+def default_compile_targets() -> list[str]:
+    """The CPU, and CUDA where NVIDIA device nodes exist (checked without importing torch or touching the
+    driver: the server starts its compile workers before it imports either)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    nvidia = os.path.exists("/dev/nvidiactl") and visible not in ("", "-1")
+    return ["cpu", "cuda"] if nvidia else ["cpu"]
 
 
 _KNOBS = {
@@ -409,9 +544,39 @@ def _fault(
     suggestion = _SUGGESTIONS[f"compile-{kind}"] if job == "compile" else _SUGGESTIONS[kind]
     subject = f"compiling {name}" if job == "compile" else f"{job} of {name}"
     where = f" (kernel_id {kernel_id})" if kernel_id else ""
+    data = {"error": kind, "job": job, "kernel_name": name, "kernel_id": kernel_id, "suggestion": suggestion}
+    suspects = ""
+    if kind == "crash" and job in ("launch", "benchmark"):
+        suspects, extra = _crash_leads(kernel, job)
+        data |= extra
     text = (
         f"{subject}{where} {what}. The worker was replaced and the server is fine; the next call works.\n"
-        f"Suggestion: {suggestion}"
+        f"{suspects}Suggestion: {suggestion}"
     )
-    data = {"error": kind, "job": job, "kernel_name": name, "kernel_id": kernel_id, "suggestion": suggestion}
     return KernelFault(text, data=data)
+
+
+def _crash_leads(kernel: dict[str, Any], job: str) -> tuple[str, dict[str, Any]]:
+    """What a crash message adds: the accesses without a mask whose address depends on the program id
+    (from the compiler), and the launch that locates the faulting access."""
+    accesses = list(kernel.get("unmasked_accesses") or [])
+    if accesses:
+        listed = "\n".join(
+            f"  line {a['line']}:{a['column']}: {a['kind']}"
+            + (f" through {a['pointer']}" if a.get("pointer") else "")
+            + (f": {a['source_line']}" if a.get("source_line") else "")
+            for a in accesses[:8]
+        )
+        more = f"\n  ... and {len(accesses) - 8} more" if len(accesses) > 8 else ""
+        text = (f"Accesses without a mask whose address depends on the program id (the last programs of a grid "
+                f"over a size that is not a multiple of the block reach past the tensor):\n{listed}{more}\n")
+    else:
+        text = ("No load or store without a mask has an address that depends on the program id: check the masks "
+                "themselves, and addresses computed from scalar arguments or from values read from memory.\n")
+    relaunch: dict[str, Any] = {"tool": "launch_kernel", "kernel_id": kernel.get("kernel_id"), "debug": True,
+                                "note": "the same grid and args as this call"}
+    how = ("launch_kernel with the same kernel_id, grid and args (every access is checked there; the timed runs "
+           "of benchmark are not)") if job == "benchmark" else "the same launch_kernel call with debug=true"
+    text += (f"To locate the access: {how} reports the first out-of-bounds access with its line, program id and "
+             "offset.\n")
+    return text, {"unmasked_accesses": accesses, "debug_relaunch": relaunch}

@@ -43,12 +43,17 @@ def main(config: dict[str, Any]) -> None:
     except Exception as exc:  # noqa: BLE001 - reported to the server, which refuses to use the worker
         send(conn, {"type": "sandbox-failed", "message": f"{type(exc).__name__}: {exc}"})
         return
-    serve(conn, str(config["device"]), protections, str(config.get("extra_jobs") or ""))
+    warm = [t for t in str(config.get("warm_target") or "").split(",") if t]
+    serve(conn, str(config["device"]), protections, str(config.get("extra_jobs") or ""), warm,
+          launch=not str(config.get("name", "")).startswith("compile"))
 
 
 def serve(
-    conn: multiprocessing.connection.Connection, device: str, protections: dict[str, Any], extra_jobs: str = ""
+    conn: multiprocessing.connection.Connection, device: str, protections: dict[str, Any], extra_jobs: str = "",
+    warm_targets: list[str] | None = None, *, launch: bool = True,
 ) -> None:
+    """Import the jobs, warm up (tools/warmup.py: a compile, or a launch on ``device``, per target),
+    report ready, then run jobs until the socket closes."""
     import importlib
 
     from tools.launch import is_device_fault
@@ -58,7 +63,15 @@ def serve(
     if extra_jobs:
         jobs.update(importlib.import_module(extra_jobs).JOBS)
     state = WorkerState(device, protections=protections)
-    send(conn, {"type": "ready", "pid": os.getpid(), "protections": protections})
+    warm_ms = None
+    if warm_targets:
+        from tools.warmup import warm_up
+
+        try:
+            warm_ms = warm_up(state, warm_targets, launch=launch)
+        except Exception as exc:  # noqa: BLE001 - a warm-up that fails costs only the first call's speed
+            print(f"anvil worker: warm-up failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    send(conn, {"type": "ready", "pid": os.getpid(), "protections": protections, "warm_ms": warm_ms})
     while True:
         try:
             message = json.loads(conn.recv_bytes())

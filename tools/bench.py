@@ -21,7 +21,7 @@ import anyio
 import torch
 
 from tools.checks import compare
-from tools.device import measure_ceilings
+from tools.device import describe_device, device_ceilings, measure_ceilings
 from tools.errors import ToolInputError
 from tools.launch import (
     build_args,
@@ -36,23 +36,51 @@ from tools.launch import (
 from tools.models import BenchConfig, BenchmarkRequest, BenchmarkResult
 from tools.reference import check_sizes, evaluate, parse_reference
 from tools.runtime import Progress, Report, Runtime, WorkerState, noop_progress
+from tools.specs import check_args_limits
 from tools.store import KernelRecord
 
 MAX_REPS = 10_000
+MIN_RUNS = 10  # timed runs per config at least, whatever rep_ms says (within the call's time limit)
 
 
 async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | None = None) -> BenchmarkResult:
-    """The benchmark tool."""
+    """The benchmark tool: the configs given, or with ``autotune`` a search of them (tools/autotune.py)."""
     progress = progress or noop_progress
     limits = rt.limits
-    configs = req.configs or [BenchConfig()]
-    if len(configs) > limits.max_benchmark_configs:
-        raise ToolInputError(f"{len(configs)} configs; the limit is {limits.max_benchmark_configs}.")
     per_config_ms = req.warmup_ms + req.rep_ms
     if per_config_ms > limits.benchmark_time_s * 1e3:
         raise ToolInputError(
             f"warmup_ms + rep_ms = {per_config_ms:.0f} ms per config; the limit is {limits.benchmark_time_s * 1e3:.0f}."
         )
+    if req.autotune:
+        from tools.autotune import autotune
+
+        return await autotune(rt, req, progress)
+    return await run_configs(rt, req, req.configs or [BenchConfig()], progress)
+
+
+def fit_input_sets(rt: Runtime, req: BenchmarkRequest) -> int:
+    """The input sets a benchmark uses: as many as asked for, fewer when that many copies of the tensors (plus
+    one for the outputs' restore copies) would pass the per-call limits. Refused only when one set does."""
+    sets = req.input_sets
+    while sets > 1:
+        try:
+            check_args_limits(dict(req.args), rt.limits, copies=sets + 1)
+            return sets
+        except ToolInputError:
+            sets -= 1
+    check_args_limits(dict(req.args), rt.limits, copies=2)
+    return 1
+
+
+async def run_configs(
+    rt: Runtime, req: BenchmarkRequest, configs: list[BenchConfig], progress: Progress, *, baseline: bool = True
+) -> BenchmarkResult:
+    """Compile every config (in parallel), then time them all in one call of the device's worker."""
+    limits = rt.limits
+    if len(configs) > limits.max_benchmark_configs:
+        raise ToolInputError(f"{len(configs)} configs; the limit is {limits.max_benchmark_configs}.")
+    input_sets = fit_input_sets(rt, req)
     base = await resolve_kernel(rt, req, progress)
     await progress(0, len(configs) + 1, f"compiling {len(configs)} config(s)")
     records: list[KernelRecord | ToolInputError] = [base] * len(configs)
@@ -76,30 +104,44 @@ async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | Non
     entries: list[dict[str, Any]] = []
     plan = None
     for cfg, record in zip(configs, records, strict=True):
+        if not isinstance(record, ToolInputError):
+            try:
+                config_plan = plan_launch(rt, req, record, copies=input_sets + 1)
+            except ToolInputError as exc:  # e.g. a grid past the limit for this config's block size
+                record = exc
         if isinstance(record, ToolInputError):
             entries.append({"config": cfg.model_dump(), "error": str(record)})
             continue
-        config_plan = plan_launch(rt, req, record, copies=req.input_sets + 1)
         plan = plan or config_plan
         entries.append({"config": cfg.model_dump(), "kernel": record.launch_info(), "grid": config_plan.grid})
     if plan is None:
         raise ToolInputError("no config compiled: " + "; ".join(e["error"] for e in entries))
     if req.baseline is not None:
         parse_reference(req.baseline, names=list(req.args), label="baseline", max_chars=limits.max_reference_chars)
+    ceilings = device_ceilings(await describe_device(rt, plan.device, progress))
     payload = plan.payload(rt) | {
+        "ceilings": ceilings,
         "entries": entries,
-        "baseline": req.baseline,
+        "baseline": req.baseline if baseline else None,
         "bytes": req.bytes,
         "flops": req.flops,
         "warmup_ms": req.warmup_ms,
         "rep_ms": req.rep_ms,
         "cache": req.cache,
-        "input_sets": req.input_sets,
+        "input_sets": input_sets,
+        "input_sets_asked": req.input_sets,
     }
     out = await rt.executor.run(
         plan.device, "benchmark", payload, timeout=limits.benchmark_timeout_s, progress=progress
     )
     return BenchmarkResult.model_validate(out)
+
+
+def describe_config(config: dict[str, Any]) -> str:
+    """``BLOCK=256, num_warps=4`` for a BenchConfig dict; ``as given`` for the empty one."""
+    parts = [f"{k}={v}" for k, v in (config.get("constexprs") or {}).items()]
+    parts += [f"{k}={v}" for k, v in config.items() if k != "constexprs" and v is not None]
+    return ", ".join(parts) or "as given"
 
 
 # --- in the device worker ------------------------------------------------------------------------------
@@ -141,7 +183,8 @@ def time_runs(
     flush: torch.Tensor | None,
     deadline: float,
 ) -> list[float]:
-    """Per-run times in microseconds: warm-up by time (every set at least once), then timed runs."""
+    """Per-run times in microseconds: warm-up by time (every set at least once), then timed runs for rep_ms
+    and at least MIN_RUNS of them (every set at least once; past ``deadline``, no more than that)."""
     gpu = device.startswith("cuda")
     end_warmup = time.perf_counter() + warmup_ms / 1e3
     runs = 0
@@ -153,7 +196,7 @@ def time_runs(
         torch.cuda.synchronize()
     times: list[float] = []
     measured = 0.0
-    while (measured < rep_ms * 1e3 or len(times) < len(sets)) and len(times) < MAX_REPS:
+    while (measured < rep_ms * 1e3 or len(times) < max(MIN_RUNS, len(sets))) and len(times) < MAX_REPS:
         if time.perf_counter() > deadline and len(times) >= len(sets):
             break
         current = sets[len(times) % len(sets)]
@@ -179,12 +222,14 @@ def time_runs(
 
 def _timing(times: list[float]) -> dict[str, Any]:
     ordered = sorted(times)
+    median, p10, p90 = _quantile(ordered, 0.5), _quantile(ordered, 0.1), _quantile(ordered, 0.9)
     return {
-        "median_us": round(_quantile(ordered, 0.5), 3),
-        "p10_us": round(_quantile(ordered, 0.1), 3),
-        "p90_us": round(_quantile(ordered, 0.9), 3),
+        "median_us": round(median, 3),
+        "p10_us": round(p10, 3),
+        "p90_us": round(p90, 3),
         "min_us": round(ordered[0], 3),
         "n": len(ordered),
+        "noise_pct": round(100 * (p90 - p10) / median, 2) if median > 0 else None,
     }
 
 
@@ -213,7 +258,7 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
     if nbytes is None:
         nbytes = sum(v.nbytes for v in values.values() if isinstance(v, torch.Tensor))
     flops = payload["flops"]
-    ceilings = measure_ceilings(state)
+    ceilings = payload.get("ceilings") or measure_ceilings(state)
     deadline = time.perf_counter() + (payload["warmup_ms"] + payload["rep_ms"]) / 1e3 * 3 + 5
     results: list[dict[str, Any]] = []
     for i, entry in enumerate(entries):
@@ -224,7 +269,8 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
             continue
         kernel = entry["kernel"]
         result["kernel_id"] = kernel["kernel_id"]
-        report(i + 1, steps, f"config {i + 1}/{len(entries)}: timing {kernel['kernel_name']} {entry['config']}")
+        report(i + 1, steps, f"config {i + 1}/{len(entries)}: timing {kernel['kernel_name']} "
+               f"({describe_config(entry['config'])})")
         try:
             jit, _ = get_kernel(state, kernel)
             checked_out: list[dict[str, torch.Tensor]] = []
@@ -319,32 +365,65 @@ def _result(
     ceilings: dict[str, Any],
 ) -> dict[str, Any]:
     device = payload["device"]
+    timer = (
+        "CUDA events around each launch" if device.startswith("cuda") else "wall clock around each synchronous launch"
+    )
+    cache = "last-level cache flushed before every run" if payload["cache"] == "cold" else "warm cache (no flush)"
+    sets = payload["input_sets"]
+    asked = payload.get("input_sets_asked", sets)
+    fitted = f" ({asked} asked: fewer copies fit the per-call tensor limits)" if asked != sets else ""
+    method = (
+        f"{timer}; warm-up {payload['warmup_ms']:g} ms then {payload['rep_ms']:g} ms of timed runs per config "
+        f"(at least {MIN_RUNS} runs); {sets} input set(s){fitted} at distinct addresses in "
+        f"rotation; outputs restored before every run; {cache}; median/p10/p90 over n runs, noise = (p90 - p10) / "
+        f"median; peaks measured on this device: {ceilings.get('copy_gbps')} GB/s copy, "
+        f"{ceilings.get('matmul_tflops')} TFLOP/s {ceilings.get('matmul_dtype')}"
+    )
+    kernel_name = next((e["kernel"]["kernel_name"] for e in payload["entries"] if "kernel" in e), "kernel")
+    out = {
+        "kernel_name": kernel_name,
+        "target": payload["kernel"]["target"],
+        "device": device,
+        "method": method,
+        "results": results,
+        "baseline": baseline,
+        "bytes": nbytes,
+        "flops": flops,
+        "input_sets": sets,
+    }
+    return out | summarize(kernel_name, device, results, baseline, ceilings)
+
+
+def summarize(
+    kernel_name: str, device: str, results: list[dict[str, Any]], baseline: dict[str, Any] | None,
+    ceilings: dict[str, Any],
+) -> dict[str, Any]:
+    """best, best_kernel_id, speedup, passed and the one-line summary of a benchmark's results: TFLOP/s and the
+    percentage of the measured matmul peak when flops was given, else GB/s and the percentage of the measured
+    copy rate; the number of runs and their noise."""
     timed = [(i, r) for i, r in enumerate(results) if r.get("timing") and r.get("passed") is not False]
     best = min(timed, key=lambda ir: ir[1]["timing"]["median_us"])[0] if timed else None
     speedup = None
     if best is not None and baseline is not None:
         speedup = round(baseline["median_us"] / max(results[best]["timing"]["median_us"], 1e-9), 3)
-    timer = (
-        "CUDA events around each launch" if device.startswith("cuda") else "wall clock around each synchronous launch"
-    )
-    cache = "last-level cache flushed before every run" if payload["cache"] == "cold" else "warm cache (no flush)"
-    method = (
-        f"{timer}; warm-up {payload['warmup_ms']:g} ms then up to {payload['rep_ms']:g} ms "
-        f"of timed runs per config; {payload['input_sets']} input set(s) at distinct addresses in "
-        f"rotation; outputs restored before every run; {cache}; median/p10/p90 over n runs; "
-        f"peaks measured on this device: {ceilings.get('copy_gbps')} GB/s copy, "
-        f"{ceilings.get('matmul_tflops')} TFLOP/s {ceilings.get('matmul_dtype')}"
-    )
     checked = [r["passed"] for r in results if r.get("passed") is not None]
-    kernel_name = next((e["kernel"]["kernel_name"] for e in payload["entries"] if "kernel" in e), "kernel")
     if best is not None:
-        t = results[best]["timing"]
+        r, t = results[best], results[best]["timing"]
+        noise = f", noise {t['noise_pct']:.1f}%" if t.get("noise_pct") is not None else ""
         summary = (
-            f"{kernel_name} on {device}: best config #{best} median {t['median_us']:.1f} us "
-            f"(p10 {t['p10_us']:.1f}, p90 {t['p90_us']:.1f}, n={t['n']})"
+            f"{kernel_name} on {device}: best config #{best} ({describe_config(r['config'])}) median "
+            f"{t['median_us']:.1f} us (p10 {t['p10_us']:.1f}, p90 {t['p90_us']:.1f}, n={t['n']}{noise})"
         )
-        if results[best].get("gbps") is not None:
-            summary += f", {results[best]['gbps']:.1f} GB/s"
+        if r.get("tflops") is not None:
+            summary += f", {r['tflops']:.3g} TFLOP/s"
+            if r.get("pct_of_peak_flops") is not None:
+                summary += (f" = {r['pct_of_peak_flops']:.1f}% of the measured {ceilings.get('matmul_tflops')} "
+                            f"TFLOP/s {ceilings.get('matmul_dtype')} matmul peak")
+        elif r.get("gbps") is not None:
+            summary += f", {r['gbps']:.1f} GB/s"
+            if r.get("pct_of_peak_bandwidth") is not None:
+                summary += (f" = {r['pct_of_peak_bandwidth']:.1f}% of the measured {ceilings.get('copy_gbps')} GB/s "
+                            "copy rate")
         if speedup is not None:
             summary += f", {speedup:.2f}x vs baseline"
         if checked:
@@ -354,17 +433,9 @@ def _result(
         why = "; ".join(map(str, errors))[:500]
         summary = f"{kernel_name} on {device}: no config produced a passing timing ({why})"
     return {
-        "kernel_name": kernel_name,
-        "target": payload["kernel"]["target"],
-        "device": device,
-        "method": method,
-        "results": results,
         "best": best,
         "best_kernel_id": results[best]["kernel_id"] if best is not None else None,
-        "baseline": baseline,
         "speedup": speedup,
-        "bytes": nbytes,
-        "flops": flops,
         "passed": all(checked) if checked else None,
         "summary": summary,
     }

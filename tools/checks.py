@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from tools.models import CheckResult, Mismatch, TensorStats
-from tools.specs import count_poison, dtype_name
+from tools.specs import count_poison, dtype_name, poison_mask, poison_possible
 
 # (atol, rtol) by output dtype. Kernels reorder reductions, fuse multiply-adds and use
 # approximate exp/log, so float tolerances are looser than torch.testing's defaults.
@@ -44,35 +44,127 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+# Everything below runs with torch ops on the tensors' own device: what crosses to the host is a short
+# vector of scalars per tensor (one synchronisation), never a whole tensor. The *_vector functions
+# take no decision on the data, so they run on the meta device too (tests/tools/test_checks.py).
+# Each has a fast form for the common case (all finite; all close), answered in two or three passes,
+# and a full form that only runs when the fast one says it must.
+
+
+def _widened(flat: torch.Tensor) -> torch.Tensor:
+    """Floats of 16 bits and fewer as float32 (exact); float32 and float64 as they are."""
+    return flat if flat.dtype in (torch.float32, torch.float64) else flat.float()
+
+
+def stats_fast_vector(flat: torch.Tensor) -> torch.Tensor:
+    """[min, max, sum] in float64; min and max are NaN or infinite when any element is. Floats are summed
+    in their own width (float32 for 32 bits and fewer), integers in int64."""
+    x = _widened(flat) if flat.dtype.is_floating_point else flat.to(torch.int64 if flat.dtype == torch.bool else
+                                                                         flat.dtype)
+    lo, hi = torch.aminmax(x)
+    return torch.stack([lo.double(), hi.double(), x.sum().double()])
+
+
+def stats_full_vector(flat: torch.Tensor, poison: torch.Tensor | None) -> torch.Tensor:
+    """[min, max, sum over finite elements, finite count, NaN count, poison count] in float64
+    (``poison``: the mask of elements holding the poison pattern, or None)."""
+    x = _widened(flat)
+    finite = torch.isfinite(x)
+    inf = torch.tensor(float("inf"), dtype=x.dtype, device=x.device)
+    lo = torch.where(finite, x, inf).amin()
+    hi = torch.where(finite, x, -inf).amax()
+    total = torch.where(finite, x, 0).sum(dtype=torch.float64)
+    zero = torch.zeros((), device=x.device, dtype=torch.int64)
+    poisoned = torch.count_nonzero(poison) if poison is not None else zero
+    return torch.stack([lo.double(), hi.double(), total, torch.count_nonzero(finite).double(),
+                        torch.count_nonzero(torch.isnan(x)).double(), poisoned.double()])
+
+
 def tensor_stats(t: torch.Tensor, *, poisoned: bool = False, values: int = STATS_VALUES) -> TensorStats:
     """Shape, dtype, min/max/mean over finite elements, NaN/Inf counts, unwritten count, first values."""
     flat = t.detach().reshape(-1)
     stats = TensorStats(shape=list(t.shape), dtype=dtype_name(t.dtype))
-    if poisoned:
-        stats.unwritten_count = count_poison(t)
-    if flat.numel() == 0:
+    n = flat.numel()
+    if n == 0:
+        if poisoned:
+            stats.unwritten_count = 0
         return stats
-    if t.dtype.is_floating_point:
-        wide = flat.double()
-        nan = torch.isnan(wide)
-        inf = torch.isinf(wide)
-        stats.nan_count, stats.inf_count = int(nan.sum()), int(inf.sum())
-        finite = wide[~(nan | inf)]
+    if flat.dtype.is_floating_point:
         head: list[Any] = flat[:values].double().tolist()
     else:
-        finite = flat.double() if t.dtype != torch.bool else flat.to(torch.float64)
         head = flat[:values].tolist()
-    if finite.numel():
-        stats.min, stats.max = _finite(float(finite.min())), _finite(float(finite.max()))
-        stats.mean = _finite(float(finite.mean()))
+    lo, hi, total = stats_fast_vector(flat).tolist()
+    if flat.dtype.is_floating_point and not math.isfinite(total):  # past float32's range: sum again in float64
+        total = float(_widened(flat).sum(dtype=torch.float64))
+    if flat.dtype.is_floating_point and not (math.isfinite(lo) and math.isfinite(hi)):
+        marker = poison_mask(flat) if poisoned else None
+        lo, hi, total, finite, nans, unwritten = stats_full_vector(flat, marker).tolist()
+        stats.nan_count, stats.inf_count = int(nans), int(n - finite - nans)
+        count = int(finite)
+    else:  # all finite: no NaN, so no float poison either; an integer poison is the extreme value
+        count = n
+        unwritten = 0
+        if poisoned and not flat.dtype.is_floating_point and poison_possible(flat.dtype, lo, hi):
+            unwritten = count_poison(t)
+    if poisoned:
+        stats.unwritten_count = int(unwritten)
+    if count:
+        stats.min, stats.max, stats.mean = _finite(lo), _finite(hi), _finite(total / count)
     stats.values = [_number(v) for v in head]
     return stats
 
 
-def _as_expected(expected: Any, out: torch.Tensor, name: str) -> torch.Tensor:
+def _as_expected(expected: Any, out: torch.Tensor) -> torch.Tensor:
     if not isinstance(expected, torch.Tensor):
         expected = torch.as_tensor(expected)
-    return expected.to(out.device)
+    return torch.broadcast_to(expected.to(out.device), out.shape)
+
+
+def _compare_dtype(out: torch.dtype, expected: torch.dtype) -> torch.dtype:
+    """float32 when both sides are floats of at most 32 bits (their differences near agreement are exact in
+    it), int64 when neither is a float, float64 otherwise."""
+    if not out.is_floating_point and not expected.is_floating_point:
+        return torch.int64
+    if out.is_floating_point and expected.is_floating_point and torch.float64 not in (out, expected):
+        return torch.float32
+    return torch.float64
+
+
+def compare_fast_vector(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """[elements not within atol + rtol * |want| (NaN counts as not), max |got - want|, max |got - want| / |want|]
+    in float64, over float tensors of one dtype and shape."""
+    diff = (got - want).abs_()
+    scale = want.abs()
+    outside = diff.numel() - torch.count_nonzero(diff <= scale.mul(rtol).add_(atol))
+    max_abs = diff.amax()
+    max_rel = diff.div_(scale.clamp_min_(torch.finfo(scale.dtype).tiny)).amax()
+    return torch.stack([outside.double(), max_abs.double(), max_rel.double()])
+
+
+def compare_full_vector(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> tuple[torch.Tensor,
+                                                                                                 torch.Tensor]:
+    """(the mask of mismatched elements, [mismatched, max abs error, max rel error, first mismatch]):
+    NaN matches NaN, an infinity the same infinity, integers match exactly; errors over elements finite on
+    both sides."""
+    if got.dtype == torch.int64:
+        bad = got != want
+        diff = (got.double() - want.double()).abs()
+        rel = diff / want.abs().double().clamp_min(torch.finfo(torch.float64).tiny)
+        return bad, torch.stack([torch.count_nonzero(bad).double(), diff.amax().double(), rel.amax().double(),
+                                 _first(bad)])
+    same = (got == want) | (torch.isnan(got) & torch.isnan(want))  # also equal infinities
+    finite = torch.isfinite(got) & torch.isfinite(want)
+    diff = torch.where(finite, (got - want).abs(), 0)
+    bad = ~(same | (finite & (diff <= atol + rtol * want.abs())))
+    denom = want.abs().clamp_min(torch.finfo(want.dtype).tiny)
+    rel = torch.where(finite & (diff > 0), diff / denom, 0)
+    return bad, torch.stack([torch.count_nonzero(bad).double(), diff.amax().double(), rel.amax().double(),
+                             _first(bad)])
+
+
+def _first(bad: torch.Tensor) -> torch.Tensor:
+    """The flat index of the first True of ``bad`` (0 when there is none)."""
+    return bad.reshape(-1).to(torch.uint8).argmax().double()
 
 
 def compare(
@@ -87,40 +179,30 @@ def compare(
     default_atol, default_rtol = default_tolerance(out.dtype)
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
-    exp = _as_expected(expected, out, reference)
-    exp = torch.broadcast_to(exp, out.shape)
-    got = out.detach().double()
-    want = exp.detach().double()
-    both_nan = torch.isnan(got) & torch.isnan(want)
-    same = (got == want) | both_nan  # also equal infinities
-    finite = torch.isfinite(got) & torch.isfinite(want)
-    diff = torch.where(finite, (got - want).abs(), torch.zeros_like(got))
-    close = same | (finite & (diff <= atol + rtol * want.abs()))
-    bad = ~close
-    mismatched = int(bad.sum())
+    exp = _as_expected(expected, out)
+    work = _compare_dtype(out.dtype, exp.dtype)
+    got, want = out.detach().to(work), exp.detach().to(work)
     total = out.numel()
-    max_abs = float(diff.max()) if total else 0.0
-    denom = want.abs().clamp_min(torch.finfo(torch.float64).tiny)
-    rel = torch.where(finite & (diff > 0), diff / denom, torch.zeros_like(diff))
-    max_rel = float(rel.max()) if total else 0.0
-    first: Mismatch | None = None
+    result = CheckResult(passed=True, reference=reference, max_abs_error=0.0, max_rel_error=0.0, atol=atol,
+                         rtol=rtol, mismatched=0, total=total)
+    if total == 0:
+        return result
+    if work != torch.int64:
+        outside, max_abs, max_rel = compare_fast_vector(got, want, atol, rtol).tolist()
+        if outside == 0 and math.isfinite(max_abs):  # every element finite on both sides and close
+            result.max_abs_error, result.max_rel_error = _finite(max_abs), _finite(max_rel)
+            return result
+    _, summary = compare_full_vector(got, want, atol, rtol)
+    mismatched, max_abs, max_rel, first_index = summary.tolist()
+    result.passed = mismatched == 0
+    result.mismatched = int(mismatched)
+    result.max_abs_error, result.max_rel_error = _finite(max_abs), _finite(max_rel)
     if mismatched:
-        flat_index = int(bad.reshape(-1).nonzero()[0, 0])
+        flat_index = int(first_index)
         index = [int(i) for i in torch.unravel_index(torch.tensor(flat_index), out.shape)] if out.dim() else []
-        got_v = out.reshape(-1)[flat_index].item()
-        want_v = exp.reshape(-1)[flat_index].item()
-        first = Mismatch(index=index, got=_number(got_v), expected=_number(want_v))
-    return CheckResult(
-        passed=mismatched == 0,
-        reference=reference,
-        max_abs_error=_finite(max_abs),
-        max_rel_error=_finite(max_rel),
-        atol=atol,
-        rtol=rtol,
-        mismatched=mismatched,
-        total=total,
-        first_mismatch=first,
-    )
+        result.first_mismatch = Mismatch(index=index, got=_number(out.reshape(-1)[flat_index].item()),
+                                         expected=_number(exp.reshape(-1)[flat_index].item()))
+    return result
 
 
 def reference_shape_error(name: str, expected: Any, out: torch.Tensor, expression: str) -> str | None:

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import time
 from functools import cache
 from typing import Any
 
 import anyio
 
+from tools.arg_kinds import argument_kind_mistake
 from tools.errors import ToolInputError
-from tools.models import ArtifactPage, CompileRequest, CompileResult, Diagnostic, Resources
+from tools.models import ArtifactPage, CompileRequest, CompileResult, Diagnostic, KernelEntry, KernelList, Resources
 from tools.runtime import Progress, Report, Runtime, WorkerState, noop_progress, resolve_target
 from tools.specs import Scalar, check_signature_type
 from tools.store import CompileSpec, KernelRecord
 
 # Artifact names agents may ask for, and the compiler's ``asm`` keys that can satisfy each.
 ARTIFACT_KEYS: dict[str, tuple[str, ...]] = {
+    "source": ("source",),  # the kernel's source text, as compiled
     "tir": ("tir", "ttir"),
     "llir": ("llir",),
     "asm": ("asm", "ptx", "amdgcn"),
@@ -96,13 +99,15 @@ def plan_compile(
 
 
 async def ensure_compiled(
-    rt: Runtime, spec: CompileSpec, progress: Progress | None = None
+    rt: Runtime, spec: CompileSpec, progress: Progress | None = None, artifacts: list[str] | None = None
 ) -> tuple[KernelRecord, bool]:
-    """The record for ``spec``: from the store, or compiled now. Concurrent equal requests compile once."""
+    """The record for ``spec``: from the store, or compiled now. Concurrent equal requests compile once.
+    ``artifacts`` made on request only (the CPU's assembly) are added to a stored record that lacks them."""
     kernel_id = spec.kernel_id
     while True:
         record = rt.store.get(kernel_id)
         if record is not None:
+            await ensure_artifacts(rt, record, artifacts or [])
             return record, True
         pending = rt._compiling.get(kernel_id)
         if pending is None:
@@ -112,7 +117,8 @@ async def ensure_compiled(
             break
     done = rt._compiling[kernel_id] = anyio.Event()
     try:
-        out = await rt.executor.compile(spec.to_dict(), timeout=rt.limits.compile_timeout_s, progress=progress)
+        payload = spec.to_dict() | {"artifacts": list(artifacts or [])}
+        out = await rt.executor.compile(payload, timeout=rt.limits.compile_timeout_s, progress=progress)
     finally:
         rt._compiling.pop(kernel_id, None)
         done.set()
@@ -127,6 +133,23 @@ async def ensure_compiled(
     record = KernelRecord(spec=spec, **out)
     rt.store.put(record)
     return record, False
+
+
+# Artifacts a compile makes only when asked (generating them costs as much as the compile's code generation).
+ON_REQUEST = {"asm": "cpu"}
+
+
+async def ensure_artifacts(rt: Runtime, record: KernelRecord, names: list[str]) -> None:
+    """Add to ``record`` the on-request artifacts among ``names`` it lacks (a compile job that finds the kernel
+    in the compile cache and generates them)."""
+    wanted = [n for n in names if ON_REQUEST.get(n) == record.spec.target and n not in record.asm]
+    if not wanted:
+        return
+    payload = record.spec.to_dict() | {"artifacts": wanted}
+    out = await rt.executor.compile(payload, timeout=rt.limits.compile_timeout_s)
+    for name in wanted:
+        if name in out["asm"]:
+            record.asm[name] = out["asm"][name]
 
 
 async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | None = None) -> CompileResult:
@@ -148,7 +171,7 @@ async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | 
     for name in req.artifacts:
         if name not in ARTIFACT_KEYS:
             raise ToolInputError(f"unknown artifact {name!r}; choose from {', '.join(ARTIFACT_KEYS)}.")
-    record, cached = await ensure_compiled(rt, spec, progress)
+    record, cached = await ensure_compiled(rt, spec, progress, list(req.artifacts))
     lines = min(req.artifact_lines or rt.limits.artifact_page_lines, rt.limits.max_artifact_page_lines)
     pages = {name: artifact_page(record, name, 1, lines) for name in req.artifacts}
     total = record.compile_ms.get("total", sum(record.compile_ms.values()))
@@ -157,9 +180,13 @@ async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | 
         f"{'found cached' if cached else 'compiled'} {record.kernel_name}({sig}) for {spec.target}"
         f"{'' if cached else f' in {total:.0f} ms'}; kernel_id={record.kernel_id}"
     )
-    notes = [d for d in record.diagnostics if d.get("severity") != "note"]
-    if notes:
-        summary += f"; {len(notes)} warning(s)"
+    warnings = [d for d in record.diagnostics if d.get("severity") != "note"]
+    if warnings:
+        summary += f"; {len(warnings)} warning(s)"
+    slow = [d for d in record.diagnostics if str(d.get("message", "")).startswith("performance:")]
+    if slow:
+        summary += f"; {len(slow)} performance note(s): " + "; ".join(
+            f"line {d.get('line')}: {str(d['message']).removeprefix('performance: ').split(':')[0]}" for d in slow[:3])
     return CompileResult(
         kernel_id=record.kernel_id,
         kernel_name=record.kernel_name,
@@ -177,10 +204,13 @@ async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | 
 
 
 def available_artifacts(record: KernelRecord) -> list[str]:
-    return [name for name, keys in ARTIFACT_KEYS.items() if any(k in record.asm for k in keys)]
+    return [name for name, keys in ARTIFACT_KEYS.items()
+            if name == "source" or ON_REQUEST.get(name) == record.spec.target or any(k in record.asm for k in keys)]
 
 
 def artifact_text(record: KernelRecord, name: str) -> str:
+    if name == "source":
+        return record.spec.source
     for key in ARTIFACT_KEYS.get(name, (name,)):
         if key in record.asm:
             return record.asm[key]
@@ -212,13 +242,36 @@ def artifact_page(record: KernelRecord, name: str, start_line: int, count: int) 
     )
 
 
-def read_artifact(
+async def read_artifact(
     rt: Runtime, kernel_id: str, artifact: str, start_line: int = 1, max_lines: int | None = None
 ) -> ArtifactPage:
-    """The read_artifact tool: one page of a compiled kernel's artifact."""
+    """The read_artifact tool: one page of a compiled kernel's artifact (its source, Tile IR, LLVM IR, assembly,
+    PTX)."""
     record = get_record(rt, kernel_id)
+    await ensure_artifacts(rt, record, [artifact])
     count = min(max_lines or rt.limits.artifact_page_lines, rt.limits.max_artifact_page_lines)
     return artifact_page(record, artifact, start_line, max(1, count))
+
+
+def list_kernels(rt: Runtime, name: str | None = None, limit: int = 50) -> KernelList:
+    """The list_kernels tool: the compiled kernels this server keeps, most recently used first."""
+    now = time.time()
+    records = [r for r in rt.store.recent() if name is None or name.lower() in r.kernel_name.lower()]
+    entries = [
+        KernelEntry(
+            kernel_id=r.kernel_id, kernel_name=r.kernel_name, target=r.spec.target, signature=r.signature,
+            constexprs=r.spec.constexprs, source_lines=len(r.spec.source.splitlines()), age_s=round(now - r.created, 1),
+            options={k: v for k, v in (("num_warps", r.spec.num_warps), ("num_stages", r.spec.num_stages),
+                                       ("maxnreg", r.spec.maxnreg), ("cluster_dims", r.spec.cluster_dims),
+                                       ("debug", r.spec.debug or None)) if v is not None},
+        )
+        for r in records[:limit]
+    ]
+    shown = ", ".join(f"{e.kernel_name} {e.kernel_id}" for e in entries[:5])
+    more = f" (showing {len(entries)})" if len(records) > len(entries) else ""
+    summary = f"{len(records)} kernel(s){' named like ' + repr(name) if name else ''}{more}" + (f": {shown}" if shown
+                                                                                                  else "")
+    return KernelList(kernels=entries, total=len(rt.store), summary=summary)
 
 
 def get_record(rt: Runtime, kernel_id: str) -> KernelRecord:
@@ -282,7 +335,8 @@ def run_compile_job(payload: dict[str, Any], state: WorkerState, report: Report)
 def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
     import compiler
 
-    spec = CompileSpec.from_dict(payload)
+    requested = list(payload.get("artifacts") or [])
+    spec = CompileSpec.from_dict({k: v for k, v in payload.items() if k != "artifacts"})
     report(0, 2, "parsing")
     jit = load_kernel(spec.source, spec.kernel_name)
     arg_names = list(jit.arg_names)
@@ -333,7 +387,9 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
     try:
         compiled = jit.compile(signature, dict(spec.constexprs), **options)
     except compiler.CompilationError as exc:
-        raise compile_error(exc) from None
+        failure = diagnostic_from(exc) | {"kind": type(exc).__name__}
+        mistake = argument_kind_mistake(jit, spec, signature, options, kernel_name, failure)
+        raise (mistake or compile_error(exc)) from None
     except Exception as exc:  # a compiler bug: still the agent's only lead, so report it as such
         raise ToolInputError(
             f"internal compiler error while compiling {kernel_name}: {type(exc).__name__}: {exc}. "
@@ -343,17 +399,33 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
         ) from None
     metadata = dict(getattr(compiled, "metadata", {}) or {})
     stages = metadata.get("compile_ms") or {}
-    compile_ms = {str(k): float(v) for k, v in stages.items() if isinstance(v, int | float)}
+    # stage names without the unit: the field (compile_ms) carries it
+    compile_ms = {str(k).removesuffix("_ms"): float(v) for k, v in stages.items() if isinstance(v, int | float)}
     resources = {
         field: metadata[key]
         for field, keys in _RESOURCE_KEYS.items()
         for key in keys
         if isinstance(metadata.get(key), int | float) and not isinstance(metadata.get(key), bool)
     }
+    artifacts = getattr(compiled, "asm", {}) or {}
+    for name in requested:
+        if ON_REQUEST.get(name) == spec.target:
+            artifacts[name]  # noqa: B018 - made when first read (the CPU's assembly)
     asm = {
         str(k): v if isinstance(v, str) else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-        for k, v in (getattr(compiled, "asm", {}) or {}).items()
+        for k, v in artifacts.items()
     }
+    lines = spec.source.splitlines()
+    for note in metadata.get("notes", []) or []:
+        line = note.get("line")
+        text_line = lines[line - 1] if isinstance(line, int) and 0 < line <= len(lines) else None
+        message = f"performance: {note['message']}"
+        notes.append({"severity": "note", "message": message, "line": line, "column": note.get("column"),
+                      "source_line": text_line, "hint": note.get("hint"),
+                      "text": f"<source>:{line}:{note.get('column')}: note: {message}"
+                      + (f"\n    {text_line.strip()}" if text_line else "")})
+    unmasked = [a | {"source_line": lines[a["line"] - 1].strip() if 0 < a["line"] <= len(lines) else ""}
+                for a in metadata.get("unmasked_accesses", []) or []]
     for warning in metadata.get("warnings", []) or []:
         if isinstance(warning, BaseException):
             notes.append(diagnostic_from(warning) | {"severity": "warning"})
@@ -369,4 +441,5 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
         "resources": resources,
         "diagnostics": notes,
         "asm": asm,
+        "unmasked_accesses": unmasked,
     }

@@ -8,6 +8,7 @@ evaluate the references on the pristine inputs, launch, synchronise, report stat
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from tools.specs import (
     TensorSpec,
     build_tensor,
     check_args_limits,
+    generated_on_host,
+    resolved_seed,
     scalar_fits,
     signature_of,
 )
@@ -229,18 +232,35 @@ def get_kernel(state: WorkerState, kernel: dict[str, Any]) -> tuple[Any, bool]:
     return state.remember(kernel["kernel_id"], load_kernel(kernel["source"], kernel["kernel_name"])), False
 
 
-def build_args(payload: dict[str, Any]) -> dict[str, Any]:
-    """Tensors and scalars by name, in parameter order, on the payload's device."""
+def build_args(payload: dict[str, Any], state: WorkerState | None = None) -> dict[str, Any]:
+    """Tensors and scalars by name, in parameter order, on the payload's device. With ``state``, tensors
+    whose values come from the host (random, arange, listed) are generated once per worker and kept on the
+    device; each launch gets a fresh copy of them."""
     signature = payload["kernel"]["signature"]
     values: dict[str, Any] = {}
     for name, value in payload["args"].items():
         if isinstance(value, dict):
-            values[name] = build_tensor(name, TensorSpec.model_validate(value), payload["device"])
+            values[name] = input_tensor(name, TensorSpec.model_validate(value), payload["device"], state)
         elif signature[name].startswith(("fp", "bf")):
             values[name] = float(value)
         else:
             values[name] = value
     return values
+
+
+def input_tensor(name: str, spec: TensorSpec, device: str, state: WorkerState | None) -> torch.Tensor:
+    """A new tensor as ``spec`` describes it, on ``device``; generated values come from the worker's cache
+    (a device-side copy, no host work) when an equal spec was built before."""
+    if state is None or not generated_on_host(spec) or spec.nbytes > state.input_cache_bytes // 2:
+        return build_tensor(name, spec, device)
+    key = json.dumps([spec.model_dump(mode="json") | {"seed": resolved_seed(name, spec)}, device], sort_keys=True)
+    kept = state.inputs.get(key)
+    if kept is None:
+        kept = build_tensor(name, spec, device)
+        state.keep_input(key, kept)
+    else:
+        state.inputs.move_to_end(key)
+    return kept.clone()
 
 
 def reference_size_limits(payload: dict[str, Any]) -> SizeLimits:
@@ -388,7 +408,7 @@ def check_outputs(
 
 
 def launch_summary(
-    kernel_name: str, device: str, grid: list[int], stats: dict[str, Any], checks: dict[str, Any]
+    kernel: dict[str, Any], device: str, grid: list[int], stats: dict[str, Any], checks: dict[str, Any]
 ) -> str:
     parts = []
     for name, check in checks.items():
@@ -405,7 +425,14 @@ def launch_summary(
             parts.append(f"{name}: {s['unwritten_count']} elements never written")
     if not parts:
         parts = [f"{n}: min {s['min']} max {s['max']}" for n, s in list(stats.items())[:3]]
-    return f"{kernel_name} on {device}, grid {grid}: " + "; ".join(parts)
+    return f"{kernel_signature(kernel)} on {device}, grid {grid}: " + "; ".join(parts)
+
+
+def kernel_signature(kernel: dict[str, Any]) -> str:
+    """``name(x_ptr: *fp32, n: i32, BLOCK=256)``: the types and constexprs a launch_info dict was compiled for."""
+    params = [f"{a}={kernel['constexprs'].get(a)}" if a in kernel["constexpr_names"]
+              else f"{a}: {kernel['signature'].get(a, '?')}" for a in kernel["arg_names"]]
+    return f"{kernel['kernel_name']}({', '.join(params)})"
 
 
 def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) -> dict[str, Any]:
@@ -413,7 +440,7 @@ def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) 
     kernel = payload["kernel"]
     report(0, 3, "building inputs")
     jit, was_loaded = get_kernel(state, kernel)
-    values = build_args(payload)
+    values = build_args(payload, state)
     expected = evaluate_references(payload, values)
     report(1, 3, "launching")
     synchronize(payload["device"])
@@ -424,7 +451,7 @@ def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) 
     report(2, 3, "checking outputs")
     stats, checks = check_outputs(payload, values, expected)
     passed = all(c["passed"] for c in checks.values()) if checks else None
-    summary = launch_summary(kernel["kernel_name"], payload["device"], payload["grid"], stats, checks)
+    summary = launch_summary(kernel, payload["device"], payload["grid"], stats, checks)
     if not was_loaded:
         summary += " (first launch in this worker: elapsed_ms includes loading the kernel)"
     return {
@@ -432,6 +459,8 @@ def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) 
         "kernel_name": kernel["kernel_name"],
         "target": kernel["target"],
         "device": payload["device"],
+        "signature": kernel["signature"],
+        "constexprs": kernel["constexprs"],
         "grid": payload["grid"],
         "outputs": stats,
         "checks": checks,

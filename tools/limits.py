@@ -64,6 +64,9 @@ class Limits:
     """Lines of an artifact returned per page unless the caller asks for fewer."""
     max_artifact_page_lines: int = 2000
     """Most lines of an artifact returned in one page."""
+    spare_workers: int = 1
+    """1: each device's worker keeps a second worker started, confined and warmed up beside it, which takes over
+    at once when a kernel crashes or hangs the first (or a benchmark retires it); 0: a replacement starts then."""
     compile_workers: int = 2
     """Processes compiling in parallel (started on demand)."""
     max_client_compiles: int = 0

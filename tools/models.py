@@ -179,8 +179,14 @@ class BenchmarkRequest(LaunchRequest):
         Field(description="'cold': flush the last-level cache before every run; 'warm': do not."),
     ] = "cold"
     input_sets: Annotated[
-        int, Field(ge=1, le=8, description="Copies of the inputs at distinct addresses, used in rotation.")
+        int, Field(ge=1, le=8, description="Copies of the inputs at distinct addresses, used in rotation (fewer when "
+                   "the per-call tensor limits allow fewer).")
     ] = 3
+    autotune: Annotated[
+        bool, Field(description="Search the configs instead of timing the given ones: block-size constexprs "
+                    "(names with BLOCK or TILE, powers of two) around their values, then num_warps and num_stages "
+                    "(GPU) around the best; every config tried is reported.")
+    ] = False
 
 
 # --- responses ------------------------------------------------------------------------------------------
@@ -206,7 +212,7 @@ class Resources(BaseModel):
 
 
 class ArtifactPage(BaseModel):
-    name: Annotated[str, Field(description="Artifact name: tir, llir, asm, ptx, ...")]
+    name: Annotated[str, Field(description="Artifact name: source, tir, llir, asm, ptx, sass.")]
     start_line: Annotated[int, Field(description="First line of this page (1-based).")]
     end_line: Annotated[int, Field(description="Last line of this page.")]
     total_lines: Annotated[int, Field(description="Lines of the whole artifact.")]
@@ -214,126 +220,160 @@ class ArtifactPage(BaseModel):
     next_page: Annotated[str | None, Field(description="How to read the next page; null on the last page.")] = None
 
 
+def _d(text: str) -> Any:
+    return Field(description=text)
+
+
+Summary = Annotated[str, _d("One line saying what happened, for a person or a model to read first.")]
+
+
 class CompileResult(BaseModel):
-    kernel_id: Annotated[str, Field(description="Handle for launch_kernel/benchmark/read_artifact (content hash).")]
-    kernel_name: str
-    target: Annotated[str, Field(description="The resolved target, e.g. 'cpu' or 'cuda:sm_90a'.")]
-    cached: Annotated[bool, Field(description="True when this exact compile was already done.")]
-    signature: Annotated[dict[str, str], Field(description="The argument types used, by parameter name.")]
-    constexprs: dict[str, Scalar]
-    compile_ms: Annotated[dict[str, float], Field(description="Compile time per stage and 'total', in ms.")]
-    resources: Resources
-    diagnostics: list[Diagnostic]
-    artifacts: Annotated[dict[str, ArtifactPage], Field(description="First page of each requested artifact.")]
-    available_artifacts: list[str]
-    summary: str
+    kernel_id: Annotated[str, _d("Handle for launch_kernel/benchmark/read_artifact (content hash).")]
+    kernel_name: Annotated[str, _d("The @jit function compiled.")]
+    target: Annotated[str, _d("The resolved target, e.g. 'cpu' or 'cuda:sm_90a'.")]
+    cached: Annotated[bool, _d("True when this exact compile was already done.")]
+    signature: Annotated[dict[str, str], _d("The argument types used, by parameter name.")]
+    constexprs: Annotated[dict[str, Scalar], _d("The values of the tl.constexpr parameters compiled in.")]
+    compile_ms: Annotated[dict[str, float], _d(
+        "Milliseconds per stage (frontend, passes, llvm_ir, llvm_opt, codegen on the CPU; llvm_opt_ptx, ptxas on "
+        "CUDA; cache_load when the disk cache had it) and total.")]
+    resources: Annotated[Resources, _d("Registers, spills, shared memory, occupancy, warps, stages.")]
+    diagnostics: Annotated[list[Diagnostic], _d(
+        "Warnings and notes: assumed argument types, and 'performance:' notes on slow lowerings with their line.")]
+    artifacts: Annotated[dict[str, ArtifactPage], _d("First page of each requested artifact.")]
+    available_artifacts: Annotated[list[str], _d("Artifacts read_artifact can return for this kernel.")]
+    summary: Summary
 
 
 class TensorStats(BaseModel):
-    shape: list[int]
-    dtype: str
-    min: Annotated[float | None, Field(description="Minimum over finite elements.")] = None
-    max: Annotated[float | None, Field(description="Maximum over finite elements.")] = None
-    mean: Annotated[float | None, Field(description="Mean over finite elements.")] = None
-    nan_count: int = 0
-    inf_count: int = 0
+    shape: Annotated[list[int], _d("Dimensions.")]
+    dtype: Annotated[str, _d("Element type, e.g. float32.")]
+    min: Annotated[float | None, _d("Minimum over finite elements.")] = None
+    max: Annotated[float | None, _d("Maximum over finite elements.")] = None
+    mean: Annotated[float | None, _d("Mean over finite elements.")] = None
+    nan_count: Annotated[int, _d("NaN elements (the poison of unwritten float elements is a NaN too).")] = 0
+    inf_count: Annotated[int, _d("Infinite elements.")] = 0
     unwritten_count: Annotated[
-        int | None, Field(description="Elements still holding the poison of init 'empty' (never written).")
+        int | None, _d("Elements still holding the poison of init 'empty' (never written).")
     ] = None
     values: Annotated[
         list[float | int | bool | str],
-        Field(description="The first few elements, flattened; 'nan'/'inf' as text."),
+        _d("The first few elements, flattened; 'nan'/'inf' as text."),
     ] = []
 
 
 class Mismatch(BaseModel):
-    index: list[int]
-    got: float | int | bool | str
-    expected: float | int | bool | str
+    index: Annotated[list[int], _d("Index of the first element outside the tolerance.")]
+    got: Annotated[float | int | bool | str, _d("The kernel's value there.")]
+    expected: Annotated[float | int | bool | str, _d("The reference's value there.")]
 
 
 class CheckResult(BaseModel):
-    passed: bool
-    reference: Annotated[str, Field(description="The reference expression.")]
-    max_abs_error: Annotated[float | None, Field(description="Over elements finite in both.")] = None
-    max_rel_error: Annotated[float | None, Field(description="|got - expected| / |expected|, finite elements.")] = None
-    atol: float
-    rtol: float
-    mismatched: Annotated[int, Field(description="Elements outside atol + rtol * |expected| (NaN/Inf included).")]
-    total: int
-    first_mismatch: Mismatch | None = None
+    passed: Annotated[bool, _d("Every element within atol + rtol * |expected| (NaN matches NaN).")]
+    reference: Annotated[str, _d("The reference expression.")]
+    max_abs_error: Annotated[float | None, _d("Over elements finite in both.")] = None
+    max_rel_error: Annotated[float | None, _d("|got - expected| / |expected|, finite elements.")] = None
+    atol: Annotated[float, _d("Absolute tolerance used (the dtype's default unless given).")]
+    rtol: Annotated[float, _d("Relative tolerance used.")]
+    mismatched: Annotated[int, _d("Elements outside atol + rtol * |expected| (NaN/Inf included).")]
+    total: Annotated[int, _d("Elements compared.")]
+    first_mismatch: Annotated[Mismatch | None, _d("The first element outside the tolerance; null if none.")] = None
 
 
 class LaunchResult(BaseModel):
-    kernel_id: str
-    kernel_name: str
-    target: str
-    device: str
-    grid: list[int]
-    outputs: Annotated[dict[str, TensorStats], Field(description="Stats of the output tensors after the launch.")]
-    checks: Annotated[dict[str, CheckResult], Field(description="Comparison with each reference.")]
-    passed: Annotated[bool | None, Field(description="All checks passed; null when no reference was given.")]
-    elapsed_ms: Annotated[float, Field(description="Wall time of the launch (not a benchmark).")]
-    summary: str
+    kernel_id: Annotated[str, _d("The kernel launched (a specialization of the one asked for when args changed "
+                                    "its argument types).")]
+    kernel_name: Annotated[str, _d("The @jit function launched.")]
+    target: Annotated[str, _d("The resolved target.")]
+    device: Annotated[str, _d("Where it ran, e.g. 'cpu' or 'cuda:0'.")]
+    signature: Annotated[dict[str, str], _d("The argument types it was compiled for, by parameter name.")] = {}
+    constexprs: Annotated[dict[str, Scalar], _d("The constexpr values it was compiled with.")] = {}
+    grid: Annotated[list[int], _d("Programs per axis, evaluated.")]
+    outputs: Annotated[dict[str, TensorStats], _d("Stats of the output tensors after the launch.")]
+    checks: Annotated[dict[str, CheckResult], _d("Comparison with each reference.")]
+    passed: Annotated[bool | None, _d("All checks passed; null when no reference was given.")]
+    elapsed_ms: Annotated[float, _d("Wall time of the launch (not a benchmark).")]
+    summary: Summary
 
 
 class Timing(BaseModel):
-    median_us: float
-    p10_us: float
-    p90_us: float
-    min_us: float
-    n: Annotated[int, Field(description="Timed repetitions.")]
+    median_us: Annotated[float, _d("Median time per run, microseconds.")]
+    p10_us: Annotated[float, _d("10th percentile.")]
+    p90_us: Annotated[float, _d("90th percentile.")]
+    min_us: Annotated[float, _d("Fastest run.")]
+    n: Annotated[int, _d("Timed repetitions.")]
+    noise_pct: Annotated[float | None, _d("(p90 - p10) / median, percent: the spread of the runs.")] = None
 
 
 class ConfigResult(BaseModel):
-    config: BenchConfig
-    kernel_id: str | None = None
-    timing: Timing | None = None
-    gbps: Annotated[float | None, Field(description="bytes / median time.")] = None
-    tflops: Annotated[float | None, Field(description="flops / median time.")] = None
-    pct_of_peak_bandwidth: Annotated[float | None, Field(description="Of the device's measured copy rate.")] = None
-    pct_of_peak_flops: Annotated[float | None, Field(description="Of the device's measured matmul rate.")] = None
-    passed: Annotated[bool | None, Field(description="Outputs of the timed runs match the reference.")] = None
-    checks: dict[str, CheckResult] = {}
-    error: Annotated[str | None, Field(description="Why this config could not be measured.")] = None
+    config: Annotated[BenchConfig, _d("The constexprs and launch options of this variant.")]
+    kernel_id: Annotated[str | None, _d("The variant's kernel_id.")] = None
+    timing: Annotated[Timing | None, _d("Its timing; null when it could not be measured.")] = None
+    gbps: Annotated[float | None, _d("bytes / median time.")] = None
+    tflops: Annotated[float | None, _d("flops / median time (when flops was given).")] = None
+    pct_of_peak_bandwidth: Annotated[float | None, _d("gbps as a percentage of the measured copy rate.")] = None
+    pct_of_peak_flops: Annotated[float | None, _d("tflops as a percentage of the measured matmul rate.")] = None
+    passed: Annotated[bool | None, _d("Outputs of the timed runs match the reference.")] = None
+    checks: Annotated[dict[str, CheckResult], _d("The reference checks of its outputs.")] = {}
+    error: Annotated[str | None, _d("Why this config could not be measured.")] = None
 
 
 class BenchmarkResult(BaseModel):
-    kernel_name: str
-    target: str
-    device: str
-    method: Annotated[str, Field(description="How it was measured: timer, warm-up, cache state, input sets.")]
-    results: list[ConfigResult]
-    best: Annotated[int | None, Field(description="Index of the fastest passing config.")] = None
-    best_kernel_id: str | None = None
-    baseline: Annotated[Timing | None, Field(description="Timing of the baseline expression.")] = None
-    speedup: Annotated[float | None, Field(description="Baseline median / best median.")] = None
-    bytes: int
-    flops: int | None = None
-    passed: bool | None = None
-    summary: str
+    kernel_name: Annotated[str, _d("The @jit function timed.")]
+    target: Annotated[str, _d("The resolved target.")]
+    device: Annotated[str, _d("Where it ran.")]
+    method: Annotated[str, _d("How it was measured: timer, warm-up, cache state, input sets, peaks.")]
+    results: Annotated[list[ConfigResult], _d("One entry per config, in order (with autotune: every one tried).")]
+    best: Annotated[int | None, _d("Index in results of the fastest passing config.")] = None
+    best_kernel_id: Annotated[str | None, _d("Its kernel_id, to launch or benchmark again.")] = None
+    baseline: Annotated[Timing | None, _d("Timing of the baseline expression.")] = None
+    speedup: Annotated[float | None, _d("Baseline median / best median.")] = None
+    bytes: Annotated[int, _d("Bytes moved per run used for GB/s.")]
+    flops: Annotated[int | None, _d("Flops per run used for TFLOP/s.")] = None
+    input_sets: Annotated[int, _d("Input sets used in rotation (fewer than asked when the limits require).")] = 1
+    autotune: Annotated[list[str] | None, _d("What the search tried, round by round (autotune=true).")] = None
+    passed: Annotated[bool | None, _d("Every checked config passed; null without a reference.")] = None
+    summary: Summary
 
 
 class DeviceEntry(BaseModel):
-    kind: Annotated[Literal["cpu", "cuda", "rocm"], Field(description="Device family.")]
-    index: int = 0
-    name: str
-    arch: Annotated[str | None, Field(description="e.g. x86_64, sm_90a, gfx942.")] = None
-    cores: Annotated[int | None, Field(description="CPU cores or GPU SMs/CUs.")] = None
-    memory_bytes: int | None = None
-    copy_gbps: Annotated[float | None, Field(description="Measured device-memory copy rate (read+write).")] = None
-    matmul_tflops: Annotated[float | None, Field(description="Measured dense matmul rate.")] = None
-    matmul_dtype: str | None = None
+    kind: Annotated[Literal["cpu", "cuda", "rocm"], _d("Device family.")]
+    index: Annotated[int, _d("Device index within its family.")] = 0
+    name: Annotated[str, _d("Model name.")]
+    arch: Annotated[str | None, _d("e.g. x86_64, sm_90a, gfx942.")] = None
+    cores: Annotated[int | None, _d("CPU cores or GPU SMs/CUs.")] = None
+    memory_bytes: Annotated[int | None, _d("Memory of the device.")] = None
+    copy_gbps: Annotated[float | None, _d("Measured device-memory copy rate (read+write).")] = None
+    matmul_tflops: Annotated[float | None, _d("Measured dense matmul rate.")] = None
+    matmul_dtype: Annotated[str | None, _d("The dtype of that matmul.")] = None
     protections: Annotated[
         dict[str, Any] | None,
-        Field(description="What confines this device's worker process: environment, memory limit, seccomp, Landlock."),
+        _d("What confines this device's worker process: environment, memory limit, seccomp, Landlock (null until "
+           "the worker has started)."),
     ] = None
 
 
 class DeviceInfo(BaseModel):
-    devices: list[DeviceEntry]
-    backends: Annotated[list[str], Field(description="Compiler targets available here.")]
-    default_target: Annotated[str, Field(description="What target 'auto' resolves to.")]
-    versions: dict[str, str]
-    limits: Annotated[dict[str, Any], Field(description="Per-call limits in force.")]
-    summary: str
+    devices: Annotated[list[DeviceEntry], _d("The CPU, then each GPU.")]
+    backends: Annotated[list[str], _d("Compiler targets available here.")]
+    default_target: Annotated[str, _d("What target 'auto' resolves to.")]
+    versions: Annotated[dict[str, str], _d("Versions of Python, Anvil, torch, llvmlite and the other packages.")]
+    limits: Annotated[dict[str, Any], _d("Per-call limits in force.")]
+    summary: Summary
+
+
+class KernelEntry(BaseModel):
+    kernel_id: Annotated[str, _d("Its handle.")]
+    kernel_name: Annotated[str, _d("The @jit function.")]
+    target: Annotated[str, _d("The resolved target.")]
+    signature: Annotated[dict[str, str], _d("Argument types by parameter name.")]
+    constexprs: Annotated[dict[str, Scalar], _d("Constexpr values compiled in.")]
+    options: Annotated[dict[str, Any], _d("num_warps, num_stages, maxnreg, cluster_dims, debug where set.")]
+    source_lines: Annotated[int, _d("Lines of its source (read it with read_artifact(kernel_id, 'source')).")]
+    age_s: Annotated[float, _d("Seconds since it was compiled.")]
+
+
+class KernelList(BaseModel):
+    kernels: Annotated[list[KernelEntry], _d("Compiled kernels, most recently used first.")]
+    total: Annotated[int, _d("Kernels this server keeps (it drops the least recently used past its limit).")]
+    summary: Summary

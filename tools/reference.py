@@ -188,6 +188,26 @@ _REFUSED_NODES: dict[type[ast.AST], str] = {
 }
 
 
+def reference_language() -> str:
+    """What a reference or baseline expression may use, every allowed name listed (for tool descriptions)."""
+    listed = [("torch.", TORCH_FUNCTIONS), ("F. (torch.nn.functional.)", FUNCTIONAL), ("torch.special.", SPECIAL),
+              ("torch.linalg.", LINALG), ("math.", MATH)]
+    lines = [
+        "Reference language: one Python expression over the launch's argument names (their values before the "
+        "launch), evaluated by a whitelisting interpreter, never as Python. Numbers, True/False/None, short "
+        "strings, tuples and lists; + - * / // % ** @ & | ^ ~ << >> and comparisons; subscripts and slices; "
+        "keyword arguments (not out=). Constants: torch.pi/e/inf/nan, math.pi/e/inf/nan/tau; dtypes torch."
+        + "/".join(sorted(DTYPES)) + ".",
+    ]
+    lines += [f"{prefix} functions: {' '.join(sorted(names))}." for prefix, names in listed]
+    lines.append(f"Builtins: {' '.join(sorted(BUILTINS))}.")
+    lines.append(f"Tensor methods (x.sum(dim=-1), ...): {' '.join(sorted(TENSOR_METHODS))}.")
+    lines.append(f"Tensor properties: {' '.join(sorted(TENSOR_PROPERTIES))}; results' .values/.indices.")
+    lines.append("Not allowed: imports, other attributes, names starting with _, lambdas, comprehensions, "
+                 "in-place methods (add_), `and`/`or`/`if`-expressions (use & | torch.where).")
+    return "\n".join(lines)
+
+
 def _hint_names(names: Collection[str]) -> str:
     shown = sorted(names)
     return ", ".join(shown) if shown else "(none)"
@@ -366,11 +386,11 @@ class _Validator(ast.NodeVisitor):
                     )
                 target = getattr(_NAMESPACE_OBJECTS[namespace], name, None)
                 if name not in NAMESPACES[namespace] or not callable(target):
-                    allowed = ", ".join(sorted(NAMESPACES[namespace])[:40])
+                    allowed = ", ".join(sorted(NAMESPACES[namespace]))
                     self.fail(
                         func,
                         f"{namespace}.{name} is not an allowed function",
-                        f"Allowed {namespace} functions include: {allowed}, ...",
+                        f"Allowed {namespace} functions: {allowed}.",
                     )
             else:
                 self.visit(func.value)  # an unknown receiver is the better message

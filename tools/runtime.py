@@ -11,6 +11,7 @@ this process (:class:`InProcessExecutor`).
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,15 @@ class WorkerState:
     # unchecked kernel code ran here (benchmark's timed runs): what it did to this process's memory is
     # unknown, so the worker retires after answering and a fresh one serves the next call
     tainted: bool = False
+    # input tensors generated on the host (random, arange, listed values), kept on the device by spec, least
+    # recently used first; launches get copies (tools/launch.py: input_tensor)
+    inputs: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    input_cache_bytes: int = 1 << 30
+
+    def keep_input(self, key: str, tensor: Any) -> None:
+        self.inputs[key] = tensor
+        while sum(t.nbytes for t in self.inputs.values()) > self.input_cache_bytes and len(self.inputs) > 1:
+            self.inputs.popitem(last=False)
 
     def remember(self, key: str, value: Any) -> Any:
         if len(self.jit_cache) >= self.max_cached:
@@ -133,6 +143,8 @@ class Runtime:
     executor: Executor = field(default_factory=InProcessExecutor)
     store: KernelStore = field(default_factory=KernelStore)
     allowed_paths: list[Path] = field(default_factory=list)
+    # where the server keeps what it measured about this machine (tools/device.py); None: memory only
+    state_dir: Path | None = None
     device_info_cache: dict[str, Any] = field(default_factory=dict)
     _compiling: dict[str, anyio.Event] = field(default_factory=dict)
 

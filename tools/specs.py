@@ -240,9 +240,14 @@ def build_tensor(name: str, spec: TensorSpec, device: torch.device | str = "cpu"
 def _build_tensor(name: str, spec: TensorSpec, device: torch.device | str) -> torch.Tensor:
     dt = DTYPES[spec.dtype]
     shape = list(spec.shape or [])
-    seed = default_seed(name) if spec.seed is None else spec.seed
-    gen = torch.Generator().manual_seed(seed)
     init = spec.init
+    if init in ("zeros", "ones", "full", "empty"):  # the same values wherever they are made: made in place
+        if init == "full":
+            return torch.full(shape, spec.value if spec.value is not None else 0, dtype=dt.torch_dtype, device=device)
+        if init == "empty":  # poisoned so that unwritten elements are visible
+            return poison_(torch.empty(shape, dtype=dt.torch_dtype, device=device))
+        return (torch.zeros if init == "zeros" else torch.ones)(shape, dtype=dt.torch_dtype, device=device)
+    gen = torch.Generator().manual_seed(resolved_seed(name, spec))
     if isinstance(init, list):
         flat = _flatten(init, [])
         base = torch.tensor(flat, dtype=torch.float64 if dt.is_float else torch.int64)
@@ -261,19 +266,21 @@ def _build_tensor(name: str, spec: TensorSpec, device: torch.device | str) -> to
         if high_i <= low_i:
             raise ToolInputError(f"args[{name!r}]: randint needs high > low (got low={low_i}, high={high_i}).")
         t = torch.randint(low_i, high_i, shape, generator=gen, dtype=torch.int64).to(dt.torch_dtype)
-    elif init == "arange":
+    else:  # "arange"
         start = spec.low or 0
         t = (torch.arange(math.prod(shape), dtype=torch.float64) + start).reshape(shape).to(dt.torch_dtype)
-    elif init == "zeros":
-        t = torch.zeros(shape, dtype=dt.torch_dtype)
-    elif init == "ones":
-        t = torch.ones(shape, dtype=dt.torch_dtype)
-    elif init == "full":
-        t = torch.full(shape, spec.value if spec.value is not None else 0, dtype=dt.torch_dtype)
-    else:  # "empty": poisoned so that unwritten elements are visible
-        t = torch.empty(shape, dtype=dt.torch_dtype)
-        poison_(t)
     return t.to(device)
+
+
+def resolved_seed(name: str, spec: TensorSpec) -> int:
+    """The seed a spec's random values come from: its own, or one derived from the argument's name."""
+    return default_seed(name) if spec.seed is None else spec.seed
+
+
+def generated_on_host(spec: TensorSpec) -> bool:
+    """Whether a spec's values are generated on the CPU and copied to the device (random, arange, listed
+    values: the same on every device), as opposed to filled in place (zeros, ones, full, empty)."""
+    return spec.init not in ("zeros", "ones", "full", "empty")
 
 
 def poison_(t: torch.Tensor) -> torch.Tensor:
@@ -286,12 +293,25 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def poison_mask(t: torch.Tensor) -> torch.Tensor:
+    """Where ``t`` holds its dtype's poison pattern bit for bit (never written); all False for bool."""
+    if t.dtype == torch.bool:
+        return torch.zeros_like(t)
+    dt = _dtype_by_torch(t.dtype)
+    return t.view(dt.bits_view) == dt.poison_bits
+
+
 def count_poison(t: torch.Tensor) -> int:
     """Elements of ``t`` still holding the poison pattern bit for bit (never written)."""
-    dt = _dtype_by_torch(t.dtype)
-    if t.dtype == torch.bool:
-        return 0
-    return int((t.view(dt.bits_view) == dt.poison_bits).sum().item())
+    return 0 if t.dtype == torch.bool else int(poison_mask(t).sum().item())
+
+
+def poison_possible(dtype: torch.dtype, lo: float, hi: float) -> bool:
+    """Whether an integer tensor whose values span [lo, hi] can hold its poison (the extreme value)."""
+    if dtype == torch.bool:
+        return False
+    poison = _dtype_by_torch(dtype).poison_bits
+    return lo <= poison <= hi
 
 
 def _dtype_by_torch(dtype: torch.dtype) -> DType:

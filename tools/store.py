@@ -65,6 +65,9 @@ class KernelRecord:
     resources: dict[str, Any]
     diagnostics: list[dict[str, Any]]
     asm: dict[str, str]
+    # loads, stores and atomics without a mask whose address depends on the program id (kind, line, column,
+    # pointer, source_line): named when a launch of the kernel crashes
+    unmasked_accesses: list[dict[str, Any]] = field(default_factory=list)
     created: float = field(default_factory=time.time)
 
     @property
@@ -91,6 +94,7 @@ class KernelRecord:
             "maxnreg": self.spec.maxnreg,
             "cluster_dims": self.spec.cluster_dims,
             "debug": self.spec.debug,
+            "unmasked_accesses": self.unmasked_accesses,
         }
 
 
@@ -115,6 +119,11 @@ class KernelStore:
             self._records.move_to_end(record.kernel_id)
             while len(self._records) > self.max_kernels:
                 self._records.popitem(last=False)
+
+    def recent(self) -> list[KernelRecord]:
+        """Every record, most recently used first (without changing the order)."""
+        with self._lock:
+            return list(reversed(self._records.values()))
 
     def __len__(self) -> int:
         return len(self._records)

@@ -19,6 +19,7 @@ from .. import __version__, knobs
 from .. import errors as E
 from ..ir import types as T
 from ..ir.core import Location
+from ..passes.unmasked import unmasked_program_accesses
 from .specialize import LaunchOptions, check_cluster_grid, torch_elem
 
 __all__ = ["CompiledKernel", "KernelMetadata", "compile_kernel"]
@@ -68,7 +69,7 @@ class CompiledKernel:
         self.metadata = KernelMetadata(
             name=name, target=target, compile_ms=timings, num_warps=options.num_warps,
             num_stages=options.num_stages, debug=options.debug, arena_bytes=binary.arena_bytes,
-            shared=0, n_regs=0, n_spills=0,
+            shared=0, n_regs=0, n_spills=0, unmasked_accesses=binary.unmasked, notes=binary.notes,
         )
         self.asm = _Artifacts(self)
         self.arg_index: list[int] = []
@@ -351,16 +352,21 @@ def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str
     tir = print_function(ir_fn)
     if knobs.dump_ir():
         sys.stderr.write(tir)
+    # facts for the tools' messages, read before a backend rewrites the function
+    unmasked = [a.to_dict() for a in unmasked_program_accesses(ir_fn)]
     t2 = time.perf_counter()
     symbol = f"anvil_{_sanitize(fn.__name__)}_{key[:16]}"
     if target.startswith("cuda"):
-        return _finish_cuda(fn, specs, opts, target, key, ir_fn, tir, symbol, t0, t1, t2)
+        return _finish_cuda(fn, specs, opts, target, key, ir_fn, tir, symbol, t0, t1, t2, unmasked)
     from ..backends import cpu
+    from ..backends.cpu.libcalls import scalar_library_calls
 
     binary = cpu.compile_function(ir_fn, symbol, opts.checked)
     binary.arg_names = list(ir_fn.arg_names)
     if knobs.dump_llir():
         sys.stderr.write(binary.llir)
+    binary.unmasked = unmasked
+    binary.notes = [_libcall_note(*call) for call in scalar_library_calls(ir_fn, binary.llir)]
     timings = {"frontend_ms": (t1 - t0) * 1e3, "passes_ms": (t2 - t1) * 1e3, **binary.timings}
     timings["total_ms"] = (time.perf_counter() - t0) * 1e3
     ck = CompiledKernel(fn.__name__, target, tir, binary, opts, timings, key)
@@ -371,16 +377,31 @@ def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str
     return ck
 
 
+def _libcall_note(name: str, elem: str, c_name: str, loc: Location) -> dict[str, object]:
+    return {
+        "message": f"{name} on {elem} tiles is a call of the C library's {c_name} for each element, inside the "
+        "vector loop (the CPU backend has no vector form of it for this type): several times slower than the "
+        "vectorized math around it",
+        "hint": "compute it in float32 where the precision allows (float32 math is vectorized on the CPU)"
+        if elem == "fp64" else "expect it to dominate this kernel's time on the CPU",
+        "line": loc.line, "column": loc.col,
+    }
+
+
 def _finish_cuda(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str, ir_fn: Any, tir: str,
-                 symbol: str, t0: float, t1: float, t2: float) -> Any:
+                 symbol: str, t0: float, t1: float, t2: float, unmasked: list[dict[str, object]]) -> Any:
+    from ..backends.nvidia.notes import assembler_notes
     from .cuda import CudaCompiledKernel, compile_cuda
 
+    dots = [op.loc for op in ir_fn.walk() if op.opcode == "dot"]
     binary = compile_cuda(ir_fn, symbol, opts, target)
     if knobs.dump_llir():
         sys.stderr.write(binary.llir)
     timings = {"frontend_ms": (t1 - t0) * 1e3, "passes_ms": (t2 - t1) * 1e3, **binary.timings}
     timings["total_ms"] = (time.perf_counter() - t0) * 1e3
     ck = CudaCompiledKernel(fn.__name__, target, tir, binary, opts, timings, key)
+    ck.metadata["unmasked_accesses"] = unmasked
+    ck.metadata["notes"] = assembler_notes(binary.report, ir_fn.loc, dots)
     ck.arg_index = [i for i, s in enumerate(specs) if not s.constant]
     _remember(key, ck)
     return ck
@@ -400,6 +421,7 @@ def _disk_store(key: str, tir: str, binary: Any) -> None:
             "loc_args": list(binary.loc_args),
             "arg_types": [str(t) for t in binary.arg_types], "arg_names": binary.arg_names,
             "debug": binary.debug, "tir": tir, "version": compiler_fingerprint(), "waits": binary.waits,
+            "unmasked": binary.unmasked, "notes": binary.notes,
         }
         tmp = d / f"{key}.tmp"
         (d / f"{key}.ll").write_text(binary.llir)
@@ -438,6 +460,8 @@ def _disk_load(key: str) -> tuple[str, Any] | None:
     binary.arg_names = meta["arg_names"]
     binary.loc_args = meta.get("loc_args", [])
     binary.waits = bool(meta.get("waits", False))
+    binary.unmasked = meta.get("unmasked", [])
+    binary.notes = meta.get("notes", [])
     return meta["tir"], binary
 
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from server.app import INSTRUCTIONS, create_app, language_text
+from server.app import INSTRUCTIONS, create_app
 from server.demo import BROKEN, VECTOR_ADD
+from server.resources import language_text
 from tools.runtime import Runtime
 
 pytestmark = pytest.mark.anyio

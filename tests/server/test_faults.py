@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from server.demo import VECTOR_ADD
+from server.demo import NEVER_ENDS, VECTOR_ADD
 from tools.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -24,19 +24,6 @@ def scribble_kernel(out_ptr, far, BLOCK: tl.constexpr):
     tl.store(out_ptr + far + offs, tl.zeros([BLOCK], dtype=tl.float32) + 1.0)
 """
 
-NEVER_ENDS = """\
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def spin_kernel(out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    acc = tl.load(out_ptr + offs)
-    for i in range(0, n):
-        acc = acc * 1.0001 + 1.0
-    tl.store(out_ptr + offs, acc)
-"""
 
 GOOD: dict[str, Any] = {
     "source": VECTOR_ADD,
@@ -95,3 +82,52 @@ async def test_kernel_that_never_ends_times_out(client: Client, runtime: Runtime
     assert "loop" in message and result.structured_content["error"] == "timeout"
     assert elapsed < timeout + 20
     await _next_launch_works(client)
+
+
+TURNS_FAR = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def late_kernel(x_ptr, c_ptr, out_ptr, FAR, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    far = tl.where(tl.atomic_add(c_ptr, 1) > 0, FAR, 0)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs + far))
+"""
+
+
+async def test_a_crash_names_the_unmasked_accesses_and_the_launch_that_locates_them(client: Client) -> None:
+    """The checked run of each input set is in bounds; the timed runs (unchecked) read 4 TiB away and crash
+    the worker. The error lists the accesses whose address depends on the program id and have no mask, with
+    their lines, and says which call reports the faulting one."""
+    result = await client.call_tool(
+        "benchmark",
+        {"source": TURNS_FAR, "constexprs": {"BLOCK": 16}, "grid": [1], "warmup_ms": 1, "rep_ms": 5,
+         "args": {"x_ptr": {"shape": [16]}, "c_ptr": {"shape": [1], "dtype": "int32", "init": "zeros"},
+                  "out_ptr": {"shape": [16], "init": "empty"}, "FAR": 1 << 40}},
+        raise_on_error=False,
+    )  # fmt: skip
+    assert result.is_error
+    data, message = result.structured_content, text(result)
+    assert data["error"] == "crash" and data["job"] == "benchmark"
+    assert [(a["kind"], a["line"], a["pointer"]) for a in data["unmasked_accesses"]] == [
+        ("load", 9, "x_ptr"), ("store", 9, "out_ptr")]
+    assert "line 9:" in message and "tl.store(out_ptr + offs, tl.load(x_ptr + offs + far))" in message
+    assert "without a mask whose address depends on the program id" in message
+    assert data["debug_relaunch"]["kernel_id"] == data["kernel_id"] and data["debug_relaunch"]["debug"] is True
+    assert "launch_kernel with the same kernel_id, grid and args" in message
+    await _next_launch_works(client)
+
+
+def test_a_launch_crash_offers_the_debug_relaunch() -> None:
+    from server.worker import WorkerDied, _fault
+
+    kernel = {"kernel_name": "k", "kernel_id": "kabc", "unmasked_accesses": []}
+    fault = _fault("crash", "launch", {"kernel": kernel}, WorkerDied(-11, "launch"))
+    assert "(SIGSEGV)" in fault.message and "the same launch_kernel call with debug=true" in fault.message
+    assert "No load or store without a mask has an address that depends on the program id" in fault.message
+    assert fault.data["debug_relaunch"] == {"tool": "launch_kernel", "kernel_id": "kabc", "debug": True,
+                                            "note": "the same grid and args as this call"}
+    timeout = _fault("timeout", "launch", {"kernel": kernel}, TimeoutError(), 3.0)
+    assert "debug_relaunch" not in timeout.data

@@ -47,7 +47,7 @@ def test_compile_is_cached_by_content(rt: Runtime) -> None:
     assert page.start_line == 1 and page.end_line == 3 and "add_kernel" in page.text
     if page.total_lines > 3:
         assert page.next_page and "start_line=4" in page.next_page
-        nxt = read_artifact(rt, first.kernel_id, "tir", 4, 3)
+        nxt = run(read_artifact, rt, first.kernel_id, "tir", 4, 3)
         assert nxt.start_line == 4
     other = run(compile_kernel, rt, CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}))
     assert other.kernel_id != first.kernel_id

@@ -43,6 +43,10 @@ class CPUBinary:
     arg_names: list[str] = field(default_factory=list)
     loc_args: list[int | None] = field(default_factory=list)  # per loc: the tensor argument of an access
     waits: bool = False  # programs may wait for each other: launched by runtime/waiting.py
+    # for the tools' messages (compiler/runtime/compiled.py): accesses without a mask whose address depends on
+    # the program id, and notes on slow lowerings (scalar library calls in vector loops)
+    unmasked: list[dict[str, object]] = field(default_factory=list)
+    notes: list[dict[str, object]] = field(default_factory=list)
 
 
 def ctype_of(t: T.Type) -> Any:

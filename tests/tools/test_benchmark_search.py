@@ -1,0 +1,91 @@
+"""benchmark's own config search (autotune=true) and its input sets fitted to the limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from server.demo import SOFTMAX, VECTOR_ADD
+from tools.autotune import block_constexprs, block_round, launch_round
+from tools.bench import benchmark
+from tools.errors import ToolInputError
+from tools.limits import Limits
+from tools.models import BenchConfig, BenchmarkRequest
+from tools.runtime import Runtime
+
+N = 3000
+
+
+def _request(**changes: Any) -> BenchmarkRequest:
+    args = {"x_ptr": {"shape": [N]}, "y_ptr": {"shape": [N]}, "out_ptr": {"shape": [N], "init": "empty"}, "n": N}
+    base: dict[str, Any] = {"source": VECTOR_ADD, "constexprs": {"BLOCK": 256}, "grid": ["cdiv(n, BLOCK)"],
+                            "args": args, "reference": {"out_ptr": "x_ptr + y_ptr"}, "warmup_ms": 1, "rep_ms": 1}
+    return BenchmarkRequest(**(base | changes))
+
+
+def test_the_search_space() -> None:
+    assert block_constexprs({"BLOCK_M": 64, "BLOCK_N": 32, "GROUP": 8, "TILE": 3, "EVEN": True}) == \
+        {"BLOCK_M": 64, "BLOCK_N": 32}
+    one = block_round({"BLOCK": 256}, 16)
+    assert one[0] == {"BLOCK": 256} and sorted(c["BLOCK"] for c in one) == [64, 128, 256, 512, 1024]
+    two = block_round({"BLOCK_M": 64, "BLOCK_N": 64}, 16)  # 25 combinations do not fit: steps of 2
+    assert len(two) == 9 and two[0] == {"BLOCK_M": 64, "BLOCK_N": 64}
+    three = block_round({"A_BLOCK": 64, "B_BLOCK": 64, "C_BLOCK": 64}, 16)  # 27 do not fit either: one at a time
+    assert len(three) <= 16 and three[0] == {"A_BLOCK": 64, "B_BLOCK": 64, "C_BLOCK": 64}
+    assert all(sum(v != 64 for v in c.values()) <= 1 for c in three)
+    small = block_round({"BLOCK": 16}, 16)
+    assert small[0] == {"BLOCK": 16} and min(c["BLOCK"] for c in small) == 16
+    warps = launch_round(BenchConfig(constexprs={"BLOCK": 128}), 16)
+    assert len(warps) == 9 and {(c.num_warps, c.num_stages) for c in warps} >= {(4, 3), (8, 2)}
+
+
+def test_autotune_searches_block_sizes_and_reports_every_config() -> None:
+    rt = Runtime()
+    result = anyio.run(benchmark, rt, _request(autotune=True, baseline="x_ptr + y_ptr"))
+    blocks = [r.config.constexprs["BLOCK"] for r in result.results]
+    assert sorted(blocks) == [64, 128, 256, 512, 1024] and blocks[0] == 256  # the given value first
+    assert all(r.passed for r in result.results) and result.best is not None
+    assert result.best_kernel_id == result.results[result.best].kernel_id
+    fastest = min(result.results, key=lambda r: r.timing.median_us if r.timing else 1e9)
+    assert result.results[result.best] is fastest or result.results[result.best] == fastest
+    assert result.autotune and result.autotune[0].startswith("round 1 (block sizes): 5 configs, best BLOCK=")
+    assert result.baseline is not None and result.speedup is not None and "autotune: 5 configs" in result.method
+    assert f"best config #{result.best} (BLOCK={blocks[result.best]})" in result.summary
+
+
+def test_autotune_never_picks_a_config_that_fails_its_check() -> None:
+    """A row softmax needs BLOCK >= the row: the smaller blocks compute wrong sums and are reported, not picked."""
+    rows, cols = 8, 200
+    args = {"x_ptr": {"shape": [rows, cols]}, "y_ptr": {"shape": [rows, cols], "init": "empty"}, "n_cols": cols,
+            "stride": cols}
+    req = BenchmarkRequest(source=SOFTMAX, constexprs={"BLOCK": 256}, grid=[rows], args=args, warmup_ms=1, rep_ms=1,
+                           reference={"y_ptr": "torch.softmax(x_ptr, dim=-1)"}, autotune=True)
+    result = anyio.run(benchmark, Runtime(), req)
+    by_block = {r.config.constexprs["BLOCK"]: r for r in result.results}
+    assert by_block[64].passed is False and by_block[128].passed is False and by_block[256].passed is True
+    assert result.best is not None and result.results[result.best].config.constexprs["BLOCK"] >= 256
+
+
+def test_autotune_refusals() -> None:
+    rt = Runtime()
+    with pytest.raises(ToolInputError, match="not both"):
+        anyio.run(benchmark, rt, _request(autotune=True, configs=[BenchConfig(constexprs={"BLOCK": 64})]))
+    plain = VECTOR_ADD.replace("BLOCK", "WIDTH")
+    with pytest.raises(ToolInputError, match="nothing to search"):
+        anyio.run(benchmark, rt, _request(source=plain, constexprs={"WIDTH": 256}, grid=["cdiv(n, WIDTH)"],
+                                          autotune=True))
+
+
+def test_input_sets_are_fitted_to_the_limits() -> None:
+    """3 tensors of 3000 elements: 9000 per set. With room for 30000 elements, 3 sets (4 copies, one for the
+    outputs' restore copies) do not fit; 2 do. With room for less than two copies, the call is refused."""
+    rt = Runtime(limits=Limits(max_call_elements=30_000))
+    result = anyio.run(benchmark, rt, _request(input_sets=3))
+    assert result.input_sets == 2 and "2 input set(s) (3 asked: fewer copies fit" in result.method
+    assert result.results[0].passed is True
+    with pytest.raises(ToolInputError, match="limit is 15000"):
+        anyio.run(benchmark, Runtime(limits=Limits(max_call_elements=15_000)), _request(input_sets=3))
+    launch_sized = Runtime(limits=Limits(max_call_elements=18_000))  # two copies exactly: one set
+    assert anyio.run(benchmark, launch_sized, _request(input_sets=8)).input_sets == 1
