@@ -473,12 +473,8 @@ def create_app(
         )
         return await guarded(lambda: run_benchmark(rt, req, _progress(ctx)))
 
-<<<<<<< HEAD
-    @mcp.tool(
-        output_schema=output_schema(GenerateResult),
-        description=GENERATE_DESCRIPTION,
-        annotations={"title": "Generate a fused kernel from a torch expression", "readOnlyHint": True},
-    )
+    @tool(GenerateResult, GENERATE_DESCRIPTION,
+          annotations={"title": "Generate a fused kernel from a torch expression", "readOnlyHint": True})
     async def generate_kernel(
         expression: gm.Expression,
         args: gm.GenerateArgs,
@@ -507,13 +503,7 @@ def create_app(
         )
         return await guarded(lambda: run_generate(rt, req, _progress(ctx)))
 
-    @mcp.tool(
-        output_schema=output_schema(m.DeviceInfo),
-        annotations={"title": "Devices and limits", "readOnlyHint": True, "idempotentHint": True},
-    )
-=======
     @tool(m.DeviceInfo, annotations={"title": "Devices and limits", "readOnlyHint": True, "idempotentHint": True})
->>>>>>> agent-latency
     async def device_info(ctx: Context | None = None) -> ToolResult:
         """Describe the CPU and each GPU (name, architecture, cores/SMs, memory, measured copy bandwidth and
         matmul rate: measured once per machine and kept on disk), the available backends, what target 'auto'

@@ -188,7 +188,7 @@ def test_done_when_kernels_compile_for_hopper(rt: Runtime, case: str) -> None:
     result = gen(rt, expression, args, target="cuda:sm_90a", check=False)
     assert result.check is None and result.passed is None and result.target == "cuda:sm_90a"
     assert result.compile.resources.registers and result.compile.resources.spills == 0
-    ptx = read_artifact(rt, result.kernel_id, "ptx", 1, 100_000).text
+    ptx = anyio.run(read_artifact, rt, result.kernel_id, "ptx", 1, 100_000).text
     assert ".target sm_90a" in ptx
     if result.template == "matmul":
         assert result.launch.num_warps and result.launch.num_stages
@@ -204,7 +204,7 @@ def test_matmul_epilogue_runs_on_hopper_tensor_cores(rt: Runtime, dtype: str) ->
     result = gen(rt, "F.gelu(x @ w + b)", args, target="cuda:sm_90a", check=False)
     assert result.launch.constexprs["BLOCK_K"] == (64 if dtype == "bfloat16" else 32)
     assert result.compile.resources.spills == 0
-    assert "wgmma" in read_artifact(rt, result.kernel_id, "ptx", 1, 1_000_000).text
+    assert "wgmma" in anyio.run(read_artifact, rt, result.kernel_id, "ptx", 1, 1_000_000).text
 
 
 def test_float64_reference_agrees(rt: Runtime) -> None:
