@@ -2,7 +2,10 @@
 anvil on the GPU: do_bench time, host time per call (calls queued without waiting), and the
 profiler's kernels per call. `--cols` also runs anvil with column sums fused on the GPU.
 
-    python benchmarks/probes/encoder_profile.py [--cols] [--batch 16]
+    python benchmarks/probes/encoder_profile.py [--cols] [--batch 16] [--model bert|minilm] [--top 18]
+
+`--model minilm`: all-MiniLM-L6-v2's sizes (random weights), batch 64 x 128 tokens with some padding,
+forward only.
 """
 
 from __future__ import annotations
@@ -39,23 +42,37 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cols", action="store_true")
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--model", choices=("bert", "minilm"), default="bert")
+    ap.add_argument("--top", type=int, default=18)
     args = ap.parse_args()
-    layer = minilm.BertLayer(768, 12, 3072).cuda().to(torch.bfloat16)
-    x = torch.randn(args.batch, 512, 768, device="cuda", dtype=torch.bfloat16)
+    if args.model == "bert":
+        layer: Any = minilm.BertLayer(768, 12, 3072).cuda().to(torch.bfloat16)
+        xs = [torch.randn(args.batch, 512, 768, device="cuda", dtype=torch.bfloat16)]
+        modes = (False, True)
+    else:
+        config = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                      intermediate_size=1536, max_position_embeddings=512, type_vocab_size=2,
+                      layer_norm_eps=1e-12, hidden_act="gelu", position_embedding_type="absolute")
+        layer = minilm.MiniLM(config).cuda().to(torch.bfloat16)
+        ids = torch.randint(1000, 30000, (64, 128), device="cuda")
+        pad = torch.ones_like(ids)
+        pad[::3, 100:] = 0
+        xs = [ids, pad]
+        modes = (False,)
     backends: list[tuple[str, Any]] = [("eager", None), ("inductor", "inductor"), ("anvil", anvil)]
     if args.cols:
         backends.append(("anvil+cols", with_cols))
-    for training in (False, True):
+    for training in modes:
         for label, b in backends:
             torch._dynamo.reset()
             f = layer if b is None else torch.compile(layer, backend=b)
-            leaf = x.detach().requires_grad_(training)
+            leaf = [x.detach().requires_grad_(training and x.is_floating_point()) for x in xs]
 
-            def step(f: Any = f, leaf: torch.Tensor = leaf, training: bool = training) -> Any:
+            def step(f: Any = f, leaf: list[torch.Tensor] = leaf, training: bool = training) -> Any:
                 if not training:
                     with torch.no_grad():
-                        return f(leaf)
-                out = f(leaf)
+                        return f(*leaf)
+                out = f(*leaf)
                 out.backward(torch.ones_like(out))
                 return out
             for _ in range(3):
@@ -82,7 +99,7 @@ def main() -> None:
             print(f"\n== {label} {kind}: do_bench {ms:.3f} ms, host {host:.3f} ms/call queued, "
                   f"wall {wall:.3f} ms/call, "
                   f"gpu kernels {gpu_us / 1e3:.3f} ms/call, {launches:.0f} kernels/call")
-            for e in ev[:18]:
+            for e in ev[:args.top]:
                 print(f"  {e.device_time_total / 5:9.1f} us  x{e.count / 5:4.1f}  {e.key[:110]}")
 
 
