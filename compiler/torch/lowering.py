@@ -172,9 +172,24 @@ def _broadcast_in_dim(node: fx.Node) -> Lowered | None:
 
 
 def _convert(node: fx.Node) -> Lowered | None:
-    if node.target is aten._to_copy.default and set(node.kwargs) - {"dtype"}:
+    if node.target is aten._to_copy.default and not _same_place(node):
         return None  # a device or layout change is not ours
     return Lowered("convert", (node.args[0],))
+
+
+def _same_place(node: fx.Node) -> bool:
+    """A `_to_copy` that changes at most the dtype (AOTAutograd's upcasts in backward graphs carry
+    `memory_format=contiguous_format`). A fused group's outputs are dense row-major tensors on its
+    inputs' device; where the traced value was laid out otherwise (`preserve_format` of a strided
+    input), the graph's views of it check the layout at run time (wrapper.py)."""
+    src, out = _val(node.args[0]), _val(node)
+    kw = node.kwargs
+    if not isinstance(src, torch.Tensor) or not isinstance(out, torch.Tensor) or set(kw) - {
+            "dtype", "memory_format", "layout", "device", "pin_memory"}:
+        return False
+    return (kw.get("memory_format") in (None, torch.preserve_format, torch.contiguous_format)
+            and kw.get("layout") in (None, torch.strided) and not kw.get("pin_memory")
+            and (kw.get("device") is None or torch.device(str(kw["device"])) == src.device))
 
 
 def _view(node: fx.Node) -> Lowered | None:

@@ -172,3 +172,47 @@ def test_mixed_dtypes_comparisons_and_integer_inputs() -> None:
     x, i = torch.randn(7, 19), torch.randint(-5, 5, (7, 19))
     _check(lambda x, i: torch.where(i > 0, x * i, x / (i.abs() + 1)) + (i == 2).float(), x, i, grad=False)
     _check(lambda i: (i * 3 + 1).sum(-1), i, grad=False)
+
+
+@pytest.mark.parametrize("shape", [(4, 8, 64), (3, 7, 100)])
+def test_upcasts_with_a_memory_format_are_fused(shape: tuple[int, ...], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bf16 layer norm's backward graph upcasts its inputs with `_to_copy(dtype=float32,
+    memory_format=contiguous_format)`: those conversions belong to the fused kernels that read them,
+    not to torch copies of whole tensors beside them."""
+    monkeypatch.setenv("ANVIL_FUSION_DUMP", str(tmp_path))
+    torch._dynamo.reset()
+    C = shape[-1]
+    x, w, b = torch.randn(shape).bfloat16(), torch.randn(C).bfloat16(), torch.randn(C).bfloat16()
+    _check(lambda x, w, b: F.gelu(F.layer_norm(x, (C,), w, b)), x, w, b, atol=2e-2, rtol=2e-2)
+    graphs = sorted((tmp_path / "graphs").glob("*.py"))
+    assert len(graphs) == 2  # forward and backward
+    assert all("memory_format=" not in g.read_text() for g in graphs)
+    _check(lambda x: x.to(torch.float32, memory_format=torch.contiguous_format) * 2, x, grad=False)
+    _check(lambda x: x.t().to(torch.float32, memory_format=torch.preserve_format).t() + 1, x[0], grad=False)
+
+
+@pytest.mark.parametrize("chunks", [2, 5])
+@pytest.mark.parametrize("shape", [(4, 8, 64), (5, 37), (3, 70, 100)])
+def test_column_sums_split_over_rows(chunks: int, shape: tuple[int, ...], tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU a column reduction runs as partial results over chunks of rows, then the per-column
+    work on them (fusion/split.py): forced here on the CPU backend, with chunk counts that do not
+    divide the rows."""
+    from compiler.torch import runner
+
+    monkeypatch.setattr(runner, "cols_split", lambda R, C, device: chunks)
+    monkeypatch.setattr(runner, "_SHARED", {})  # compiled (and dumped) afresh
+    monkeypatch.setenv("ANVIL_FUSION_DUMP", str(tmp_path))
+    torch._dynamo.reset()  # graphs compiled by an earlier parametrization planned their launches then
+    C = shape[-1]
+    lead = list(range(len(shape) - 1))
+    _check(lambda x, w, b: F.layer_norm(x, (C,), w, b) * 2, torch.randn(shape), torch.randn(C), torch.randn(C))
+    _check(lambda x, b: (x + b).sum(dim=lead) * x.amax(), torch.randn(shape), torch.randn(C))
+    _check(lambda x: torch.sigmoid(x.mean(dim=lead)) + x.amax(dim=lead) - x.amin(dim=lead), torch.randn(shape),
+           grad=False)
+    _check(lambda x: (x * 2).sum(dim=lead).to(torch.bfloat16), torch.randn(shape), grad=False, atol=1e-2, rtol=1e-2)
+    i = torch.randint(-50, 50, shape)
+    _check(lambda i: (i * 3 + 1).sum(dim=lead), i, grad=False)
+    texts = [p.read_text() for p in tmp_path.glob("*.py")]
+    assert any("chunk = tl.program_id(1)" in t for t in texts)
