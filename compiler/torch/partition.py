@@ -186,9 +186,14 @@ def _new_group(node: fx.Node, low: Lowered) -> FxGroup | None:
 
 
 def _absorb(group: FxGroup, producer: FxGroup, order: dict[fx.Node, int]) -> bool:
-    """Move an open elementwise group that feeds `group` into it (e.g. the per-row scale computed from a
-    saved statistic before the row reduction that uses it), if all of it fits `group`'s domain."""
-    if producer.reduces or producer.closed or producer.over_rows or group.over_rows:
+    """Move an open group that feeds `group` into it, if all of it fits `group`'s domain: an
+    elementwise one (e.g. the per-row scale computed from a saved statistic before the row reduction
+    that uses it), or one reducing the same rows (a layer norm's backward: the sum of the gradient
+    times the weight, and the sum of that times the normalized input, each started in its own group).
+    An open group's values are read by no node outside it, so it can run wherever `group` runs."""
+    if producer.closed or producer.over_rows or group.over_rows:
+        return False
+    if producer.reduces and not _same_shape(producer.domain, group.domain):
         return False
     trial = replace(group, nodes=list(group.nodes), inputs=list(group.inputs), kinds=dict(group.kinds),
                     pads=dict(group.pads), lowered=dict(group.lowered))
@@ -204,6 +209,7 @@ def _absorb(group: FxGroup, producer: FxGroup, order: dict[fx.Node, int]) -> boo
     trial.inputs = [n for n in trial.inputs if n not in trial.kinds]
     trial.nodes.sort(key=order.__getitem__)
     group.nodes, group.inputs, group.kinds, group.lowered = trial.nodes, trial.inputs, trial.kinds, trial.lowered
+    group.reduces = trial.reduces
     group.pads = {n: p for n, p in trial.pads.items() if n in trial.inputs}
     producer.nodes = []
     return True

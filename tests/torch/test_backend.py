@@ -216,3 +216,17 @@ def test_column_sums_split_over_rows(chunks: int, shape: tuple[int, ...], tmp_pa
     _check(lambda i: (i * 3 + 1).sum(dim=lead), i, grad=False)
     texts = [p.read_text() for p in tmp_path.glob("*.py")]
     assert any("chunk = tl.program_id(1)" in t for t in texts)
+
+
+def test_layer_norm_backward_is_one_row_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backward's two row sums (of the gradient times the weight, and of that times the normalized
+    input) start in groups of their own and end in one kernel: one read of each row."""
+    from compiler.torch import runner
+
+    monkeypatch.setattr(runner, "_SHARED", {})
+    monkeypatch.setenv("ANVIL_FUSION_DUMP", str(tmp_path))
+    torch._dynamo.reset()
+    x, r, w, b = (torch.randn(shape).bfloat16() for shape in [(6, 10, 96), (6, 10, 96), (96,), (96,)])
+    _check(lambda x, r, w, b: F.layer_norm(x + r, (96,), w, b), x, r, w, b, atol=2e-2, rtol=2e-2)
+    row_kernels = [p for p in tmp_path.glob("*.py") if "axis=1" in p.read_text()]
+    assert len(row_kernels) == 2  # forward, backward
