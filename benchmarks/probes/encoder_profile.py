@@ -1,8 +1,8 @@
 """Probe (not a benchmark): where a BERT-base encoder layer's time goes under eager, inductor and
 anvil on the GPU: do_bench time, host time per call (calls queued without waiting), and the
-profiler's kernels per call. `--cols` also runs anvil with column sums fused on the GPU.
+profiler's kernels per call. `--no-cols` also runs anvil with column sums left to torch.
 
-    python benchmarks/probes/encoder_profile.py [--cols] [--batch 16] [--model bert|minilm] [--top 18]
+    python benchmarks/probes/encoder_profile.py [--no-cols] [--batch 16] [--model bert|minilm] [--top 18]
 
 `--model minilm`: all-MiniLM-L6-v2's sizes (random weights), batch 64 x 128 tokens with some padding,
 forward only.
@@ -27,11 +27,11 @@ import compiler.torch.backend as backend_mod  # noqa: E402
 from compiler.torch.backend import anvil  # noqa: E402
 
 
-def with_cols(gm: Any, example_inputs: Any) -> Any:
+def without_cols(gm: Any, example_inputs: Any) -> Any:
     from compiler.torch import partition as part
 
     original = backend_mod.partition
-    backend_mod.partition = lambda gm, column_sums=True: part.partition(gm, column_sums=True)
+    backend_mod.partition = lambda gm, column_sums=True: part.partition(gm, column_sums=False)
     try:
         return anvil(gm, example_inputs)
     finally:
@@ -40,7 +40,7 @@ def with_cols(gm: Any, example_inputs: Any) -> Any:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cols", action="store_true")
+    ap.add_argument("--no-cols", action="store_true")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--model", choices=("bert", "minilm"), default="bert")
     ap.add_argument("--top", type=int, default=18)
@@ -60,8 +60,8 @@ def main() -> None:
         xs = [ids, pad]
         modes = (False,)
     backends: list[tuple[str, Any]] = [("eager", None), ("inductor", "inductor"), ("anvil", anvil)]
-    if args.cols:
-        backends.append(("anvil+cols", with_cols))
+    if args.no_cols:
+        backends.append(("anvil-cols", without_cols))
     for training in modes:
         for label, b in backends:
             torch._dynamo.reset()

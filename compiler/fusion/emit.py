@@ -28,8 +28,8 @@ MAX_ROW = 16384
 # Names the kernel bodies use themselves (this module's and matmul.py's); caller-chosen names avoid them.
 _OWN = frozenset({
     "rows", "cols", "lin", "mask", "rmask", "cmask", "n", "R", "C", "M", "N", "K", "ROWS", "BLOCK", "BLOCK_C",
-    "BLOCK_R", "BLOCK_M", "BLOCK_N", "BLOCK_K", "acc", "kk", "k0", "r0", "a_tile", "b_tile", "tl", "triton",
-    "libdevice",
+    "BLOCK_R", "BLOCK_M", "BLOCK_N", "BLOCK_K", "RSPLIT", "chunk", "acc", "kk", "k0", "r0", "a_tile", "b_tile",
+    "tl", "triton", "libdevice",
 })
 _GENERATED = re.compile(r"^(v|x|in|out|acc)\d+(_.*)?$")
 
@@ -280,7 +280,11 @@ _COL_REDUCTIONS = ("sum", "mean", "amax", "amin")
 
 class _ColsWriter(_Writer):
     """A cols kernel: BLOCK_C columns a program; the rows walked BLOCK_R at a time, each reduction
-    accumulated in float32 across the walk; per-column work after it."""
+    accumulated in float32 across the walk; per-column work after it. `split`: the rows are walked
+    RSPLIT at a time, chunk `program_id(1)`, and the per-column outputs (the reductions' partial
+    results, split.py) written to that row of an (S, C) workspace."""
+
+    split = False
 
     def body(self) -> None:
         g = self.g
@@ -293,7 +297,11 @@ class _ColsWriter(_Writer):
             src_dtype = self._dtype_of(g.ops[i].args[0])
             init = _identity(g.ops[i].name, src_dtype)
             self.line(f"acc{i} = tl.full((1, BLOCK_C), {init}, {_acc_dtype(src_dtype)})")
-        self.line("for r0 in range(0, R, BLOCK_R):")
+        if self.split:
+            self.line("chunk = tl.program_id(1)")
+            self.line("for r0 in range(chunk * RSPLIT, chunk * RSPLIT + RSPLIT, BLOCK_R):")
+        else:
+            self.line("for r0 in range(0, R, BLOCK_R):")
         outer = self.lines
         self.lines = []
         start = "(r0 + tl.arange(0, BLOCK_R)[:, None])"
@@ -353,12 +361,12 @@ class _ColsWriter(_Writer):
                 self.op(i, op)
         for j, i in enumerate(g.outputs):
             if g.ops[i].kind != FULL:
-                self.store(j, i, "cols", self.cmask)
+                self.store(j, i, "chunk * C + cols" if self.split else "cols", self.cmask)
 
 
 def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False,
          values: Mapping[str, int] | None = None, even_rows: bool = False, even_cols: bool = False,
-         names: Names | None = None, comments: Sequence[str] = ()) -> Kernel:
+         names: Names | None = None, comments: Sequence[str] = (), split: bool = False) -> Kernel:
     """The kernel for `group` with its inputs laid out as `layouts`; `wide`: 64-bit indexing.
 
     `values`: the sizes, strides and block sizes of a static shape (`Kernel.params` and the block
@@ -366,11 +374,16 @@ def emit(group: Group, layouts: list[Layout], name: str, *, wide: bool = False,
     launch that passes only pointers. Without them they are parameters: one kernel for all shapes.
     `even_rows`: the programs cover the rows (pointwise: the elements) exactly; `even_cols`: C is
     BLOCK_C. Each drops its mask. `names`: what the parameters and loaded values are called;
-    `comments`: lines written as comments at the top of the body."""
+    `comments`: lines written as comments at the top of the body. `split` (cols groups): the rows
+    walked in chunks of RSPLIT, one a program along the grid's second axis (split.py)."""
     w = (_ColsWriter if group.kind == "cols" else _Writer)(group, layouts, wide, even_rows, even_cols, names)
+    if isinstance(w, _ColsWriter):
+        w.split = split
     w.body()
     size = ["n"] if group.kind == "pointwise" else ["R", "C"]
     blocks = {"rows": ["ROWS", "BLOCK_C"], "cols": ["BLOCK_R", "BLOCK_C"]}.get(group.kind, ["BLOCK"])
+    if split:
+        blocks = [*blocks, "RSPLIT"]
     return finish(w, name, size, blocks, values, comments)
 
 

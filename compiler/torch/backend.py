@@ -65,10 +65,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
     """An ATen FX graph -> the same graph with its fusion groups replaced by fused kernels."""
     sources = _symbol_sources(gm)
     groups = []
-    # Column sums (bias and weight gradients) walk all rows in one program per column block: measured
-    # on the CPU; on GPUs torch's split reductions run them until the kernel is measured there.
-    on_cpu = all(t.device.type == "cpu" for t in example_inputs if isinstance(t, torch.Tensor))
-    for g in partition(gm, column_sums=on_cpu):
+    for g in partition(gm):
         syms = _free_symbols(_group_shapes(g))
         if all(s in sources for s in syms):  # else its sizes cannot be read at run time: torch runs it
             groups.append((g, syms))

@@ -23,6 +23,7 @@ import torch.fx as fx
 from .. import knobs
 from ..fusion.emit import MAX_ROW, emit
 from ..fusion.graph import Group, Layout
+from ..fusion.split import ColsSplit, split_cols
 from .partition import FxGroup
 
 __all__ = ["GroupRunner", "layout_of", "layout_values", "fusion_dump", "dump_source"]
@@ -57,6 +58,17 @@ def cols_config(R: int, C: int, device: str) -> tuple[int, int, int]:
     each walking the rows in tiles of about 2048 values."""
     block_c = max(16, min(128, _next_pow2(C) // 16))
     return max(1, min(_next_pow2(R), 2048 // block_c)), block_c, 4
+
+
+def cols_split(R: int, C: int, device: str) -> int:
+    """How many chunks of rows a cols group's walk is split into (1: one kernel walks them all). On a
+    GPU, one program per column block is too few for a few hundred columns: about four programs a
+    multiprocessor of an H200 (132), each walking at least four tiles of rows."""
+    if device != "cuda":
+        return 1
+    block_r, block_c, _ = cols_config(R, C, device)
+    col_blocks = -(-C // block_c)
+    return max(1, min(-(-528 // col_blocks), R // (4 * block_r)))
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -152,6 +164,7 @@ class GroupRunner:
         self.kernels: dict[Any, Any] = {}
         self.plans: dict[Any, Any] = {}  # per input shapes and strides: what to launch
         self.shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._cols_split: ColsSplit | None = None
 
     # ---------------------------------------------------------------- sizes
     def _eval(self, shape: tuple[Any, ...], env: dict[Any, int]) -> tuple[int, ...]:
@@ -176,16 +189,18 @@ class GroupRunner:
 
     # ---------------------------------------------------------------- kernels
     def _kernel(self, layouts: list[Layout], wide: bool, even: tuple[bool, bool],
-                baked: dict[str, int] | None) -> Any:
+                baked: dict[str, int] | None, part: str = "") -> Any:
+        """The compiled kernel of the group (`part` "partial" or "finish": of its split, split.py)."""
         values = baked
-        key = (tuple(lay.key() for lay in layouts), wide, even, tuple(values.items()) if values else None)
+        key = (part, tuple(lay.key() for lay in layouts), wide, even, tuple(values.items()) if values else None)
         k = self.kernels.get(key)
         if k is None:
             from ..runtime.jit import compile_source
 
+            group = self.group if not part else getattr(self._split(), part)
             # Named by content: groups (and graphs) computing the same thing share one kernel.
-            text = emit(self.group, layouts, "KERNEL", wide=wide, values=values, even_rows=even[0],
-                        even_cols=even[1]).source
+            text = emit(group, layouts, "KERNEL", wide=wide, values=values, even_rows=even[0],
+                        even_cols=even[1], split=part == "partial").source
             name = f"{self.name}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
             k = _SHARED.get(name)
             if k is None:
@@ -209,7 +224,7 @@ class GroupRunner:
         metas = tuple(torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
                       for t in traced)
         plan = self._plan(metas, ())
-        if plan is _FALLBACK or plan[0] is None:
+        if plan is _FALLBACK or plan[0] is None or plan[4] is None:  # nothing to launch, or a split
             return
         self.plans[((), *[(m.shape, m.stride()) for m in metas])] = plan
         launch, tail, options, outs_like, kernel = plan
@@ -277,6 +292,9 @@ class GroupRunner:
             values.update(R=R, C=C)
         elif kind == "cols":
             block_r, block_c, warps = cols_config(R, C, device.type)
+            chunks = cols_split(R, C, device.type)
+            if chunks > 1 and static:
+                return self._split_plan(inputs, layouts, wide, R, C, chunks, outs_like)
             grid = ((C + block_c - 1) // block_c,)
             blocks = {"BLOCK_R": block_r, "BLOCK_C": block_c}
             even = (static and R % block_r == 0, static and C % block_c == 0)
@@ -293,6 +311,52 @@ class GroupRunner:
                     kernel)
         kernel = self._kernel(layouts, wide, even, baked={**{p: values[p] for p in params}, **blocks})
         return kernel[grid], (), {"num_warps": warps}, outs_like, kernel
+
+
+    def _split(self) -> ColsSplit:
+        if self._cols_split is None:
+            self._cols_split = split_cols(self.group)
+        return self._cols_split
+
+    def _split_plan(self, inputs: tuple[Any, ...], layouts: list[Layout], wide: bool, R: int, C: int,
+                    chunks: int, outs_like: list[Any]) -> Any:
+        """A static cols group in two launches (split.py): the walk over `chunks` chunks of rows into
+        (S, C) workspaces, then the per-column work on them."""
+        sp = self._split()
+        block_r, block_c, warps = cols_config(R, C, "cuda")
+        block_r = min(block_r, _next_pow2(-(-R // chunks)))
+        rsplit = -(-R // chunks)
+        rsplit = -(-rsplit // block_r) * block_r
+        S = -(-R // rsplit)
+        lay_a = [layouts[k] for k in sp.walk_inputs]
+        values: dict[str, int] = {"R": R, "C": C, "BLOCK_R": block_r, "BLOCK_C": block_c, "RSPLIT": rsplit}
+        for j, lay in enumerate(lay_a):
+            values.update(layout_values(j, lay))
+        params = emit(sp.partial, lay_a, "KERNEL", wide=wide, split=True).params
+        baked = {**{p: values[p] for p in params}, "BLOCK_R": block_r, "BLOCK_C": block_c, "RSPLIT": rsplit}
+        ka = self._kernel(lay_a, wide, (R % rsplit == 0, C % block_c == 0), baked, "partial")
+        device = inputs[0].device
+        part_like = [(S, C, getattr(torch, d)) for d in sp.partial_dtypes]
+        lay_ws = layout_of(torch.empty((S, C), device="meta"), (0, False), (S, C), True)
+        lay_b = [lay_ws] * len(part_like) + [layouts[k] for k in sp.col_inputs]
+        fb_r, fb_c, fb_warps = cols_config(S, C, "cuda")
+        values = {"R": S, "C": C}
+        for j, lay in enumerate(lay_b):
+            values.update(layout_values(j, lay))
+        params = emit(sp.finish, lay_b, "KERNEL").params
+        baked = {**{p: values[p] for p in params}, "BLOCK_R": fb_r, "BLOCK_C": fb_c}
+        kb = self._kernel(lay_b, False, (S % fb_r == 0, C % fb_c == 0), baked, "finish")
+        run_a = ka[(-(-C // block_c), S)]
+        run_b = kb[(-(-C // fb_c),)]
+        walk, cols, full_pos, col_pos = sp.walk_inputs, sp.col_inputs, sp.full_outputs, sp.col_outputs
+        n_in = len(inputs)
+
+        def launch(*args: Any) -> None:
+            ins, outs = args[:n_in], args[n_in:]
+            parts = [torch.empty((s, c), dtype=d, device=device) for s, c, d in part_like]
+            run_a(*[ins[k] for k in walk], *[outs[j] for j in full_pos], *parts, num_warps=warps)
+            run_b(*parts, *[ins[k] for k in cols], *[outs[j] for j in col_pos], num_warps=fb_warps)
+        return launch, (), {}, outs_like, None
 
 
 _ahead: ThreadPoolExecutor | None = None
