@@ -223,7 +223,7 @@ class GroupRunner:
             return
         metas = tuple(torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
                       for t in traced)
-        plan = self._plan(metas, ())
+        plan = self._plan(metas, (), traced[0].device)
         if plan is _FALLBACK or plan[0] is None or plan[4] is None:  # nothing to launch, or a split
             return
         self.plans[((), *[(m.shape, m.stride()) for m in metas])] = plan
@@ -247,7 +247,7 @@ class GroupRunner:
         if plan is None:
             if len(self.plans) >= _MAX_PLANS:
                 self.plans.clear()
-            plan = self.plans[key] = self._plan(inputs, syms)
+            plan = self.plans[key] = self._plan(inputs, syms, inputs[0].device)
         if plan is _FALLBACK:
             return tuple(self.fallback(*args[:first_sym]))
         launch, tail, options, outs_like, _ = plan
@@ -257,10 +257,10 @@ class GroupRunner:
             launch(*inputs, *outs, *tail, **options)
         return outs
 
-    def _plan(self, inputs: tuple[Any, ...], syms: tuple[int, ...]) -> Any:
+    def _plan(self, inputs: tuple[Any, ...], syms: tuple[int, ...], device: torch.device) -> Any:
         """What a call with these input shapes and strides launches: (the launcher bound to its grid,
         the size and stride arguments, the launch options, each output's shape, strides and dtype,
-        the kernel)."""
+        the kernel). `device`: where they run (`inputs` may be meta tensors of the traced layouts)."""
         domain, out_shapes = self._sizes(syms)
         outs_like = [(s, contiguous_strides(s), d) for s, d in zip(out_shapes, self.out_dtypes, strict=True)]
         kind = self.group.kind
@@ -272,7 +272,6 @@ class GroupRunner:
             return _FALLBACK
         if numel == 0:
             return (None, (), {}, outs_like, None)
-        device = inputs[0].device
         rows = kind != "pointwise"
         layouts = [layout_of(t, pad, domain, rows) for t, pad in zip(inputs, self.pads, strict=True)]
         reach = max([numel] + [sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride(), strict=True)) + 1
@@ -335,7 +334,6 @@ class GroupRunner:
         params = emit(sp.partial, lay_a, "KERNEL", wide=wide, split=True).params
         baked = {**{p: values[p] for p in params}, "BLOCK_R": block_r, "BLOCK_C": block_c, "RSPLIT": rsplit}
         ka = self._kernel(lay_a, wide, (R % rsplit == 0, C % block_c == 0), baked, "partial")
-        device = inputs[0].device
         part_like = [(S, C, getattr(torch, d)) for d in sp.partial_dtypes]
         lay_ws = layout_of(torch.empty((S, C), device="meta"), (0, False), (S, C), True)
         lay_b = [lay_ws] * len(part_like) + [layouts[k] for k in sp.col_inputs]
@@ -353,6 +351,7 @@ class GroupRunner:
 
         def launch(*args: Any) -> None:
             ins, outs = args[:n_in], args[n_in:]
+            device = ins[0].device
             parts = [torch.empty((s, c), dtype=d, device=device) for s, c, d in part_like]
             run_a(*[ins[k] for k in walk], *[outs[j] for j in full_pos], *parts, num_warps=warps)
             run_b(*parts, *[ins[k] for k in cols], *[outs[j] for j in col_pos], num_warps=fb_warps)

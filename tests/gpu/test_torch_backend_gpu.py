@@ -4,6 +4,7 @@ kernels' outputs against the same graph run on the CPU backend."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,7 +33,21 @@ PATTERNS: dict[str, tuple[Callable[..., torch.Tensor], Callable[[], list[torch.T
                        lambda: [torch.randn(2, 3, 77, 77), torch.randn(77, 77)]),
     "bias_gelu": (lambda x, b: F.gelu(x + b, approximate="tanh"), lambda: [torch.randn(513, 1000), torch.randn(1000)]),
     "log_softmax": (lambda x: torch.log_softmax(x, -1), lambda: [torch.randn(33, 5000)]),
+    # weight and bias gradients over 4099 rows: column sums split over chunks of rows (fusion/split.py)
+    "layer_norm_many_rows": (lambda x, w, b: F.layer_norm(x, (768,), w, b) * 2,
+                             lambda: [torch.randn(4099, 768), torch.randn(768), torch.randn(768)]),
 }
+
+
+def test_column_sums_of_many_rows_run_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.torch import runner
+
+    monkeypatch.setattr(runner, "_SHARED", {})
+    monkeypatch.setenv("ANVIL_FUSION_DUMP", str(tmp_path))
+    torch._dynamo.reset()
+    fn, make = PATTERNS["layer_norm_many_rows"]
+    _run(fn, make(), "cuda", compiled=True)
+    assert any("chunk = tl.program_id(1)" in p.read_text() for p in tmp_path.glob("*.py"))
 
 
 @pytest.mark.parametrize("name", list(PATTERNS))
