@@ -280,7 +280,8 @@ _COL_REDUCTIONS = ("sum", "mean", "amax", "amin")
 
 class _ColsWriter(_Writer):
     """A cols kernel: BLOCK_C columns a program; the rows walked BLOCK_R at a time, each reduction
-    accumulated in float32 across the walk; per-column work after it. `split`: the rows are walked
+    accumulated elementwise in a (BLOCK_R, BLOCK_C) tile of float32 across the walk and reduced over
+    its rows after it; per-column work after that. `split`: the rows are walked
     RSPLIT at a time, chunk `program_id(1)`, and the per-column outputs (the reductions' partial
     results, split.py) written to that row of an (S, C) workspace."""
 
@@ -296,7 +297,7 @@ class _ColsWriter(_Writer):
         for i in reductions:
             src_dtype = self._dtype_of(g.ops[i].args[0])
             init = _identity(g.ops[i].name, src_dtype)
-            self.line(f"acc{i} = tl.full((1, BLOCK_C), {init}, {_acc_dtype(src_dtype)})")
+            self.line(f"acc{i} = tl.full((BLOCK_R, BLOCK_C), {init}, {_acc_dtype(src_dtype)})")
         if self.split:
             self.line("chunk = tl.program_id(1)")
             self.line("for r0 in range(chunk * RSPLIT, chunk * RSPLIT + RSPLIT, BLOCK_R):")
@@ -336,8 +337,7 @@ class _ColsWriter(_Writer):
             x = self.operand(op.args[0])
             ident = _identity(op.name, self._dtype_of(op.args[0]))
             part = f"tl.where({self.mask}, {x}, {ident})" if self.mask else x
-            fn = {"amax": "tl.max", "amin": "tl.min"}.get(op.name, "tl.sum")
-            part = f"{fn}({part}, axis=0, keep_dims=True)"
+            # elementwise into a tile of accumulators: no exchange between threads inside the walk
             if op.name in ("amax", "amin"):
                 self.line(f"acc{i} = {'tl.maximum' if op.name == 'amax' else 'tl.minimum'}(acc{i}, {part})")
             else:
@@ -347,6 +347,9 @@ class _ColsWriter(_Writer):
                 self.store(j, i, "rows * C + cols", self.mask)
         outer += ["    " + line for line in self.lines]
         self.lines = outer
+        for i in reductions:
+            fn = {"amax": "tl.max", "amin": "tl.min"}.get(g.ops[i].name, "tl.sum")
+            self.line(f"acc{i} = {fn}(acc{i}, axis=0, keep_dims=True)")
         for k in col_inputs:
             self.load(k, self.col_offset(k), self.cmask, COL)
         for i, op in enumerate(g.ops):
