@@ -224,10 +224,14 @@ class GroupRunner:
         metas = tuple(torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
                       for t in traced)
         plan = self._plan(metas, (), traced[0].device)
-        if plan is _FALLBACK or plan[0] is None or plan[4] is None:  # nothing to launch, or a split
+        if plan is _FALLBACK or plan[0] is None:  # nothing to launch
             return
         self.plans[((), *[(m.shape, m.stride()) for m in metas])] = plan
         launch, tail, options, outs_like, kernel = plan
+        if isinstance(kernel, tuple):  # a split cols group: its two kernels
+            for k, dtypes, grid, opts in kernel:
+                _compile_ahead(k, dtypes, traced[0].device, (), opts, grid)
+            return
         dtypes = [t.dtype for t in traced] + [d for _, _, d in outs_like]
         _compile_ahead(kernel, dtypes, traced[0].device, tail, options, launch.__self__)
 
@@ -260,7 +264,8 @@ class GroupRunner:
     def _plan(self, inputs: tuple[Any, ...], syms: tuple[int, ...], device: torch.device) -> Any:
         """What a call with these input shapes and strides launches: (the launcher bound to its grid,
         the size and stride arguments, the launch options, each output's shape, strides and dtype,
-        the kernel). `device`: where they run (`inputs` may be meta tensors of the traced layouts)."""
+        the kernel, or for a split cols group each kernel's (kernel, dtypes, grid, options)).
+        `device`: where they run (`inputs` may be meta tensors of the traced layouts)."""
         domain, out_shapes = self._sizes(syms)
         outs_like = [(s, contiguous_strides(s), d) for s, d in zip(out_shapes, self.out_dtypes, strict=True)]
         kind = self.group.kind
@@ -344,10 +349,15 @@ class GroupRunner:
         params = emit(sp.finish, lay_b, "KERNEL").params
         baked = {**{p: values[p] for p in params}, "BLOCK_R": fb_r, "BLOCK_C": fb_c}
         kb = self._kernel(lay_b, False, (S % fb_r == 0, C % fb_c == 0), baked, "finish")
-        run_a = ka[(-(-C // block_c), S)]
-        run_b = kb[(-(-C // fb_c),)]
+        grid_a, grid_b = (-(-C // block_c), S), (-(-C // fb_c),)
+        run_a, run_b = ka[grid_a], kb[grid_b]
         walk, cols, full_pos, col_pos = sp.walk_inputs, sp.col_inputs, sp.full_outputs, sp.col_outputs
         n_in = len(inputs)
+        parts_dtypes = [d for _, _, d in part_like]
+        ahead = ((ka, [inputs[k].dtype for k in walk] + [outs_like[j][2] for j in full_pos] + parts_dtypes,
+                  grid_a, {"num_warps": warps}),
+                 (kb, parts_dtypes + [inputs[k].dtype for k in cols] + [outs_like[j][2] for j in col_pos],
+                  grid_b, {"num_warps": fb_warps}))
 
         def launch(*args: Any) -> None:
             ins, outs = args[:n_in], args[n_in:]
@@ -355,7 +365,7 @@ class GroupRunner:
             parts = [torch.empty((s, c), dtype=d, device=device) for s, c, d in part_like]
             run_a(*[ins[k] for k in walk], *[outs[j] for j in full_pos], *parts, num_warps=warps)
             run_b(*parts, *[ins[k] for k in cols], *[outs[j] for j in col_pos], num_warps=fb_warps)
-        return launch, (), {}, outs_like, None
+        return launch, (), {}, outs_like, ahead
 
 
 _ahead: ThreadPoolExecutor | None = None
