@@ -141,6 +141,11 @@ async def test_resources_and_prompts(client: Client) -> None:
     assert "scaled_dot_product_attention" in reference
     prompts = {p.name: p for p in await client.list_prompts()}
     assert {"write_kernel", "check_kernel", "benchmark_kernel"} <= set(prompts)
+    for prompt in prompts.values():  # plain strings, each described (not "Provide as a JSON string ...")
+        for argument in prompt.arguments or []:
+            assert argument.description and "JSON" not in argument.description, (prompt.name, argument)
+    assert "torch expression" in next(a.description or "" for a in prompts["check_kernel"].arguments or []
+                                      if a.name == "reference")
     written = await client.get_prompt("write_kernel", {"task": "row softmax", "reference": "torch.softmax(x, -1)"})
     body = written.messages[0].content.text  # type: ignore[union-attr]
     assert "row softmax" in body and "compile_kernel" in body and "torch.softmax(x, -1)" in body
