@@ -255,7 +255,8 @@ class CodeGenerator(ast.NodeVisitor):
             ok, value = module_export(base, attr)
             if ok:
                 return value
-            near = " or ".join(f"{ast.unparse(node.value)}.{n}" for n in close_exports(base, attr))
+            owner = ast.unparse(node.value) if isinstance(node, ast.Attribute) else "tl"
+            near = " or ".join(f"{owner}.{n}" for n in close_exports(base, attr))
             raise self.error(E.UndefinedNameError, node, f"{_describe(base)} has no attribute {attr!r} a kernel "
                              "can use", (f"did you mean {near}? " if near else "") + "see the language reference "
                              "(language_reference) for the names of tl, tl.math and tl.extra")
