@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer, field_validator
 
 from tools.models import BenchmarkResult, CompileResult, LaunchResult, Target, Tolerance, check_target
-from tools.specs import ArgValue, Scalar
+from tools.specs import ArgValue, Scalar, TensorSpec
+
+_SPEC_DEFAULTS = {name: field.default for name, field in TensorSpec.model_fields.items()}
 
 Expression = Annotated[
     str,
@@ -80,6 +82,17 @@ class GeneratedLaunch(BaseModel):
     constexprs: Annotated[dict[str, Scalar], Field(description="The block sizes it was compiled with.")]
     num_warps: Annotated[int | None, Field(description="Warps per program it was compiled with (GPU targets).")] = None
     num_stages: Annotated[int | None, Field(description="Pipelining stages it was compiled with (GPU targets).")] = None
+
+    @field_serializer("args", mode="wrap")
+    def _compact_specs(
+        self, args: dict[str, ArgValue], handler: SerializerFunctionWrapHandler
+    ) -> dict[str, ArgValue]:
+        """Tensor specs without the fields left at their defaults (seed, low, high, value, mean, std)."""
+        out = handler(args)
+        for name, spec in out.items():
+            if isinstance(spec, dict):
+                out[name] = {k: v for k, v in spec.items() if k in ("shape", "dtype", "init") or v != _SPEC_DEFAULTS[k]}
+        return out
 
 
 class GenerateResult(BaseModel):
