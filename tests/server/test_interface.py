@@ -55,6 +55,15 @@ async def test_descriptions_state_every_result_field_and_the_reference_language(
             for field, info in nested.model_fields.items():
                 assert info.description, f"{nested.__name__}.{field} has no description"
                 assert re.search(rf"\b{field}: ", description), f"{name}'s description lacks {nested.__name__}.{field}"
+    # generate_kernel lists its own fields and refers its nested results to the tools that return them
+    generate = tools["generate_kernel"].description or ""
+    from tools.generate.models import GeneratedLaunch, GenerateResult
+
+    for nested in (GenerateResult, GeneratedLaunch):
+        assert all(re.search(rf"\b{field}: ", generate) for field in nested.model_fields)
+    for field, owner in (("compile", "compile_kernel"), ("check", "launch_kernel"), ("benchmark", "benchmark")):
+        assert f"\n{field}: the " in generate and f"in {owner}'s description" in generate
+    assert "Each TensorStats" not in generate and len(generate) < 6000, len(generate)
     launch = tools["launch_kernel"].description or ""
     for namespace, names in NAMESPACES.items():
         for fn in names:

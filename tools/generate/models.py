@@ -97,7 +97,7 @@ class GeneratedLaunch(BaseModel):
 
 class GenerateResult(BaseModel):
     kernel_id: Annotated[str, Field(description="Handle for launch_kernel/benchmark/read_artifact.")]
-    kernel_name: str
+    kernel_name: Annotated[str, Field(description="The @jit function generated (its name in source).")]
     target: Annotated[str, Field(description="The resolved target.")]
     template: Annotated[
         Literal["pointwise", "rows", "matmul"],
@@ -115,4 +115,4 @@ class GenerateResult(BaseModel):
     benchmark: Annotated[BenchmarkResult | None, Field(description="The timing against torch (when asked).")] = None
     passed: Annotated[bool | None, Field(description="The check passed; null when not launched.")] = None
     notes: Annotated[list[str], Field(description="What to know before editing: parameters, limits, precision.")] = []
-    summary: str
+    summary: Annotated[str, Field(description="One line saying what happened, for a person or a model to read first.")]
