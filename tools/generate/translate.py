@@ -509,5 +509,16 @@ class Translator:
             from tools.generate.lowerings import supported_functions
 
             self.fail(func, f"{key.removeprefix('builtin.').replace('Tensor.', 'tensor method ')} cannot be fused "
-                      "into a generated kernel", "It fuses: " + supported_functions() + ".")
+                      "into a generated kernel", _by_hand(key) + "It fuses: " + supported_functions() + ".")
         return lowering(self, args, kwargs)
+
+
+def _by_hand(key: str) -> str:
+    """What to do instead of generating: write the kernel (naming the tl op of the same name, if any)."""
+    import compiler.language as tl
+    from compiler.frontend.closed import module_export
+
+    name = key.rsplit(".", 1)[-1]
+    op = f" (the language has tl.{name})" if module_export(tl, name)[0] else ""
+    return (f"Write this kernel by hand{op}: compile_kernel or launch_kernel with source, and this expression over "
+            "the kernel's parameter names as reference={output: expression} checks it. ")
