@@ -336,8 +336,11 @@ class Translator:
             d = d[0]
         rank = x.meta.dim()
         if not isinstance(d, int) or isinstance(d, bool) or rank == 0 or d not in (-1, rank - 1):
+            instead = ("; for all elements reduce a flattened argument, e.g. x.reshape(1, -1).sum(-1)" if d is None
+                       else "; for dim 0 of a 2-D argument reduce its transpose, e.g. torch.softmax(x.t(), dim=-1) "
+                       "(the result is transposed too)" if d in (0, -2) and rank == 2 else "")
             self.fail(self.node, f"reduces over dim {d!r}",
-                      "Generated kernels reduce over the last dim only (dim=-1), one row per reduction.")
+                      f"Generated kernels reduce over the last dim only (dim=-1), one row per reduction{instead}.")
 
     # ------------------------------------------------------------------ constructs
     def visit_Name(self, node: ast.Name) -> Value:
