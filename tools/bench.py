@@ -45,6 +45,7 @@ MIN_RUNS = 10  # timed runs per config at least, whatever rep_ms says (within th
 # MIN_RUNS are in: on a CPU, flushing a last-level cache of hundreds of MB costs far more than a small
 # kernel's run, and counting only the runs would keep the loop going until the call's deadline.
 WALL_FACTOR = 3.0
+NOISY_PCT = 100.0  # (p90 - p10) / median past this: the summary says the timings are rough
 
 
 async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | None = None) -> BenchmarkResult:
@@ -435,6 +436,11 @@ def summarize(
                             "copy rate")
         if speedup is not None:
             summary += f", {speedup:.2f}x vs baseline"
+        noisy = [f"{what} {timing['noise_pct']:.0f}%" for what, timing in (("kernel", t), ("baseline", baseline))
+                 if timing and (timing.get("noise_pct") or 0) > NOISY_PCT]
+        if noisy:
+            summary += (f"; NOISY ({', '.join(noisy)} spread): other work shares the device, so medians and the "
+                        "speedup are rough; rerun, or raise rep_ms")
         if checked:
             summary += ", outputs " + ("PASSED" if all(checked) else "FAILED in some configs")
     else:

@@ -110,3 +110,22 @@ def test_timed_runs_stop_when_flushes_outlast_the_kernel() -> None:
     fast = time_runs(lambda s: time.sleep(0.002), [{}], lambda s: None, device="cpu", warmup_ms=1, rep_ms=30,
                      flush=None, deadline=time.perf_counter() + 30)
     assert sum(fast) >= 30e3 and len(fast) >= MIN_RUNS
+
+
+def test_the_summary_says_when_timings_are_noisy() -> None:
+    """A spread past NOISY_PCT (another process on the device) is said in the one-line summary; a quiet run's
+    summary says nothing of it."""
+    from tools.bench import NOISY_PCT, summarize
+
+    def timing(median: float, noise: float) -> dict[str, Any]:
+        return {"median_us": median, "p10_us": median, "p90_us": median * (1 + noise / 100), "min_us": median,
+                "n": 10, "noise_pct": noise}
+
+    config = {"config": {"constexprs": {"BLOCK": 256}}, "kernel_id": "k1", "gbps": 1.0, "passed": True}
+    quiet = summarize("add_kernel", "cpu", [config | {"timing": timing(10.0, 5.0)}], timing(20.0, 8.0), {})
+    assert quiet["speedup"] == 2.0 and "NOISY" not in quiet["summary"]
+    loud = summarize("add_kernel", "cpu", [config | {"timing": timing(10.0, 5.0)}], timing(20.0, NOISY_PCT * 6),
+                     {})
+    assert "NOISY (baseline 600% spread)" in loud["summary"] and "rep_ms" in loud["summary"]
+    both = summarize("add_kernel", "cpu", [config | {"timing": timing(10.0, 250.0)}], None, {})
+    assert "NOISY (kernel 250% spread)" in both["summary"]

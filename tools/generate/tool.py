@@ -131,6 +131,7 @@ def _summary(name: str, fused: Fused, target: str, check: Any, bench: Any) -> st
         timing = bench.results[bench.best].timing
         text += f"; {timing.median_us:.1f} us" if timing else ""
         text += f", {bench.speedup:.2f}x vs torch" if bench.speedup else ""
+        text += " (NOISY timings: see benchmark.summary)" if "NOISY" in bench.summary else ""
     return text
 
 
