@@ -15,7 +15,7 @@ import contextlib
 import functools
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -281,12 +281,15 @@ def create_app(
     # Arguments are validated by pydantic from the signatures; a second jsonschema pass only adds latency.
     mcp = FastMCP("anvil", instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth, strict_input_validation=False)
 
-    def tool(result: type[BaseModel] | None, *extra: str, **options: Any) -> Callable[[Any], Any]:
-        """Register a tool whose description is its docstring, ``extra`` and the fields of ``result``."""
+    def tool(result: type[BaseModel] | None, *extra: str, elsewhere: Mapping[type[BaseModel], str] | None = None,
+             **options: Any) -> Callable[[Any], Any]:
+        """Register a tool whose description is its docstring, ``extra`` and the fields of ``result`` (those
+        of the nested results in ``elsewhere`` by reference to the tool that returns them)."""
 
         def register(fn: Any) -> Any:
             schema = output_schema(result) if result is not None else None
-            return mcp.tool(description=tool_description(fn, result, *extra), output_schema=schema, **options)(fn)
+            description = tool_description(fn, result, *extra, elsewhere=elsewhere)
+            return mcp.tool(description=description, output_schema=schema, **options)(fn)
 
         return register
 
@@ -474,6 +477,8 @@ def create_app(
         return await guarded(lambda: run_benchmark(rt, req, _progress(ctx)))
 
     @tool(GenerateResult, GENERATE_DESCRIPTION,
+          elsewhere={m.CompileResult: "compile_kernel", m.LaunchResult: "launch_kernel",
+                     m.BenchmarkResult: "benchmark"},
           annotations={"title": "Generate a fused kernel from a torch expression", "readOnlyHint": True})
     async def generate_kernel(
         expression: gm.Expression,

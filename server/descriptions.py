@@ -2,7 +2,9 @@
 
 A client shows a model the tool's description and input schema; the output schema is often not
 shown. So each description ends with the fields of its result (and of the objects nested in it),
-each with its description, generated from the pydantic model so they cannot drift apart.
+each with its description, generated from the pydantic model so they cannot drift apart. A nested
+result another tool returns whole (generate_kernel's compile, check and benchmark) is named with
+that tool instead of repeated: the descriptions stay short enough to read.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,9 +29,10 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
-def result_fields(model: type[BaseModel]) -> str:
+def result_fields(model: type[BaseModel], elsewhere: Mapping[type[BaseModel], str] | None = None) -> str:
     """'Result fields:' with each field of ``model`` and its description, then the fields of each object
-    type nested in it (once each, in order of appearance)."""
+    type nested in it (once each, in order of appearance). A nested model in ``elsewhere`` is referred to
+    the tool named there, whose description lists its fields."""
     lines = [f"Result fields ({model.__name__}):"]
     seen: set[type[BaseModel]] = {model}
     queue: list[tuple[str, type[BaseModel]]] = []
@@ -48,13 +52,19 @@ def result_fields(model: type[BaseModel]) -> str:
     lines.append(describe(model))
     while queue:
         field, nested = queue.pop(0)
+        owner = (elsewhere or {}).get(nested)
+        if owner is not None:
+            lines.append(f"{field}: the {nested.__name__} {owner} returns (its fields are in {owner}'s description).")
+            continue
         lines.append(f"Each {nested.__name__} (in {field}): {describe(nested)}")
     return "\n".join(lines)
 
 
-def tool_description(fn: Any, result: type[BaseModel] | None = None, *extra: str) -> str:
+def tool_description(
+    fn: Any, result: type[BaseModel] | None = None, *extra: str, elsewhere: Mapping[type[BaseModel], str] | None = None
+) -> str:
     """The docstring of ``fn``, then ``extra`` paragraphs, then the fields of ``result``."""
     parts = [inspect.cleandoc(fn.__doc__ or ""), *extra]
     if result is not None:
-        parts.append(result_fields(result))
+        parts.append(result_fields(result, elsewhere))
     return "\n\n".join(p for p in parts if p)

@@ -13,7 +13,9 @@ that names the tools and arguments to use.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar, get_type_hints
 
 from fastmcp import FastMCP
 
@@ -24,6 +26,22 @@ from tools.reference import reference_language
 from tools.runtime import Runtime
 
 _MAX_DOC_CHARS = 100_000
+_F = TypeVar("_F", bound=Callable[..., str])
+
+
+def _prompt(mcp: FastMCP, name: str, description: str) -> Callable[[_F], _F]:
+    """Register a prompt whose arguments read as plain strings, described by its docstring's Args.
+
+    This module's annotations are strings (``from __future__ import annotations``); FastMCP takes an
+    argument whose annotation is not the type ``str`` for structured and tells clients to send JSON,
+    so the annotations are resolved first."""
+
+    def register(fn: _F) -> _F:
+        fn.__annotations__ = get_type_hints(fn)
+        mcp.prompt(name=name, description=description)(fn)
+        return fn
+
+    return register
 _MAX_EXAMPLE_BYTES = 256 * 1024
 _EXAMPLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -123,8 +141,16 @@ def register_resources(mcp: FastMCP, rt: Runtime, docs: Path, examples: Path) ->
         footer += f"; next: {page.next_page}]" if page.next_page else "]"
         return page.text + footer
 
-    @mcp.prompt(name="write_kernel", description="Write an Anvil kernel for a task and check it against torch.")
+    @_prompt(mcp, "write_kernel", "Write an Anvil kernel for a task and check it against torch.")
     def write_kernel(task: str, reference: str = "", target: str = "auto") -> str:
+        """The steps of writing a kernel with these tools.
+
+        Args:
+            task: What the kernel computes, in words, e.g. 'softmax over the last dim of a (rows, cols) tensor'.
+            reference: Its expected output as a torch expression over the kernel's argument names, e.g.
+                'torch.softmax(x_ptr, dim=-1)'; empty: the prompt asks for one.
+            target: 'auto' (a GPU if present, else the CPU), 'cpu', 'cuda', 'cuda:sm_90a', 'amd:gfx942'.
+        """
         check = f" Its expected output, as a torch expression over the argument names: {reference}." if reference \
             else " Write the expected output as a torch expression over the argument names (the reference)."
         return (
@@ -137,8 +163,15 @@ def register_resources(mcp: FastMCP, rt: Runtime, docs: Path, examples: Path) ->
             "block, until passed is true; then benchmark it."
         )
 
-    @mcp.prompt(name="check_kernel", description="Check a compiled kernel against a torch reference.")
+    @_prompt(mcp, "check_kernel", "Check a compiled kernel against a torch reference.")
     def check_kernel(kernel_id: str, reference: str, sizes: str = "several, including odd ones") -> str:
+        """The steps of checking a kernel with launch_kernel.
+
+        Args:
+            kernel_id: A kernel_id from compile_kernel, generate_kernel or list_kernels.
+            reference: The expected output as a torch expression over the argument names, e.g. 'x_ptr + y_ptr'.
+            sizes: The sizes to try, in words or numbers, e.g. '1000, 4097 and 65536'.
+        """
         return (
             f"Check kernel {kernel_id} with launch_kernel: build args as tensor specs (outputs with init 'empty', so "
             f"unwritten elements show in unwritten_count), use sizes {sizes}, and pass reference={reference!r} "
@@ -147,8 +180,15 @@ def register_resources(mcp: FastMCP, rt: Runtime, docs: Path, examples: Path) ->
             "with debug=true to locate an out-of-bounds access."
         )
 
-    @mcp.prompt(name="benchmark_kernel", description="Benchmark a kernel against torch and tune its configs.")
+    @_prompt(mcp, "benchmark_kernel", "Benchmark a kernel against torch and tune its configs.")
     def benchmark_kernel(kernel_id: str, baseline: str = "", flops: str = "") -> str:
+        """The steps of benchmarking and tuning a kernel.
+
+        Args:
+            kernel_id: A kernel_id from compile_kernel, generate_kernel or list_kernels.
+            baseline: A torch expression over the argument names to time against, e.g. 'x_ptr + y_ptr'.
+            flops: Floating-point operations per run (a number, e.g. '2*M*N*K' worked out) for TFLOP/s.
+        """
         base = f" baseline={baseline!r}," if baseline else " a baseline torch expression,"
         rate = f" flops={flops} (TFLOP/s and % of the matmul peak)," if flops else " flops for compute-bound kernels,"
         return (

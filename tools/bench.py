@@ -41,6 +41,11 @@ from tools.store import KernelRecord
 
 MAX_REPS = 10_000
 MIN_RUNS = 10  # timed runs per config at least, whatever rep_ms says (within the call's time limit)
+# The timed loop's wall clock (flushes and restores included) may run this many times rep_ms once
+# MIN_RUNS are in: on a CPU, flushing a last-level cache of hundreds of MB costs far more than a small
+# kernel's run, and counting only the runs would keep the loop going until the call's deadline.
+WALL_FACTOR = 3.0
+NOISY_PCT = 100.0  # (p90 - p10) / median past this: the summary says the timings are rough
 
 
 async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | None = None) -> BenchmarkResult:
@@ -184,7 +189,8 @@ def time_runs(
     deadline: float,
 ) -> list[float]:
     """Per-run times in microseconds: warm-up by time (every set at least once), then timed runs for rep_ms
-    and at least MIN_RUNS of them (every set at least once; past ``deadline``, no more than that)."""
+    and at least MIN_RUNS of them (every set at least once; past ``deadline``, no more than that). Once
+    MIN_RUNS are in, the loop also stops when its wall clock reaches WALL_FACTOR * rep_ms."""
     gpu = device.startswith("cuda")
     end_warmup = time.perf_counter() + warmup_ms / 1e3
     runs = 0
@@ -196,8 +202,11 @@ def time_runs(
         torch.cuda.synchronize()
     times: list[float] = []
     measured = 0.0
-    while (measured < rep_ms * 1e3 or len(times) < max(MIN_RUNS, len(sets))) and len(times) < MAX_REPS:
-        if time.perf_counter() > deadline and len(times) >= len(sets):
+    wall_end = time.perf_counter() + WALL_FACTOR * rep_ms / 1e3
+    least = max(MIN_RUNS, len(sets))
+    while (measured < rep_ms * 1e3 or len(times) < least) and len(times) < MAX_REPS:
+        now = time.perf_counter()
+        if (now > deadline and len(times) >= len(sets)) or (now > wall_end and len(times) >= least):
             break
         current = sets[len(times) % len(sets)]
         restore(current)
@@ -374,7 +383,8 @@ def _result(
     fitted = f" ({asked} asked: fewer copies fit the per-call tensor limits)" if asked != sets else ""
     method = (
         f"{timer}; warm-up {payload['warmup_ms']:g} ms then {payload['rep_ms']:g} ms of timed runs per config "
-        f"(at least {MIN_RUNS} runs); {sets} input set(s){fitted} at distinct addresses in "
+        f"(at least {MIN_RUNS} runs, and no more once the loop's wall clock, flushes included, reaches "
+        f"{WALL_FACTOR:g}x that); {sets} input set(s){fitted} at distinct addresses in "
         f"rotation; outputs restored before every run; {cache}; median/p10/p90 over n runs, noise = (p90 - p10) / "
         f"median; peaks measured on this device: {ceilings.get('copy_gbps')} GB/s copy, "
         f"{ceilings.get('matmul_tflops')} TFLOP/s {ceilings.get('matmul_dtype')}"
@@ -426,6 +436,11 @@ def summarize(
                             "copy rate")
         if speedup is not None:
             summary += f", {speedup:.2f}x vs baseline"
+        noisy = [f"{what} {timing['noise_pct']:.0f}%" for what, timing in (("kernel", t), ("baseline", baseline))
+                 if timing and (timing.get("noise_pct") or 0) > NOISY_PCT]
+        if noisy:
+            summary += (f"; NOISY ({', '.join(noisy)} spread): other work shares the device, so medians and the "
+                        "speedup are rough; rerun, or raise rep_ms")
         if checked:
             summary += ", outputs " + ("PASSED" if all(checked) else "FAILED in some configs")
     else:

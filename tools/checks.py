@@ -57,12 +57,12 @@ def _widened(flat: torch.Tensor) -> torch.Tensor:
 
 
 def stats_fast_vector(flat: torch.Tensor) -> torch.Tensor:
-    """[min, max, sum] in float64; min and max are NaN or infinite when any element is. Floats are summed
-    in their own width (float32 for 32 bits and fewer), integers in int64."""
+    """[min, max, sum, zeros] in float64; min and max are NaN or infinite when any element is. Floats are
+    summed in their own width (float32 for 32 bits and fewer), integers in int64."""
     x = _widened(flat) if flat.dtype.is_floating_point else flat.to(torch.int64 if flat.dtype == torch.bool else
                                                                          flat.dtype)
     lo, hi = torch.aminmax(x)
-    return torch.stack([lo.double(), hi.double(), x.sum().double()])
+    return torch.stack([lo.double(), hi.double(), x.sum().double(), torch.count_nonzero(x == 0).double()])
 
 
 def stats_full_vector(flat: torch.Tensor, poison: torch.Tensor | None) -> torch.Tensor:
@@ -81,7 +81,7 @@ def stats_full_vector(flat: torch.Tensor, poison: torch.Tensor | None) -> torch.
 
 
 def tensor_stats(t: torch.Tensor, *, poisoned: bool = False, values: int = STATS_VALUES) -> TensorStats:
-    """Shape, dtype, min/max/mean over finite elements, NaN/Inf counts, unwritten count, first values."""
+    """Shape, dtype, min/max/mean over finite elements, NaN/Inf/zero counts, unwritten count, first values."""
     flat = t.detach().reshape(-1)
     stats = TensorStats(shape=list(t.shape), dtype=dtype_name(t.dtype))
     n = flat.numel()
@@ -93,7 +93,8 @@ def tensor_stats(t: torch.Tensor, *, poisoned: bool = False, values: int = STATS
         head: list[Any] = flat[:values].double().tolist()
     else:
         head = flat[:values].tolist()
-    lo, hi, total = stats_fast_vector(flat).tolist()
+    lo, hi, total, zeros = stats_fast_vector(flat).tolist()
+    stats.zero_count = int(zeros)
     if flat.dtype.is_floating_point and not math.isfinite(total):  # past float32's range: sum again in float64
         total = float(_widened(flat).sum(dtype=torch.float64))
     if flat.dtype.is_floating_point and not (math.isfinite(lo) and math.isfinite(hi)):

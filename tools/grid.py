@@ -51,7 +51,10 @@ def _eval(node: ast.AST, names: Mapping[str, Any], text: str) -> int:
             raise fail(f"unknown name {node.id!r}; available: {', '.join(sorted(names)) or '(none)'}")
         value = names[node.id]
         if not isinstance(value, int) or isinstance(value, bool):
-            raise fail(f"{node.id!r} is not an integer")
+            raw: object = value
+            given = f"{raw!r}: pass {int(raw)} (an int) in args for an i32 size" if (
+                isinstance(raw, float) and raw.is_integer()) else repr(raw)
+            raise fail(f"{node.id!r} is not an integer (it is {given})")
     elif isinstance(node, ast.BinOp) and type(node.op) in _OPS:
         left, right = _eval(node.left, names, text), _eval(node.right, names, text)
         if isinstance(node.op, ast.FloorDiv | ast.Mod) and right == 0:

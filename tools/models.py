@@ -253,6 +253,9 @@ class TensorStats(BaseModel):
     mean: Annotated[float | None, _d("Mean over finite elements.")] = None
     nan_count: Annotated[int, _d("NaN elements (the poison of unwritten float elements is a NaN too).")] = 0
     inf_count: Annotated[int, _d("Infinite elements.")] = 0
+    zero_count: Annotated[
+        int, _d("Elements equal to 0 (e.g. the dropped fraction of a dropout, the sparsity after a ReLU).")
+    ] = 0
     unwritten_count: Annotated[
         int | None, _d("Elements still holding the poison of init 'empty' (never written).")
     ] = None

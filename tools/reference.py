@@ -208,6 +208,17 @@ def reference_language() -> str:
     return "\n".join(lines)
 
 
+# Refused functions whose result's size depends on the data (sizes are known before anything is
+# allocated), with a fixed-size way to write the same check.
+_INSTEAD = {
+    "bincount": "For counts per value use a fixed number of bins n: (x[:, None] == torch.arange(n)).sum(0). ",
+    "histc": "For a histogram use a fixed number of bins n: (bin_index[:, None] == torch.arange(n)).sum(0). ",
+    "unique": "Values depend on the data; compare counts per value: (x[:, None] == torch.arange(n)).sum(0). ",
+    "nonzero": "Use a mask of the output's shape instead: x != 0, or torch.where(x != 0, ..., ...). ",
+    "masked_select": "Use torch.where(mask, x, 0) (same shape) instead. ",
+}
+
+
 def _hint_names(names: Collection[str]) -> str:
     shown = sorted(names)
     return ", ".join(shown) if shown else "(none)"
@@ -390,7 +401,7 @@ class _Validator(ast.NodeVisitor):
                     self.fail(
                         func,
                         f"{namespace}.{name} is not an allowed function",
-                        f"Allowed {namespace} functions: {allowed}.",
+                        _INSTEAD.get(name, "") + f"Allowed {namespace} functions: {allowed}.",
                     )
             else:
                 self.visit(func.value)  # an unknown receiver is the better message

@@ -436,3 +436,13 @@ def _text_safe(v: Any) -> Any:
     name = getattr(v, "__name__", None)
     kind = "class" if isinstance(v, type) else "function" if callable(v) else type(v).__name__
     return f"<{kind} {name}>" if isinstance(name, str) else f"<{kind}>"
+
+
+def close_exports(mod: Any, name: str, limit: int = 3) -> list[str]:
+    """Names kernel code may read from ``mod`` that are spelled like ``name`` (for 'did you mean')."""
+    import difflib
+
+    public = [n for n in dir(mod) if not n.startswith("_")]
+    near = difflib.get_close_matches(name, public, n=3 * limit, cutoff=0.6)
+    near += [n for n in public if n not in near and len(name) >= 3 and (name in n or n in name) and len(n) >= 4]
+    return [n for n in near if module_export(mod, n)[0]][:limit]

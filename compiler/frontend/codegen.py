@@ -33,6 +33,7 @@ from .closed import (
     bounded_binary,
     bounded_format,
     check_value,
+    close_exports,
     is_closed,
     module_export,
     value_attribute,
@@ -254,8 +255,11 @@ class CodeGenerator(ast.NodeVisitor):
             ok, value = module_export(base, attr)
             if ok:
                 return value
+            owner = ast.unparse(node.value) if isinstance(node, ast.Attribute) else "tl"
+            near = " or ".join(f"{owner}.{n}" for n in close_exports(base, attr))
             raise self.error(E.UndefinedNameError, node, f"{_describe(base)} has no attribute {attr!r} a kernel "
-                             "can use", "see the language reference for the names of tl, tl.math and tl.extra")
+                             "can use", (f"did you mean {near}? " if near else "") + "see the language reference "
+                             "(language_reference) for the names of tl, tl.math and tl.extra")
         value = value_attribute(base, attr)
         if value is MISSING:
             raise self.error(E.UndefinedNameError, node, f"{_describe(base)} has no attribute {attr!r} a kernel "
@@ -780,7 +784,7 @@ def _short(e: BaseException) -> str:
 
 def _describe(x: Any) -> str:
     if isinstance(x, type(ast)):
-        return "module " + x.__name__.replace("compiler.triton_compat", "triton")
+        return "module " + x.__name__.replace("compiler.triton_compat", "triton").replace("compiler.", "triton.")
     name = getattr(x, "__name__", None)
     return f"{type(x).__name__} {name}" if name else repr(x)
 

@@ -97,3 +97,33 @@ async def test_a_refused_expression_is_rewritten(agent: Agent) -> None:
     assert "keepdim=True" in message and "^" in message
     gen = await agent.call("generate_kernel", expression="x - x.mean(-1, keepdim=True)", args=args)
     assert gen["passed"] is True and abs(gen["check"]["outputs"]["out_ptr"]["mean"]) < 1e-5
+
+
+async def test_rmsnorm_times_weight_generated_named_and_timed(agent: Agent) -> None:
+    """Task: RMSNorm(x) * weight as one kernel, timed against torch. The kernel is named for the norm and
+    its launch echoes the specs as given (no fields left at their defaults)."""
+    gen = await agent.call("generate_kernel", expression="F.rms_norm(x, (x.shape[-1],), eps=1e-6) * weight",
+                           args={"x": {"shape": [33, 517]}, "weight": {"shape": [517]}}, benchmark=True, rep_ms=5)
+    assert gen["passed"] is True and gen["template"] == "rows" and gen["kernel_name"] == "rms_norm_kernel"
+    assert gen["launch"]["args"]["x_ptr"] == {"shape": [33, 517], "dtype": "float32", "init": "randn"}
+    assert gen["launch"]["args"]["out_ptr"]["init"] == "empty" and gen["launch"]["args"]["C"] == 517
+    bench = gen["benchmark"]
+    assert bench["passed"] is True and bench["results"][0]["timing"]["median_us"] > 0 and bench["speedup"] > 0
+    assert gen["check"]["checks"]["out_ptr"]["max_abs_error"] < 1e-4
+
+
+async def test_log_softmax_generated_then_run_on_wider_rows(agent: Agent) -> None:
+    """Task: log-softmax over rows of 1001, then the same kernel's source on rows of 3000: the notes say
+    BLOCK_C must cover a row, so the relaunch passes a larger BLOCK_C with the new sizes."""
+    gen = await agent.call("generate_kernel", expression="torch.log_softmax(x, dim=-1)",
+                           args={"x": {"shape": [45, 1001]}})
+    assert gen["passed"] is True and gen["kernel_name"] == "log_softmax_kernel"
+    assert any("BLOCK_C" in note for note in gen["notes"]) and gen["launch"]["constexprs"]["BLOCK_C"] == 1024
+    launch = gen["launch"]
+    R, C = 7, 3000
+    args = {**launch["args"], "x_ptr": {"shape": [R, C]}, "out_ptr": {"shape": [R, C], "init": "empty"},
+            "R": R, "C": C, "x_stride0": C}
+    wide = await agent.call("launch_kernel", source=gen["source"], grid=launch["grid"], args=args,
+                            constexprs={**launch["constexprs"], "BLOCK_C": 4096}, reference=launch["reference"])
+    assert wide["passed"] is True and wide["outputs"]["out_ptr"]["unwritten_count"] == 0
+    assert wide["outputs"]["out_ptr"]["max"] < 0

@@ -75,6 +75,29 @@ def test_unknown_tl_attribute() -> None:
         """, 7, "no attribute 'no_such_function'", caret_at="tl.no_such_function")
 
 
+def test_misspelt_tl_function_suggests_the_right_one() -> None:
+    e = expect(E.UndefinedNameError, """
+        @triton.jit
+        def k(x_ptr, n):
+            offs = tl.arrange(0, 16)
+            y = tl.cumulative_sum(tl.load(x_ptr + offs), axis=0)
+        """, 7, "module triton.language has no attribute 'arrange'", caret_at="tl.arrange")
+    assert e.hint.startswith("did you mean tl.arange") and "language_reference" in e.hint
+    e = expect(E.UndefinedNameError, """
+        @triton.jit
+        def k(x_ptr, n):
+            offs = tl.arange(0, 16)
+            y = tl.cumulative_sum(tl.load(x_ptr + offs), axis=0)
+        """, 8, "'cumulative_sum'", caret_at="tl.cumulative_sum")
+    assert "did you mean tl.cumsum?" in e.hint
+    e = expect(E.UndefinedNameError, """
+        @triton.jit
+        def k(x_ptr, n):
+            y = tl.qqqqqq(1)
+        """, 7, "'qqqqqq'", caret_at="tl.qqqqqq")
+    assert "did you mean" not in e.hint
+
+
 def test_wrong_argument_count_to_jit_function() -> None:
     expect(E.ArgumentError, """
         @triton.jit

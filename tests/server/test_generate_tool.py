@@ -47,3 +47,4 @@ async def test_a_refusal_is_a_located_error(client: Client) -> None:
     assert result.is_error
     message = text(result)
     assert "torch.cumsum cannot be fused" in message and "^" in message and "F.{" in message
+    assert "by hand (the language has tl.cumsum)" in message and "reference=" in message

@@ -55,6 +55,15 @@ async def test_descriptions_state_every_result_field_and_the_reference_language(
             for field, info in nested.model_fields.items():
                 assert info.description, f"{nested.__name__}.{field} has no description"
                 assert re.search(rf"\b{field}: ", description), f"{name}'s description lacks {nested.__name__}.{field}"
+    # generate_kernel lists its own fields and refers its nested results to the tools that return them
+    generate = tools["generate_kernel"].description or ""
+    from tools.generate.models import GeneratedLaunch, GenerateResult
+
+    for nested in (GenerateResult, GeneratedLaunch):
+        assert all(re.search(rf"\b{field}: ", generate) for field in nested.model_fields)
+    for field, owner in (("compile", "compile_kernel"), ("check", "launch_kernel"), ("benchmark", "benchmark")):
+        assert f"\n{field}: the " in generate and f"in {owner}'s description" in generate
+    assert "Each TensorStats" not in generate and len(generate) < 6000, len(generate)
     launch = tools["launch_kernel"].description or ""
     for namespace, names in NAMESPACES.items():
         for fn in names:
@@ -141,6 +150,11 @@ async def test_resources_and_prompts(client: Client) -> None:
     assert "scaled_dot_product_attention" in reference
     prompts = {p.name: p for p in await client.list_prompts()}
     assert {"write_kernel", "check_kernel", "benchmark_kernel"} <= set(prompts)
+    for prompt in prompts.values():  # plain strings, each described (not "Provide as a JSON string ...")
+        for argument in prompt.arguments or []:
+            assert argument.description and "JSON" not in argument.description, (prompt.name, argument)
+    assert "torch expression" in next(a.description or "" for a in prompts["check_kernel"].arguments or []
+                                      if a.name == "reference")
     written = await client.get_prompt("write_kernel", {"task": "row softmax", "reference": "torch.softmax(x, -1)"})
     body = written.messages[0].content.text  # type: ignore[union-attr]
     assert "row softmax" in body and "compile_kernel" in body and "torch.softmax(x, -1)" in body

@@ -89,3 +89,43 @@ def test_input_sets_are_fitted_to_the_limits() -> None:
         anyio.run(benchmark, Runtime(limits=Limits(max_call_elements=15_000)), _request(input_sets=3))
     launch_sized = Runtime(limits=Limits(max_call_elements=18_000))  # two copies exactly: one set
     assert anyio.run(benchmark, launch_sized, _request(input_sets=8)).input_sets == 1
+
+
+def test_timed_runs_stop_when_flushes_outlast_the_kernel() -> None:
+    """A flush (here a restore) that costs far more than the run must not keep the loop going until the
+    call's deadline: once MIN_RUNS are in, the loop's wall clock is bounded by a few times rep_ms."""
+    import time
+
+    from tools.bench import MIN_RUNS, WALL_FACTOR, time_runs
+
+    runs: list[float] = []
+    start = time.perf_counter()
+    times = time_runs(lambda s: runs.append(time.perf_counter()), [{}], lambda s: time.sleep(0.02), device="cpu",
+                      warmup_ms=1, rep_ms=20, flush=None, deadline=start + 30)
+    elapsed = time.perf_counter() - start
+    assert len(times) >= MIN_RUNS and all(t >= 0 for t in times)
+    # 10 runs of 20 ms restores are already past WALL_FACTOR * rep_ms: the loop stops at MIN_RUNS
+    assert len(times) == MIN_RUNS and elapsed < MIN_RUNS * 0.02 + WALL_FACTOR * 0.02 + 1.0
+    # a fast loop still runs until rep_ms of measured time
+    fast = time_runs(lambda s: time.sleep(0.002), [{}], lambda s: None, device="cpu", warmup_ms=1, rep_ms=30,
+                     flush=None, deadline=time.perf_counter() + 30)
+    assert sum(fast) >= 30e3 and len(fast) >= MIN_RUNS
+
+
+def test_the_summary_says_when_timings_are_noisy() -> None:
+    """A spread past NOISY_PCT (another process on the device) is said in the one-line summary; a quiet run's
+    summary says nothing of it."""
+    from tools.bench import NOISY_PCT, summarize
+
+    def timing(median: float, noise: float) -> dict[str, Any]:
+        return {"median_us": median, "p10_us": median, "p90_us": median * (1 + noise / 100), "min_us": median,
+                "n": 10, "noise_pct": noise}
+
+    config = {"config": {"constexprs": {"BLOCK": 256}}, "kernel_id": "k1", "gbps": 1.0, "passed": True}
+    quiet = summarize("add_kernel", "cpu", [config | {"timing": timing(10.0, 5.0)}], timing(20.0, 8.0), {})
+    assert quiet["speedup"] == 2.0 and "NOISY" not in quiet["summary"]
+    loud = summarize("add_kernel", "cpu", [config | {"timing": timing(10.0, 5.0)}], timing(20.0, NOISY_PCT * 6),
+                     {})
+    assert "NOISY (baseline 600% spread)" in loud["summary"] and "rep_ms" in loud["summary"]
+    both = summarize("add_kernel", "cpu", [config | {"timing": timing(10.0, 250.0)}], None, {})
+    assert "NOISY (kernel 250% spread)" in both["summary"]

@@ -29,14 +29,14 @@ def test_the_device_side_runs_on_the_meta_device() -> None:
     and what comes back is a handful of scalars."""
     for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
         x = torch.empty(1 << 24, dtype=dtype, device="meta")
-        assert stats_fast_vector(x).shape == (3,) and stats_fast_vector(x).device.type == "meta"
+        assert stats_fast_vector(x).shape == (4,) and stats_fast_vector(x).device.type == "meta"
         assert stats_full_vector(x, poison_mask(x)).shape == (6,)
         w = torch.empty(1 << 24, dtype=torch.float32, device="meta")
         assert compare_fast_vector(x.float(), w, 1e-4, 1e-4).shape == (3,)
         bad, summary = compare_full_vector(x.float(), w, 1e-4, 1e-4)
         assert summary.shape == (4,) and bad.shape == x.shape
     ints = torch.empty(1 << 20, dtype=torch.int64, device="meta")
-    assert stats_fast_vector(ints).shape == (3,) and compare_full_vector(ints, ints, 0, 0)[1].shape == (4,)
+    assert stats_fast_vector(ints).shape == (4,) and compare_full_vector(ints, ints, 0, 0)[1].shape == (4,)
 
 
 class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):
@@ -141,6 +141,8 @@ def test_stats_match_the_plain_rules(dtype: str) -> None:
     if spec.is_float:
         t = torch.randn(n, generator=gen).to(spec.torch_dtype)
         t[5], t[9], t[11] = float("nan"), float("inf"), float("-inf")
+        t[20:27] = 0.0
+        t[30] = -0.0
     else:
         t = torch.randint(0, 2 if dtype == "bool" else 100, (n,), generator=gen).to(spec.torch_dtype)
     poison_(t[100:117])
@@ -149,6 +151,7 @@ def test_stats_match_the_plain_rules(dtype: str) -> None:
     finite = [v for v in values if math.isfinite(v)]
     assert stats.nan_count == sum(math.isnan(v) for v in values)
     assert stats.inf_count == sum(math.isinf(v) for v in values)
+    assert stats.zero_count == sum(v == 0 for v in values) and stats.zero_count >= (8 if spec.is_float else 1)
     assert stats.unwritten_count == (0 if dtype == "bool" else 17)
     assert stats.min == min(finite) and stats.max == max(finite)
     assert stats.mean == pytest.approx(sum(finite) / len(finite), rel=1e-9)

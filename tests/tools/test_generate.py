@@ -155,6 +155,8 @@ def test_a_number_argument_is_a_parameter(rt: Runtime) -> None:
     [
         ("torch.sort(x)", {"x": t(4, 4)}, "torch.sort cannot be fused"),
         ("x.sum(0)", {"x": t(4, 4)}, "reduce over the last dim only"),
+        ("torch.softmax(x, dim=0)", {"x": t(4, 4)}, r"reduce its transpose, e\.g\. torch\.softmax\(x\.t\(\), dim=-1\)"),
+        ("x.sum()", {"x": t(4, 4)}, r"reduce a flattened argument, e\.g\. x\.reshape\(1, -1\)\.sum\(-1\)"),
         ("torch.softmax(x @ w, dim=-1)", {"x": t(4, 4), "w": t(4, 4)}, "a matmul and a reduction"),
         ("(x * 2) @ w", {"x": t(4, 4), "w": t(4, 4)}, "must be an argument"),
         ("x - x.mean(-1)", {"x": t(6, 6)}, "keepdim=True"),

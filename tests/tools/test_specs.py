@@ -180,6 +180,11 @@ def test_grid() -> None:
     ]:
         with pytest.raises(ToolInputError, match=message):
             evaluate_grid(bad, names, max_programs=10**6)
+    # a size given as a float names the fix
+    with pytest.raises(ToolInputError, match=r"'m' is not an integer \(it is 1000.0: pass 1000 \(an int\)"):
+        evaluate_grid(["cdiv(m, 128)"], dict(names, m=1000.0), max_programs=10**6)
+    with pytest.raises(ToolInputError, match=r"'m' is not an integer \(it is 0.5\)"):
+        evaluate_grid(["m"], dict(names, m=0.5), max_programs=10**6)
 
 
 def test_kernel_ids_are_content_hashes() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer, field_validator
 
 from tools.models import BenchmarkResult, CompileResult, LaunchResult, Target, Tolerance, check_target
-from tools.specs import ArgValue, Scalar
+from tools.specs import ArgValue, Scalar, TensorSpec
+
+_SPEC_DEFAULTS = {name: field.default for name, field in TensorSpec.model_fields.items()}
 
 Expression = Annotated[
     str,
@@ -81,10 +83,21 @@ class GeneratedLaunch(BaseModel):
     num_warps: Annotated[int | None, Field(description="Warps per program it was compiled with (GPU targets).")] = None
     num_stages: Annotated[int | None, Field(description="Pipelining stages it was compiled with (GPU targets).")] = None
 
+    @field_serializer("args", mode="wrap")
+    def _compact_specs(
+        self, args: dict[str, ArgValue], handler: SerializerFunctionWrapHandler
+    ) -> dict[str, ArgValue]:
+        """Tensor specs without the fields left at their defaults (seed, low, high, value, mean, std)."""
+        out = handler(args)
+        for name, spec in out.items():
+            if isinstance(spec, dict):
+                out[name] = {k: v for k, v in spec.items() if k in ("shape", "dtype", "init") or v != _SPEC_DEFAULTS[k]}
+        return out
+
 
 class GenerateResult(BaseModel):
     kernel_id: Annotated[str, Field(description="Handle for launch_kernel/benchmark/read_artifact.")]
-    kernel_name: str
+    kernel_name: Annotated[str, Field(description="The @jit function generated (its name in source).")]
     target: Annotated[str, Field(description="The resolved target.")]
     template: Annotated[
         Literal["pointwise", "rows", "matmul"],
@@ -102,4 +115,4 @@ class GenerateResult(BaseModel):
     benchmark: Annotated[BenchmarkResult | None, Field(description="The timing against torch (when asked).")] = None
     passed: Annotated[bool | None, Field(description="The check passed; null when not launched.")] = None
     notes: Annotated[list[str], Field(description="What to know before editing: parameters, limits, precision.")] = []
-    summary: str
+    summary: Annotated[str, Field(description="One line saying what happened, for a person or a model to read first.")]

@@ -45,6 +45,11 @@ _NAMED = frozenset({"softmax", "log_softmax", "softmin", "layer_norm", "rms_norm
                     "vector_norm", "norm", "linear", "gelu", "silu", "softplus", "mish", "var", "std"})
 
 
+def _called(node: ast.AST) -> str | None:
+    """The function a call node calls by attribute (F.gelu -> 'gelu'), else None."""
+    return node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
+
+
 async def generate_kernel(rt: Runtime, req: GenerateRequest, progress: Progress | None = None) -> GenerateResult:
     """The generate_kernel tool."""
     progress = progress or noop_progress
@@ -126,6 +131,7 @@ def _summary(name: str, fused: Fused, target: str, check: Any, bench: Any) -> st
         timing = bench.results[bench.best].timing
         text += f"; {timing.median_us:.1f} us" if timing else ""
         text += f", {bench.speedup:.2f}x vs torch" if bench.speedup else ""
+        text += " (NOISY timings: see benchmark.summary)" if "NOISY" in bench.summary else ""
     return text
 
 
@@ -201,7 +207,10 @@ class _Plan:
         words = list(dict.fromkeys(op.name for op in self.fused.group.ops if op.name not in ("convert", "copy")))
         if self.fused.group.kind == "matmul":
             words = ["matmul"] + [w for w in words if w != "dot"]
-        called = last.func.attr if isinstance(last, ast.Call) and isinstance(last.func, ast.Attribute) else None
+        called = _called(last)
+        if called not in _NAMED and self.fused.group.kind == "rows":
+            # a row reduction under an elementwise epilogue (F.rms_norm(x, ...) * w) is named for the reduction
+            called = next((c for c in map(_called, ast.walk(last)) if c in _NAMED and c != "linear"), called)
         if called in _NAMED and (self.fused.group.kind != "matmul") == (called != "linear"):
             words = [called]
         stem = "_".join(words[:3]) or "copy"

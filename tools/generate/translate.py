@@ -336,8 +336,11 @@ class Translator:
             d = d[0]
         rank = x.meta.dim()
         if not isinstance(d, int) or isinstance(d, bool) or rank == 0 or d not in (-1, rank - 1):
+            instead = ("; for all elements reduce a flattened argument, e.g. x.reshape(1, -1).sum(-1)" if d is None
+                       else "; for dim 0 of a 2-D argument reduce its transpose, e.g. torch.softmax(x.t(), dim=-1) "
+                       "(the result is transposed too)" if d in (0, -2) and rank == 2 else "")
             self.fail(self.node, f"reduces over dim {d!r}",
-                      "Generated kernels reduce over the last dim only (dim=-1), one row per reduction.")
+                      f"Generated kernels reduce over the last dim only (dim=-1), one row per reduction{instead}.")
 
     # ------------------------------------------------------------------ constructs
     def visit_Name(self, node: ast.Name) -> Value:
@@ -509,5 +512,16 @@ class Translator:
             from tools.generate.lowerings import supported_functions
 
             self.fail(func, f"{key.removeprefix('builtin.').replace('Tensor.', 'tensor method ')} cannot be fused "
-                      "into a generated kernel", "It fuses: " + supported_functions() + ".")
+                      "into a generated kernel", _by_hand(key) + "It fuses: " + supported_functions() + ".")
         return lowering(self, args, kwargs)
+
+
+def _by_hand(key: str) -> str:
+    """What to do instead of generating: write the kernel (naming the tl op of the same name, if any)."""
+    import compiler.language as tl
+    from compiler.frontend.closed import module_export
+
+    name = key.rsplit(".", 1)[-1]
+    op = f" (the language has tl.{name})" if module_export(tl, name)[0] else ""
+    return (f"Write this kernel by hand{op}: compile_kernel or launch_kernel with source, and this expression over "
+            "the kernel's parameter names as reference={output: expression} checks it. ")
