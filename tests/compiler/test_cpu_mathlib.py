@@ -83,8 +83,9 @@ def _fdim(x: T, y: T) -> T:
 
 
 FNS = [
-    Fn("exp", torch.exp, 1.0, domain=(-104, 89)),
-    Fn("exp2", torch.exp2, 1.0, domain=(-150, 129)),
+    # exp and exp2: 1.01 and 1.02 ulp at worst over every float32 (the library's docstring)
+    Fn("exp", torch.exp, 1.05, domain=(-104, 89)),
+    Fn("exp2", torch.exp2, 1.05, domain=(-150, 129)),
     Fn("exp10", lambda x: torch.pow(10.0, x), 1.0, domain=(-46, 39)),
     Fn("expm1", torch.expm1, 1.0, domain=(-20, 89)),
     Fn("log", torch.log, 1.0, domain=(0, 4)),
