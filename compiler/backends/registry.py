@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .. import errors as E
 from .contract import Backend
 
-__all__ = ["backend_for", "canonical_target", "device_of", "known_targets"]
+__all__ = ["backend_for", "canonical_target", "device_of", "known_targets", "on_gpu"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +70,8 @@ def canonical_target(target: str) -> str:
 def device_of(target: str) -> str:
     """The torch device type `target`'s kernels run on, without importing its backend."""
     return _entry(target).device
+
+
+def on_gpu(target: str) -> bool:
+    """Whether `target`'s kernels run on a GPU (what GPU-only language features ask)."""
+    return device_of(target) != "cpu"
