@@ -237,9 +237,10 @@ def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str
 
     backend = backend_for(target)
     stages = backend.stages(backend.options(target, opts))
+    t1 = time.perf_counter()
     ir_fn = generate_kernel(fn.source, specs, GenOptions(opts.debug, target, opts.num_warps), resolve)
     ctx = StageContext(ir_fn, fn.__name__, f"anvil_{_sanitize(fn.__name__)}_{key[:16]}")
-    ctx.timings["frontend_ms"] = (time.perf_counter() - t0) * 1e3
+    ctx.timings["frontend_ms"] = (time.perf_counter() - t1) * 1e3
     ctx.metadata.update(arg_types=[str(a.type) for a in ir_fn.args], arg_names=list(ir_fn.arg_names),
                         checked=opts.checked)
     if knobs.verify_ir():

@@ -20,17 +20,14 @@ from ... import errors as E
 from ... import knobs
 from ...ir import types as T
 from ...ir.core import Location
-from ...passes.pipeline import pipeline_dot_loads
-from ...passes.prefetch import prefetch_dot_operands
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
 from . import CudaBinary, optimise, with_launch_bound
-from .async_copy import PRIVATE_BUDGET, mark_kmajor_b, pipeline_stages, private_sizer, reads_shared
-from .lower import NvLowering
 from .toolchain import PtxasReport, assemble
 
 if TYPE_CHECKING:
     from ...runtime.compiled import CompiledKernel
     from ...runtime.specialize import LaunchOptions
+    from .lower import NvLowering
 
 __all__ = ["NvidiaBackend", "NvidiaOptions", "NvidiaLauncher"]
 
@@ -55,6 +52,8 @@ class NvidiaOptions:
 def _lowering(ctx: StageContext, o: NvidiaOptions) -> NvLowering:
     """The lowering of this compile, made by the first stage that needs it (the GPU passes ask it
     about layouts and shared memory before it lowers)."""
+    from .lower import NvLowering
+
     lw = ctx.scratch.get("lowering")
     if lw is None:
         lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, ir.Module(name=ctx.symbol), ctx.symbol, o.num_warps,
@@ -63,12 +62,17 @@ def _lowering(ctx: StageContext, o: NvidiaOptions) -> NvLowering:
 
 
 def _mark_kmajor_b(ctx: StageContext) -> None:
+    from .async_copy import mark_kmajor_b
+
     mark_kmajor_b(ctx.fn)
     return None
 
 
 def _pipeline(o: NvidiaOptions) -> Callable[[StageContext], None]:
     def run(ctx: StageContext) -> None:
+        from ...passes.pipeline import pipeline_dot_loads
+        from .async_copy import PRIVATE_BUDGET, pipeline_stages, private_sizer, reads_shared
+
         lw, fn = _lowering(ctx, o), ctx.fn
         pipeline_dot_loads(fn, pipeline_stages(lw, fn, o.num_stages), functools.partial(reads_shared, lw),
                            knobs.pipeline_in_flight(), private_sizer(lw, fn), PRIVATE_BUDGET - lw.held_bytes)
@@ -79,6 +83,8 @@ def _pipeline(o: NvidiaOptions) -> Callable[[StageContext], None]:
 
 def _prefetch(o: NvidiaOptions) -> Callable[[StageContext], None]:
     def run(ctx: StageContext) -> None:
+        from ...passes.prefetch import prefetch_dot_operands
+
         prefetch_dot_operands(ctx.fn, o.num_warps)
         return None
 
@@ -127,6 +133,8 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
         # ... wgmma.mma_async instructions are serialized"): lower again, waiting in each iteration.
         # This stage then repeats the LLVM IR and PTX stages, and revises their outputs.
         if (ctx.scratch["in_flight"] or lw.carried) and any(n.startswith(_SERIALIZED) for n in report.notes):
+            from .lower import NvLowering
+
             lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, ir.Module(name=ctx.symbol), ctx.symbol, o.num_warps,
                                                       o.arch, o.checked)
             lw.in_flight = False
@@ -187,6 +195,9 @@ class NvidiaBackend(Backend):
         in loops (passes/pipeline.py; at most what fits in shared memory; none in checked mode).
         `maxnreg`: `.maxnreg` (more programs per SM, ptxas may spill). `cluster_dims`:
         `.reqnctapercluster` (sm_90 and newer: a cluster's programs run at once on one GPC)."""
+        from . import async_copy, lower  # noqa: F401 - the lowering's modules, imported before the stages run (a
+        # kernel loaded from the disk cache never needs them)
+
         o = options
         passes = [Stage("tir.mark_kmajor_b", _mark_kmajor_b, tile_ir=True, timing="passes_ms")]
         if not o.checked:
