@@ -30,7 +30,8 @@ __all__ = ["CPUBinary", "CPUKernel", "build_module", "load_binary", "ctype_of"]
 
 @dataclass
 class CPUBinary:
-    """Everything needed to load a compiled kernel (cached in memory and on disk)."""
+    """The CPU backend's view of a kernel's artifacts (backend.py builds it): what loading and
+    launching read."""
 
     name: str
     symbol: str
