@@ -27,15 +27,21 @@ def store(key: str, artifacts: Artifacts, version: str) -> None:
     try:
         d.mkdir(parents=True, exist_ok=True)
         texts: dict[str, str | None] = {}
+        repeats: dict[str, str] = {}  # an output equal to an earlier one (a pass that changed nothing)
         binaries: list[str] = []
+        earlier: dict[str, str] = {}
         for name, out in artifacts.outputs.items():
             if isinstance(out, bytes):
                 (d / f"{key}.{name}").write_bytes(out)
                 binaries.append(name)
+            elif out is not None and out in earlier:
+                repeats[name] = earlier[out]
             else:
                 texts[name] = out
+                if out is not None:
+                    earlier[out] = name
         entry = {"format": _FORMAT, "version": version, "target": artifacts.target, "name": artifacts.name,
-                 "symbol": artifacts.symbol, "order": list(artifacts.outputs), "texts": texts,
+                 "symbol": artifacts.symbol, "order": list(artifacts.outputs), "texts": texts, "repeats": repeats,
                  "binaries": binaries, "metadata": dict(artifacts.metadata)}
         tmp = d / f"{key}.tmp"
         tmp.write_text(json.dumps(entry))
@@ -53,6 +59,7 @@ def load(key: str, version: str) -> Artifacts | None:
             return None
         blobs = {name: Path(d / f"{key}.{name}").read_bytes() for name in entry["binaries"]}
         texts = entry["texts"]
+        texts.update({name: texts[same] for name, same in entry["repeats"].items()})
         outputs = {name: blobs[name] if name in blobs else texts[name] for name in entry["order"]}
         return Artifacts(entry["target"], entry["name"], entry["symbol"], outputs, entry["metadata"])
     except (OSError, ValueError, KeyError, TypeError):

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from .. import knobs
-from ..backends.contract import Stage, StageContext
+from ..backends.contract import TILE_IR_PREFIX, Stage, StageContext
 from ..ir.printer import print_function
 from ..ir.verifier import VerificationError, verify
 
@@ -49,6 +49,7 @@ def check(ctx: StageContext, after: str) -> None:
 def run_stages(ctx: StageContext, stages: Sequence[Stage]) -> None:
     """Run `stages` in order on `ctx` (see the module's docstring)."""
     verifying = knobs.verify_ir()
+    last_tir = next((v for k, v in reversed(ctx.outputs.items()) if k.startswith(TILE_IR_PREFIX)), None)
     for stage in stages:
         t0 = time.perf_counter()
         out = stage.run(ctx)
@@ -56,6 +57,9 @@ def run_stages(ctx: StageContext, stages: Sequence[Stage]) -> None:
             if verifying:
                 check(ctx, f"stage {stage.name}")
             out = print_function(ctx.fn)
+            if out == last_tir:  # a pass that changed nothing: the same string, held once
+                out = last_tir
+            last_tir = out
         if stage.timing is not None:
             ctx.timings[stage.timing] = ctx.timings.get(stage.timing, 0.0) + (time.perf_counter() - t0) * 1e3
         ctx.outputs[stage.name] = out
