@@ -44,7 +44,8 @@ class CompiledKernel:
     `metadata`, `shared`, `n_regs` and `n_spills` (always 0 on the CPU, where there is no register
     file to count or spill from). `artifacts` holds every stage's output (the Tile IR after each
     pass, ...), `binary` the backend's view of them. `launch(grid, params)` runs it, where `params`
-    holds a value for every kernel parameter (constants ignored).
+    holds a value for every kernel parameter (constants ignored): through the backend's launcher,
+    whose warm entries (fast_entry) launch without this object.
     """
 
     def __init__(self, backend: Backend, artifacts: Artifacts, options: LaunchOptions, timings: dict[str, float],
@@ -63,7 +64,10 @@ class CompiledKernel:
                                        **backend.kernel_metadata(artifacts, options))
         self.asm = backend.asm(self)
         self.launcher = backend.launcher(self)
-        self.launch: Callable[[tuple[int, int, int], list[Any]], None] = self.launcher.launch
+
+    def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
+        """Run on `grid`; `params` holds a value for every kernel parameter (constants ignored)."""
+        self.launcher.launch(grid, params)
 
     @property
     def function(self) -> Any:
