@@ -7,9 +7,13 @@
   time when the kernel's programs may wait for each other (spin loops on atomics; default 256).
 - ANVIL_CPU_WAIT_TIMEOUT: seconds every running program of such a launch may wait, with no other
   program left to start, before the launch is stopped with a DeadlockError (default 10).
-- ANVIL_DUMP_IR=1: print the Tile IR of every kernel compiled, to stderr.
+- ANVIL_DUMP_IR=1: print the Tile IR of every kernel compiled, as lowered (after the backend's own
+  Tile IR passes), to stderr.
 - ANVIL_DUMP_LLIR=1: print the LLVM IR of every kernel compiled, to stderr.
 - ANVIL_TRACEBACK=1: show internal tracebacks instead of only located errors.
+- ANVIL_VERIFY_IR=1: verify the Tile IR after the frontend and after every Tile IR stage of a
+  compile (compiler/runtime/stages.py), naming the stage that broke an invariant (default: off,
+  as a verification costs about half a printing of the IR; the tests and CI turn it on).
 - ANVIL_CPU_TARGET: the CPU the CPU backend generates code for, "name[,+feature,...]"
   (default: the host's, as LLVM detects it), e.g. "x86-64-v3".
 - ANVIL_NATIVE_LAUNCH=0: launch GPU kernels through ctypes instead of a generated native entry.
@@ -35,7 +39,7 @@ import os
 from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "cpu_concurrent_programs", "cpu_wait_timeout",
-           "dump_ir", "dump_llir", "traceback", "cpu_target",
+           "dump_ir", "dump_llir", "traceback", "verify_ir", "cpu_target",
            "wgmma", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "fusion_dump"]
 
 
@@ -82,6 +86,10 @@ def dump_ir() -> bool:
 
 def dump_llir() -> bool:
     return _flag("ANVIL_DUMP_LLIR")
+
+
+def verify_ir() -> bool:
+    return _flag("ANVIL_VERIFY_IR")
 
 
 def cpu_target() -> str:

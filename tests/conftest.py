@@ -1,4 +1,5 @@
-"""Shared test setup: a private compile cache per session, fixed seeds, a GPU marker."""
+"""Shared test setup: a private compile cache per session, the Tile IR verified after every stage,
+fixed seeds, a GPU marker."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("ANVIL_CACHE_DIR", tempfile.mkdtemp(prefix="anvil-test-cache-"))
+os.environ.setdefault("ANVIL_VERIFY_IR", "1")  # the Tile IR verified after every stage of every compile
 
 
 def _has_cuda() -> bool:

@@ -650,7 +650,9 @@ def inline_asm_elementwise(asm: str, constraints: str, args: Any, dtype: Any, is
     follows the loads of that shape), as in Triton: warp-collective instructions (mma.sync, shfl)
     that assume a lane mapping are safe only with a last dim of 1 or a pack that spans it.
     is_pure=False keeps the asm (and its order) even when its results are unused."""
-    if not str(_sem.gen.options.target).startswith("cuda"):
+    from ..backends.registry import on_gpu
+
+    if not on_gpu(str(_sem.gen.options.target)):
         raise ArgumentError("inline_asm_elementwise is GPU assembly and cannot run on the CPU backend",
                             hint="write the operation with tl functions, or run on a CUDA tensor")
     vals = [_tensor(_sem, a) for a in (args if isinstance(args, (list, tuple)) else [args])]

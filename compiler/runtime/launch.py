@@ -414,11 +414,9 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
     if extra:
         raise at(None, f"the constexprs name unknown parameters of {fn.__name__}: {', '.join(sorted(extra))}; "
                  f"its parameters are {', '.join(names)}")
-    tgt = "cpu" if target in ("auto", "cpu") else target
-    if tgt == "cuda":
-        tgt = "cuda:sm_90a"
-    if tgt != "cpu" and not (tgt.startswith("cuda:sm_") and tgt[8:].rstrip("a").isdigit()):
-        raise E.ArgumentError(f"unknown target {target!r}; use 'cpu', 'cuda' or 'cuda:sm_80' / 'cuda:sm_90a'")
+    from ..backends.registry import canonical_target
+
+    tgt = canonical_target("cpu" if target == "auto" else target)
     opts = LaunchOptions.from_kwargs({"num_warps": num_warps, "num_stages": num_stages, "maxnreg": maxnreg,
                                       "cluster_dims": cluster_dims}, debug)
     return compile_kernel(fn, specs, opts, tgt)

@@ -114,10 +114,9 @@ def kernel(mod: types.ModuleType, spec: str) -> Any:
 def ran_on_cuda(fn: Any) -> bool:
     """Whether Anvil compiled `fn` for a GPU (GPU launches take native entries that skip the
     counted `launch`, so on CUDA the check is that a CUDA binary of the kernel exists)."""
-    from compiler.runtime.cuda import CudaCompiledKernel
 
     launcher = fn._launcher
-    return launcher is not None and any(isinstance(ck, CudaCompiledKernel) for ck, _ in launcher.cache.values())
+    return launcher is not None and any(ck.backend.device == "cuda" for ck, _ in launcher.cache.values())
 
 
 # ---------------------------------------------------------------- what ran

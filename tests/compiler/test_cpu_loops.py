@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-import compiler.backends.cpu as cpu_backend
+import compiler.backends.cpu.engine as cpu_engine
 import compiler.language as tl
 from compiler import jit
 
@@ -96,13 +96,13 @@ def test_short_nests_are_flat_loops_and_short_reductions_straight_line(monkeypat
     (the disk cache off)."""
     monkeypatch.setenv("ANVIL_CACHE", "0")
     texts: list[str] = []
-    optimize = cpu_backend.optimize
+    optimize = cpu_engine.optimize
 
     def keep(text: str) -> Any:
         texts.append(text)
         return optimize(text)
 
-    monkeypatch.setattr(cpu_backend, "optimize", keep)
+    monkeypatch.setattr(cpu_engine, "optimize", keep)
 
     def lowered(kernel: Any, sig: dict[str, str], consts: dict[str, int]) -> str:
         texts.clear()

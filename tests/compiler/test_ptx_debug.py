@@ -185,7 +185,7 @@ class _Loaded:
 def _simulate(monkeypatch: pytest.MonkeyPatch, ck: Any, params: list[Any], words: list[int]) -> OutOfBoundsError:
     monkeypatch.setattr(debug_host, "_global", lambda module, name="": None)
     monkeypatch.setattr(debug_host, "read_debug_record", lambda kernel, clear=True: words)
-    monkeypatch.setattr(ck, "_fn", _Loaded())
+    monkeypatch.setattr(ck.launcher, "_fn", _Loaded())
     debug_host.write_debug_bounds(ck, params)
     with pytest.raises(OutOfBoundsError) as info:
         debug_host.check_debug_record(ck)

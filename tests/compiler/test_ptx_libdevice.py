@@ -54,6 +54,7 @@ def test_kernels_without_libdevice_calls_do_not_link_it() -> None:
 
 def test_missing_libdevice_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(toolchain, "find_libdevice", lambda: None)
+    monkeypatch.setenv("ANVIL_CACHE", "0")  # compiled, not found in a disk cache an earlier run left
     toolchain.libdevice_bitcode.cache_clear()
     nvidia._libdevice_part.cache_clear()  # the parts of it earlier compiles took
     try:

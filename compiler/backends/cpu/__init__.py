@@ -1,5 +1,8 @@
 """The CPU backend: Tile IR -> LLVM IR (loop nests) -> native code loaded in process.
 
+backend.py lists the stages (the contract of compiler/backends/contract.py); this module builds
+the LLVM module and loads machine code.
+
 The compiled entry point is a *grid function*: it runs program ids [start, end) of the grid
 in a loop, so the runtime can split a launch across threads (ctypes releases the GIL). The grid
 function of a kernel whose programs may wait for each other (waits.py) instead claims program ids
@@ -10,7 +13,6 @@ yet started (runtime/waiting.py).
 from __future__ import annotations
 
 import ctypes
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,17 +21,17 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Function, Location
 from . import waits
-from .dot import fold_dot_add
-from .engine import host, jit_engine, optimize
+from .engine import host, jit_engine
 from .lower import Lowering
 from .scalar import I32, I64, PTR, llvm_type
 
-__all__ = ["CPUBinary", "CPUKernel", "compile_function", "load_binary", "ctype_of"]
+__all__ = ["CPUBinary", "CPUKernel", "build_module", "load_binary", "ctype_of"]
 
 
 @dataclass
 class CPUBinary:
-    """Everything needed to load a compiled kernel (cached in memory and on disk)."""
+    """The CPU backend's view of a kernel's artifacts (backend.py builds it): what loading and
+    launching read."""
 
     name: str
     symbol: str
@@ -64,9 +66,11 @@ def ctype_of(t: T.Type) -> Any:
             (32, False): ctypes.c_uint32, (64, False): ctypes.c_uint64}[(t.bits, t.is_signed)]
 
 
-def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location],
-                  loc_args: list[int | None]) -> tuple[str, int, bool]:
-    fold_dot_add(fn)
+def build_module(fn: Function, symbol: str, debug: bool, locs: list[Location],
+                 loc_args: list[int | None]) -> tuple[str, int, bool]:
+    """The LLVM IR of `fn`'s grid function `symbol` (before optimisation), the bytes of its
+    per-thread arena, and whether its programs claim their ids (waits.py). `locs` and `loc_args`
+    receive the source location (and tensor argument) of each check the code reports by number."""
     m = ir.Module(name=symbol)
     m.triple = host().triple
     lw = Lowering(fn, m, symbol + "_kernel", debug, locs, loc_args)
@@ -123,25 +127,6 @@ def _build_module(fn: Function, symbol: str, debug: bool, locs: list[Location],
 
 def _record(b: ir.IRBuilder, record: ir.Value, slot: int) -> ir.Value:
     return b.gep(record, [ir.Constant(I64, slot)], source_etype=I64)
-
-
-def compile_function(fn: Function, symbol: str, debug: bool) -> CPUBinary:
-    t0 = time.perf_counter()
-    locs: list[Location] = []
-    loc_args: list[int | None] = []
-    text, arena, claims = _build_module(fn, symbol, debug, locs, loc_args)
-    t1 = time.perf_counter()
-    mod = optimize(text)
-    t2 = time.perf_counter()
-    llir = str(mod)
-    addr, obj = jit_engine().add(mod, symbol, symbol, None)
-    t3 = time.perf_counter()
-    binary = CPUBinary(fn.name, symbol, llir, obj, arena, locs, [a.type for a in fn.args], debug,
-                       {"llvm_ir_ms": (t1 - t0) * 1e3, "llvm_opt_ms": (t2 - t1) * 1e3, "codegen_ms": (t3 - t2) * 1e3})
-    binary.loc_args = loc_args
-    binary.waits = claims
-    binary._addr = addr  # type: ignore[attr-defined]
-    return binary
 
 
 class CPUKernel:

@@ -1,7 +1,8 @@
 """The NVIDIA backend: Tile IR -> per-thread LLVM IR (linear layouts) -> PTX -> cubin.
 
 Codegen runs LLVM's O3 pipeline for the NVPTX target machine, then ptxas for the device's
-architecture. The driver module (driver.py) loads and launches the cubin.
+architecture. backend.py lists the stages (the contract of compiler/backends/contract.py) and
+launches; the driver module (driver.py) loads the cubin.
 """
 
 from __future__ import annotations
@@ -9,25 +10,16 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import llvmlite.binding as llvm
-from llvmlite import ir
 
-from ... import knobs
-from ...errors import UnsupportedError
 from ...ir import types as T
-from ...ir.core import Function
-from ...passes.pipeline import pipeline_dot_loads
-from ...passes.prefetch import prefetch_dot_operands
-from .async_copy import PRIVATE_BUDGET, mark_kmajor_b, pipeline_stages, private_sizer, reads_shared
 from .jitlink import warm_up as _warm_up_assembler
-from .lower import NvLowering
-from .toolchain import PtxasReport, assemble
+from .toolchain import PtxasReport
 
-__all__ = ["CudaBinary", "compile_function", "ptx_version_for", "emit_ptx", "warm_up"]
+__all__ = ["CudaBinary", "ptx_version_for", "emit_ptx", "optimise", "with_launch_bound", "warm_up"]
 
 _llvm_lock = threading.Lock()
 _llvm_initialised = False
@@ -148,7 +140,19 @@ def emit_ptx(llir: str, arch: str) -> tuple[str, str]:
     return _optimise_and_emit(_target_machine(arch), llir, llvm.create_context())
 
 
+def optimise(llir: str, arch: str) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
+    """Parse LLVM IR, link the libdevice functions it calls, verify it and run O3 for `arch`;
+    the module and the target machine that emits its PTX (`tm.emit_assembly(mod)`)."""
+    tm = _target_machine(arch)
+    return _optimise(tm, llir, llvm.create_context()), tm
+
+
 def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple[str, str]:
+    mod = _optimise(tm, llir, context)
+    return str(mod), tm.emit_assembly(mod)
+
+
+def _optimise(tm: llvm.TargetMachine, llir: str, context: Any) -> llvm.ModuleRef:
     mod = llvm.parse_assembly(llir, context=context)
     mod.triple = "nvptx64-nvidia-cuda"
     mod.data_layout = str(tm.target_data)
@@ -158,8 +162,7 @@ def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
-    opt = str(mod)
-    return opt, tm.emit_assembly(mod)
+    return mod
 
 
 def _drop_unused(mod: llvm.ModuleRef, tm: llvm.TargetMachine | None = None) -> None:
@@ -203,52 +206,7 @@ def _libdevice_part(names: frozenset[str]) -> bytes:
         return bytes(lib.as_bitcode())
 
 
-def compile_function(fn: Function, symbol: str, num_warps: int, arch: str, assemble_cubin: bool = True,
-                     debug: bool = False, num_stages: int = 3, maxnreg: int | None = None,
-                     cluster_dims: tuple[int, int, int] | None = None) -> CudaBinary:
-    """`debug`: bounds-check every global-memory access against its tensor argument (bounds.py).
-    `num_stages`: depth of the shared-memory pipeline of the loads that feed tensor-core dots in
-    loops (passes/pipeline.py; at most what fits in shared memory, 1 or less: none). `maxnreg`:
-    registers per thread at most (`.maxnreg`: more programs fit on an SM, ptxas may spill).
-    `cluster_dims`: programs per thread block cluster (`.reqnctapercluster`, sm_90 and newer): the
-    programs of a cluster run at once on one GPC and may use each other's shared memory."""
-    if cluster_dims is not None and int(arch[3:].rstrip("a")) < 90:
-        raise UnsupportedError(f"cluster_dims {cluster_dims} needs sm_90 or newer (thread block clusters), "
-                               f"the target is {arch}", hint="launch without cluster_dims on this GPU")
-    t0 = time.perf_counter()
-    lw = NvLowering(fn, ir.Module(name=symbol), symbol, num_warps, arch, debug)
-    mark_kmajor_b(fn)
-    if not debug:
-        pipeline_dot_loads(fn, pipeline_stages(lw, fn, num_stages), functools.partial(reads_shared, lw),
-                           knobs.pipeline_in_flight(), private_sizer(lw, fn), PRIVATE_BUDGET - lw.held_bytes)
-    prefetch_dot_operands(fn, num_warps)
-    in_flight = any(op.attrs.get("in_flight") for op in fn.walk())
-    while True:
-        m = lw.m
-        m.triple = "nvptx64-nvidia-cuda"
-        lw.build()
-        text = _with_launch_bound(str(m), symbol, 32 * num_warps, maxnreg, cluster_dims)
-        t1 = time.perf_counter()
-        opt, ptx = emit_ptx(text, arch)
-        t2 = time.perf_counter()
-        cubin, report = (None, None)
-        if assemble_cubin:
-            cubin, report = assemble(ptx, arch)
-        t3 = time.perf_counter()
-        # a wgmma group left in flight that the assembler must serialize anyway ("(C7514)/(C7515)
-        # ... wgmma.mma_async instructions are serialized"): lower again, waiting in each iteration
-        if not ((in_flight or lw.carried) and report is not None
-                and any(n.startswith(("(C7514)", "(C7515)")) for n in report.notes)):
-            break
-        in_flight = False
-        lw = NvLowering(fn, ir.Module(name=symbol), symbol, num_warps, arch, debug)
-        lw.in_flight = False
-    return CudaBinary(fn.name, symbol, arch, opt, ptx, cubin, num_warps, lw.smem_bytes, [a.type for a in fn.args],
-                      report, {"llvm_ir_ms": (t1 - t0) * 1e3, "llvm_opt_ptx_ms": (t2 - t1) * 1e3,
-                               "ptxas_ms": (t3 - t2) * 1e3}, list(fn.arg_names))
-
-
-def _with_launch_bound(text: str, symbol: str, threads: int, maxnreg: int | None = None,
+def with_launch_bound(text: str, symbol: str, threads: int, maxnreg: int | None = None,
                        cluster_dims: tuple[int, int, int] | None = None) -> str:
     """Attach `.maxntid` (threads per program) to the kernel, and `.maxnreg` when given: ptxas then
     budgets registers; `.reqnctapercluster` for cluster_dims."""

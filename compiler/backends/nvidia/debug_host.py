@@ -2,11 +2,11 @@
 `__anvil_debug_bounds` before it, read `__anvil_debug_err` after it and raise the CPU backend's
 errors (DeviceAssertError, OutOfBoundsError) with the kernel's source location.
 
-`write_debug_bounds(kernel, params)` takes a CudaCompiledKernel and the launch's parameter values
-(every parameter, as CudaCompiledKernel.launch gets them); it copies [lo, hi) of each tensor
+`write_debug_bounds(kernel, params)` takes a CompiledKernel of the NVIDIA backend and the launch's
+parameter values (every parameter, as its launch gets them); it copies [lo, hi) of each tensor
 argument (the CPU backend's extent: the bytes its shape and strides reach) on the current stream,
 and remembers each tensor's name, start, element size and length for the error message.
-`check_debug_record(kernel)` takes a CudaCompiledKernel that has been launched; it synchronises the
+`check_debug_record(kernel)` takes such a kernel that has been launched; it synchronises the
 device, reads the record, clears it for the next launch, and raises if a failure was recorded. The
 runtime calls the first before and the second after each debug-mode launch.
 """

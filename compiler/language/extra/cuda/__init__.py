@@ -26,7 +26,9 @@ def shared_memory(nbytes: int, _sem: Any = None) -> Tensor:
     if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= SHARED_MEMORY_MAX:
         raise ArgumentError(f"shared_memory takes a compile-time byte count from 1 to {SHARED_MEMORY_MAX}, got {n!r}",
                             hint="pass a tl.constexpr expression")
-    if not str(_sem.gen.options.target).startswith("cuda"):
+    from ....backends.registry import on_gpu
+
+    if not on_gpu(str(_sem.gen.options.target)):
         raise ArgumentError("shared_memory is GPU memory for inline assembly and has no CPU backend",
                             hint="keep the GPU-only code under a tl.constexpr branch that the CPU build skips")
     return Tensor(_sem.b.value("shared_alloc", [], T.i32, nbytes=n))
