@@ -12,13 +12,13 @@ Cases (goals from issue 6, H200):
 
 GPU timing: CUDA events around each call, L2 flushed (a 256 MiB write) before every call so that
 weights that fit in L2 are not read from it, then a 100 us spin on the GPU before the start event
-so that the host's side of the call (its Python, measured by benchmarks/quant_timing.py) is not
+so that the host's side of the call (its Python, measured by benchmarks/probes/quant_timing.py) is not
 timed as GPU time, median of the repetitions. The W4A16 tensor-core configs marked "packed" read
 qweight in awq_gemv_pack's layout, made once before timing (as an engine repacks at load time); "blocks": its blocks
 layout (awq_gemv_pack(qweight, qzeros, scales): words, scales and zeros of an octet's group in one block, streamed by
 bulk copies into shared memory, the default for batch 1 here); "evict_first": that
 kernel loads the words with that L2 policy (awq_gemv's default where one program row covers x), so a call does not
-write back as many of the flush's dirty lines (benchmarks/quant_timing.py compares it under four timing methods).
+write back as many of the flush's dirty lines (benchmarks/probes/quant_timing.py compares it under four timing methods).
 CPU timing: wall clock, median. Every Anvil output is checked against torch before it is timed.
 """
 
@@ -116,7 +116,7 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                     variants = {"BM=16 BN=64 BK=64": partial(awq_gemm, x, qw, qz, sc, block_m=16, block_n=64,
                                                              block_k=64)}
             else:
-                # awq_gemv keywords: the best of benchmarks/quant_probe.py --gemv-variants on the H200;
+                # awq_gemv keywords: the best of benchmarks/probes/quant_probe.py --gemv-variants on the H200;
                 # the tensor-core modes dequantize into mma.sync fragments and take up to 16 rows of x
                 # per program (block_m); S: one group per loop step, its loads at the top of the step
                 # (stages=1), or U chunks per step loaded one step ahead (unroll)

@@ -377,7 +377,7 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
     # 32 values per thread)
     sb = 0 if split == 1 else min(1 << (split - 1).bit_length(), max(1, 16 // (mb * (block_n // words))))
     nb, cuda = 2 if mb > 8 else 1, x.device.type == "cuda"
-    if cluster is None:  # where the H200 measured a gain (NOTES-gpu.md, session 9)
+    if cluster is None:  # where the H200 measured a gain (benchmarks/notes/NOTES-gpu.md, session 9)
         cluster = (bool(packed_w) and cuda and mb == 1 and 2 <= split <= 4 and num_warps >= 2
                    and torch.cuda.get_device_capability(x.device) >= (9, 0))
     if cluster:
@@ -389,7 +389,8 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         launch = awq_gemv_packed_kernel[grid]
         if ahead is None:
             ahead = 2 if nb == 1 else 1  # 16 rows: the weights are already in registers twice
-        if evict_first is None:  # the words are read once where one program row covers x (NOTES-gpu.md, session 10)
+        if evict_first is None:  # the words are read once where one program row covers x
+            # (benchmarks/notes/NOTES-gpu.md, session 10)
             evict_first = grid[0] == 1
         consts = dict(common, AHEAD=ahead, EVICT="evict_first" if evict_first else "", WK=int(warp_split),
                       KEVEN=int(NG % split == 0 and NG // split % num_warps == 0), BW=bw, STAGES=ring,

@@ -1,8 +1,8 @@
 """GPU probe: W4A16 AWQ GEMV/GEMM variants on the H200 beside torch bf16, one table per shape.
 
-    python benchmarks/quant_probe.py --gemv-variants  # every arithmetic mode x tiles x K splits (< 4 min)
-    python benchmarks/quant_probe.py                  # the older block-size sweep of the fp32 mode
-    python benchmarks/quant_probe.py --quick          # a few configs of either
+    python benchmarks/probes/quant_probe.py --gemv-variants  # every arithmetic mode x tiles x K splits (< 4 min)
+    python benchmarks/probes/quant_probe.py                  # the older block-size sweep of the fp32 mode
+    python benchmarks/probes/quant_probe.py --quick          # a few configs of either
 
 Shapes: batch 1 on 28672x8192 and 14336x4096, then batch 16 on both. For each it prints torch's
 bf16 time, then one row per Anvil variant: median ms (L2 flushed before every call), GB/s of
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
 from tools.kernels.w4a16 import GEMV_MODES, awq_gemm, awq_gemv, awq_gemv_split  # noqa: E402
 

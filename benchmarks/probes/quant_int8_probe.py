@@ -4,7 +4,7 @@ kernel in both arithmetics (awq_gemv on awq_gemv_pack's blocks) and torch's bf16
 timer, in one process; the sums are checked against float64 first (the probe's and Anvil's int8 sums
 are the same bits).
 
-    python benchmarks/quant_int8_probe.py      # needs nvcc and an sm_90 GPU
+    python benchmarks/probes/quant_int8_probe.py      # needs nvcc and an sm_90 GPU
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.quant import Timer  # noqa: E402
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack, awq_unpack  # noqa: E402
 from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack  # noqa: E402
