@@ -40,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tools.kernels.fp8 import fp8_gemm, fp8_quantize  # noqa: E402
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
-from tools.kernels.w4a16 import awq_gemm, awq_gemv, awq_gemv_pack  # noqa: E402
+from tools.kernels.w4a16 import GemvConfig, awq_gemm, awq_gemv, awq_gemv_pack  # noqa: E402
 
 FULL = {"gemv": [(28672, 8192), (14336, 4096)], "batch": 16, "fp8": (8192, 8192, 8192)}
 SMALL = {"gemv": [(1024, 512), (512, 256)], "batch": 16, "fp8": (256, 256, 256)}
@@ -111,7 +111,8 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
             ref = x @ w_bf16.t()
             variants: dict[str, Callable[[], Any]]
             if device != "cuda":
-                variants = {"BN=64 U=4 warps=4": partial(awq_gemv, x, qw, qz, sc, block_n=64, unroll=4, num_warps=4)}
+                variants = {"BN=64 U=4 warps=4": partial(awq_gemv, x, qw, qz, sc,
+                                                         GemvConfig(block_n=64, unroll=4, num_warps=4))}
                 if m > 1:
                     variants = {"BM=16 BN=64 BK=64": partial(awq_gemm, x, qw, qz, sc, block_m=16, block_n=64,
                                                              block_k=64)}
@@ -151,14 +152,14 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                         name += " evict_first"  # the words' L2 policy where one program row covers x
                     mode = "mma" if kw.get("packed") else "mma-sub"
                     variants[f"{mode} BN={bn} warps={nw} {name} split={sk}"] = partial(
-                        awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc, block_n=bn, num_warps=nw,
-                        split_k=sk, mode=mode, **opts)
+                        awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc,
+                        GemvConfig(block_n=bn, num_warps=nw, split_k=sk, mode=mode, **opts))
                 if m == 1:  # the blocks layout (awq_gemv's defaults there: 8 warps sharing K, a ring of 1 slot,
                     # the int8 arithmetic)
                     blk = "blocks ring=1 BN=64 split=1 evict_first"
                     variants = {f"{blk} int8 warps=8": partial(awq_gemv, x, qw_blocks, qz, sc),
-                                f"{blk} int8 warps=4": partial(awq_gemv, x, qw_blocks, qz, sc, num_warps=4),
-                                f"{blk} bf16 warps=8": partial(awq_gemv, x, qw_blocks, qz, sc, mode="mma"),
+                                f"{blk} int8 warps=4": partial(awq_gemv, x, qw_blocks, qz, sc, GemvConfig(num_warps=4)),
+                                f"{blk} bf16 warps=8": partial(awq_gemv, x, qw_blocks, qz, sc, GemvConfig(mode="mma")),
                                 **variants}
                 if m > 1 and sweep:
                     variants["awq_gemm (default)"] = partial(awq_gemm, x, qw, qz, sc)

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.quant import Timer, _rel  # noqa: E402
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
-from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack  # noqa: E402
+from tools.kernels.w4a16 import GemvConfig, awq_gemv, awq_gemv_pack  # noqa: E402
 
 # awq_gemv keywords; qweight in awq_gemv_pack's 4-D layout, or its blocks with "blocks": True
 CONFIGS: list[dict[str, Any]] = [
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         cases: dict[str, Any] = {"torch bf16": partial(torch.matmul, x, w_bf16.t())}
         for cfg in configs:
             opts = {k: v for k, v in cfg.items() if k != "blocks"}
-            cases[name_of(cfg)] = partial(awq_gemv, x, qb if cfg.get("blocks") else qp, qz, sc, **opts)
+            cases[name_of(cfg)] = partial(awq_gemv, x, qb if cfg.get("blocks") else qp, qz, sc, GemvConfig(**opts))
         failed: set[str] = set()
         for _ in range(args.rounds):
             for name, fn in cases.items():

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.quant import Timer  # noqa: E402
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack, awq_unpack  # noqa: E402
-from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack  # noqa: E402
+from tools.kernels.w4a16 import GemvConfig, awq_gemv, awq_gemv_pack  # noqa: E402
 
 
 def build() -> ctypes.CDLL:
@@ -84,8 +84,8 @@ def shape_rows(lib: ctypes.CDLL, timer: Timer, n: int, k: int) -> dict[str, list
     for trial in range(3):  # x of three magnitudes: the probe, Anvil's int8 and bf16 arithmetic against float64
         x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16) * (10.0 ** (trial - 1))
         ref = (x.double() @ w_deq.t()).float()
-        yi = awq_gemv(x, blocks, qz, sc, mode="mma-int8")
-        ys = awq_gemv(x, blocks, qz, sc, mode="mma")
+        yi = awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma-int8"))
+        ys = awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma"))
         for mode in (0, 4, 5):
             y.fill_(float("nan"))
             probe(mode, x)
@@ -97,7 +97,7 @@ def shape_rows(lib: ctypes.CDLL, timer: Timer, n: int, k: int) -> dict[str, list
     wb = w_deq.to(torch.bfloat16)
     cases: dict[str, Callable[[], object]] = {
         "torch bf16": lambda: torch.matmul(x, wb.t()),
-        "Anvil blocks, bf16 mma (mode='mma')": lambda: awq_gemv(x, blocks, qz, sc, mode="mma"),
+        "Anvil blocks, bf16 mma (mode='mma')": lambda: awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma")),
         "Anvil blocks, int8 (the default)": lambda: awq_gemv(x, blocks, qz, sc),
         **{name: partial(probe, mode, x) for mode, name in MODES.items()},
     }

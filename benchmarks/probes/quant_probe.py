@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
-from tools.kernels.w4a16 import GEMV_MODES, awq_gemm, awq_gemv, awq_gemv_split  # noqa: E402
+from tools.kernels.w4a16 import GEMV_MODES, GemvConfig, awq_gemm, awq_gemv, awq_gemv_split  # noqa: E402
 
 GEMV_SHAPES = [(28672, 8192), (14336, 4096)]
 # the older sweep (fp32 mode): (block_n, num_warps); block_k puts one row per thread (32 columns)
@@ -99,8 +99,8 @@ def sweep_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Te
                 continue
             seen.add(split)
             name = f"f32 BN={bn} BK={bk} U={u} w={nw} split={split} ({n_tiles * split} progs)"
-            rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, block_n=bn, block_k=bk,
-                                               unroll=u, num_warps=nw, mode="f32")))
+            cfg = GemvConfig(split_k=split, block_n=bn, block_k=bk, unroll=u, num_warps=nw, mode="f32")
+            rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, cfg)))
     return rows
 
 
@@ -141,7 +141,8 @@ def variant_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.
                          "block_m": "Bm"}
                 desc = " ".join(f"{short[key]}={val}" for key, val in cfg.items())
                 name = f"{mode:<10} {desc} split={split} ({n_tiles * split} progs)"
-                rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, mode=mode, **cfg)))
+                rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc,
+                                                   GemvConfig(split_k=split, mode=mode, **cfg))))
     return rows
 
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quant_ceiling import packed_read  # noqa: E402
 
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
-from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack  # noqa: E402
+from tools.kernels.w4a16 import GemvConfig, awq_gemv, awq_gemv_pack  # noqa: E402
 
 SHAPES = [(28672, 8192), (14336, 4096)]
 METHODS = ("write", "read", "rotate", "graph")
@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 if opts.pop("packed", 0):
                     sets = packed_sets
                 mode = "mma" if sets is packed_sets else "mma-sub"
-                fns = [partial(awq_gemv, x, *p, block_n=bn, num_warps=nw, split_k=sk, mode=mode, **opts) for p in sets]
+                cfg = GemvConfig(block_n=bn, num_warps=nw, split_k=sk, mode=mode, **opts)
+                fns = [partial(awq_gemv, x, *p, cfg) for p in sets]
                 y = fns[0]().double()
                 err = float((y - ref).norm() / ref.norm())
                 if not err < 2e-2:
