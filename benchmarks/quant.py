@@ -12,13 +12,13 @@ Cases (goals from issue 6, H200):
 
 GPU timing: CUDA events around each call, L2 flushed (a 256 MiB write) before every call so that
 weights that fit in L2 are not read from it, then a 100 us spin on the GPU before the start event
-so that the host's side of the call (its Python, measured by benchmarks/quant_timing.py) is not
+so that the host's side of the call (its Python, measured by benchmarks/probes/quant_timing.py) is not
 timed as GPU time, median of the repetitions. The W4A16 tensor-core configs marked "packed" read
 qweight in awq_gemv_pack's layout, made once before timing (as an engine repacks at load time); "blocks": its blocks
 layout (awq_gemv_pack(qweight, qzeros, scales): words, scales and zeros of an octet's group in one block, streamed by
 bulk copies into shared memory, the default for batch 1 here); "evict_first": that
 kernel loads the words with that L2 policy (awq_gemv's default where one program row covers x), so a call does not
-write back as many of the flush's dirty lines (benchmarks/quant_timing.py compares it under four timing methods).
+write back as many of the flush's dirty lines (benchmarks/probes/quant_timing.py compares it under four timing methods).
 CPU timing: wall clock, median. Every Anvil output is checked against torch before it is timed.
 """
 
@@ -40,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tools.kernels.fp8 import fp8_gemm, fp8_quantize  # noqa: E402
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
-from tools.kernels.w4a16 import awq_gemm, awq_gemv, awq_gemv_pack  # noqa: E402
+from tools.kernels.w4a16 import GemvConfig, awq_gemm, awq_gemv, awq_gemv_pack  # noqa: E402
 
 FULL = {"gemv": [(28672, 8192), (14336, 4096)], "batch": 16, "fp8": (8192, 8192, 8192)}
 SMALL = {"gemv": [(1024, 512), (512, 256)], "batch": 16, "fp8": (256, 256, 256)}
@@ -111,12 +111,13 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
             ref = x @ w_bf16.t()
             variants: dict[str, Callable[[], Any]]
             if device != "cuda":
-                variants = {"BN=64 U=4 warps=4": partial(awq_gemv, x, qw, qz, sc, block_n=64, unroll=4, num_warps=4)}
+                variants = {"BN=64 U=4 warps=4": partial(awq_gemv, x, qw, qz, sc,
+                                                         GemvConfig(block_n=64, unroll=4, num_warps=4))}
                 if m > 1:
                     variants = {"BM=16 BN=64 BK=64": partial(awq_gemm, x, qw, qz, sc, block_m=16, block_n=64,
                                                              block_k=64)}
             else:
-                # awq_gemv keywords: the best of benchmarks/quant_probe.py --gemv-variants on the H200;
+                # awq_gemv keywords: the best of benchmarks/probes/quant_probe.py --gemv-variants on the H200;
                 # the tensor-core modes dequantize into mma.sync fragments and take up to 16 rows of x
                 # per program (block_m); S: one group per loop step, its loads at the top of the step
                 # (stages=1), or U chunks per step loaded one step ahead (unroll)
@@ -151,14 +152,14 @@ def w4a16_cases(timer: Timer, shapes: dict[str, Any], device: str, sweep: bool) 
                         name += " evict_first"  # the words' L2 policy where one program row covers x
                     mode = "mma" if kw.get("packed") else "mma-sub"
                     variants[f"{mode} BN={bn} warps={nw} {name} split={sk}"] = partial(
-                        awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc, block_n=bn, num_warps=nw,
-                        split_k=sk, mode=mode, **opts)
+                        awq_gemv, x, qw_packed if kw.get("packed") else qw, qz, sc,
+                        GemvConfig(block_n=bn, num_warps=nw, split_k=sk, mode=mode, **opts))
                 if m == 1:  # the blocks layout (awq_gemv's defaults there: 8 warps sharing K, a ring of 1 slot,
                     # the int8 arithmetic)
                     blk = "blocks ring=1 BN=64 split=1 evict_first"
                     variants = {f"{blk} int8 warps=8": partial(awq_gemv, x, qw_blocks, qz, sc),
-                                f"{blk} int8 warps=4": partial(awq_gemv, x, qw_blocks, qz, sc, num_warps=4),
-                                f"{blk} bf16 warps=8": partial(awq_gemv, x, qw_blocks, qz, sc, mode="mma"),
+                                f"{blk} int8 warps=4": partial(awq_gemv, x, qw_blocks, qz, sc, GemvConfig(num_warps=4)),
+                                f"{blk} bf16 warps=8": partial(awq_gemv, x, qw_blocks, qz, sc, GemvConfig(mode="mma")),
                                 **variants}
                 if m > 1 and sweep:
                     variants["awq_gemm (default)"] = partial(awq_gemm, x, qw, qz, sc)

@@ -1,4 +1,4 @@
-"""Linear layouts over GF(2) for the GPU lowering (see LAYOUTS.md).
+"""Linear layouts over GF(2) for the GPU lowering (see docs/layouts.md).
 
 - `linear`: the `LinearLayout` value type and its algebra;
 - `distributed`: blocked, slice, mma.sync and wgmma register layouts;

@@ -1,4 +1,4 @@
-"""Choosing blocked layouts for coalesced global loads and stores (LAYOUTS.md §6).
+"""Choosing blocked layouts for coalesced global loads and stores (docs/layouts.md#coalesced-global-accesses).
 
 Each thread takes as many consecutive elements of the most contiguous dim as alignment,
 contiguity and a 16-byte vector allow (without holding more than its share of the tile);
@@ -117,7 +117,7 @@ def coalesced_layout(
 
 
 def global_vector_width(layout: LinearLayout, access: MemoryAccess, mask_constancy: int | None = None) -> int:
-    """Elements per global vector access at lowering (LAYOUTS.md §6 step 5).
+    """Elements per global vector access at lowering (docs/layouts.md#coalesced-global-accesses).
 
     The minimum of the layout's aligned register run along the fastest dim, the pointer
     alignment, 16 bytes, and (for masked accesses) the mask's constancy along that dim.

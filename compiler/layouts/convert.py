@@ -1,4 +1,4 @@
-"""Planning a layout conversion of a register tile (LAYOUTS.md §4).
+"""Planning a layout conversion of a register tile (docs/layouts.md#conversions).
 
 `plan_conversion` computes the conversion map ``C`` (for every destination slot, the source
 slot holding the same element), removes the hardware dims over which it is trivial and picks
@@ -82,7 +82,7 @@ class WordShuffle:
 
 @dataclass(frozen=True)
 class WarpShuffle:
-    """Generic shuffle conversion inside a warp (LAYOUTS.md §4.2).
+    """Generic shuffle conversion inside a warp (docs/layouts.md#conversions).
 
     Registers are packed ``elements_per_word`` at a time into 32-bit words (the low compact
     register bits move together); elements wider than 32 bits take ``words_per_element``

@@ -1,7 +1,7 @@
 """Register-tile (distributed) layouts as linear layouts: blocked, slice, mma.sync, wgmma.
 
 Every builder returns a surjective ``(register, lane, warp) → (dim0, dim1, ...)`` layout for
-a concrete tile shape (LAYOUTS.md §2). Fitting to the shape follows §2.2: a tile larger than
+a concrete tile shape (docs/layouts.md#blocked-layouts). Fitting to the shape: a tile larger than
 the hardware footprint gets extra register bases ("repetitions"), a smaller one gets its
 out-of-range bases zeroed (broadcast).
 """
@@ -95,7 +95,7 @@ def blocked_layout(
     """Blocked layout: registers, then lanes, then warps, each filling dims in ``order``.
 
     Repetitions beyond the CTA footprint become register bases, fastest dim first; bases
-    beyond a smaller shape become zero (LAYOUTS.md §2.2).
+    beyond a smaller shape become zero (docs/layouts.md#blocked-layouts).
     """
     rank = len(shape)
     _check_shape(shape)
@@ -110,7 +110,7 @@ def blocked_layout(
 
 
 def slice_layout(parent: LinearLayout, dim: int) -> LinearLayout:
-    """The layout of a tile reduced along ``dim`` (LAYOUTS.md §2.3).
+    """The layout of a tile reduced along ``dim`` (docs/layouts.md#slices).
 
     Bases moving along ``dim`` become zero (those threads hold copies), output ``dim`` is
     deleted, the remaining outputs are renamed ``dim0..`` and zero register bases are dropped.
@@ -131,7 +131,7 @@ def slice_layout(parent: LinearLayout, dim: int) -> LinearLayout:
 
 
 def _warp_order(version: int) -> tuple[int, int]:
-    # Ampere packs consecutive warps along N, Hopper along M (LAYOUTS.md §2.4).
+    # Ampere packs consecutive warps along N, Hopper along M (docs/layouts.md#tensor-core-layouts).
     return (1, 0) if version == 2 else (0, 1)
 
 

@@ -3,7 +3,7 @@
 A layout has named input dimensions (``register``, ``lane``, ``warp``, ``block`` for register
 tiles, ``offset`` for memory), each of size 2^n and described by n basis vectors, and named
 output dimensions (``dim0``, ``dim1``, ...) of power-of-two sizes. The image of an input is the
-XOR of the basis vectors of its set bits (LAYOUTS.md §1).
+XOR of the basis vectors of its set bits (docs/layouts.md#the-map).
 
 Flattening conventions, used by every operation that concatenates dimensions:
 - input dims are concatenated minor to major in declaration order, so with
@@ -363,7 +363,7 @@ class LinearLayout:
         return LinearLayout(in_dims, outer.out_dims)
 
     def __mul__(self, outer: LinearLayout) -> LinearLayout:
-        """Product ``self × outer`` (LAYOUTS.md §2.1): ``self`` supplies the low bits.
+        """Product ``self × outer`` (docs/layouts.md#operations): ``self`` supplies the low bits.
 
         Input dims are the union; on a shared input dim ``self``'s bases come first. Output
         sizes multiply; on a shared output dim ``outer``'s images shift above ``self``'s.
@@ -524,7 +524,7 @@ class LinearLayout:
         return sum(1 << k for k, b in enumerate(self.bases(in_dim)) if b[o])
 
     def is_distributed(self) -> bool:
-        """Surjective, every basis zero or a unit vector, nonzero bases distinct (LAYOUTS §1.2)."""
+        """Surjective, every basis zero or a unit vector, nonzero bases distinct (docs/layouts.md#operations)."""
         seen = set()
         for v in self.columns:
             if v == 0:
@@ -641,7 +641,7 @@ class LinearLayout:
         Width 2^k needs k bases of ``in_dim`` with images 1, 2, ..., 2^(k-1) along ``out_dim``
         (zero elsewhere) and every other basis zero in the low k bits of ``out_dim``, so each
         thread's run starts aligned. Equivalent to ``identity(2^k, in_dim, out_dim)`` dividing
-        the layout on the left after permuting ``in_dim``'s bases (LAYOUTS.md §3.3).
+        the layout on the left after permuting ``in_dim``'s bases (docs/layouts.md#operations).
         """
         if out_dim is None:
             out_dim = self.out_dim_names[-1]
@@ -673,7 +673,7 @@ class LinearLayout:
         return self.vectorisation(out_dim, max_width=max_width).width
 
     def equal_up_to_register_permutation(self, other: LinearLayout) -> bool:
-        """True when each thread holds the same elements in both layouts (LAYOUTS.md §3.4)."""
+        """True when each thread holds the same elements in both layouts (docs/layouts.md#operations)."""
         if self.out_dims != other.out_dims:
             return False
         a, _ = self.remove_zero_bases(REGISTER)

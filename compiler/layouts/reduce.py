@@ -1,4 +1,4 @@
-"""Reductions and scans of register tiles along one axis (LAYOUTS.md §5).
+"""Reductions and scans of register tiles along one axis (docs/layouts.md#reductions-and-scans).
 
 Every input bit whose basis moves along the axis is classified by where it lives: register
 bits are combined inside a thread, lane bits by butterfly shuffles, warp bits by a trip
@@ -148,7 +148,7 @@ def plan_reduction(layout: LinearLayout, axis: int, element_bits: int = 32) -> R
 
 @dataclass(frozen=True)
 class ScanPlan:
-    """Steps of an inclusive scan along ``axis`` (LAYOUTS.md §5.2).
+    """Steps of an inclusive scan along ``axis`` (docs/layouts.md#reductions-and-scans).
 
     The axis coordinate of a held element is ``register part + chunk·(lane part + lanes·warp
     part)``: ``register_bits``, ``lane_bits`` and ``warp_bits`` (each ascending) carry its

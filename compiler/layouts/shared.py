@@ -1,4 +1,5 @@
-"""Shared-memory layouts as linear layouts ``offset → (dim0, dim1, ...)`` (LAYOUTS.md §2.6).
+"""Shared-memory layouts as linear layouts ``offset → (dim0, dim1, ...)``
+(docs/layouts.md#shared-memory-layouts-and-swizzles).
 
 ``offset`` counts elements. Every layout here is invertible on its tile: the inverse gives the
 element offset of a tile coordinate.
@@ -91,7 +92,8 @@ class NvmmaSwizzle:
 
 
 def nvmma_swizzle(swizzle_bytes: int, element_bits: int) -> NvmmaSwizzle:
-    """The (vec, perPhase, maxPhase) of the 32/64/128-byte NVMMA swizzles (LAYOUTS.md §2.6)."""
+    """The (vec, perPhase, maxPhase) of the 32/64/128-byte NVMMA swizzles
+    (docs/layouts.md#shared-memory-layouts-and-swizzles)."""
     if swizzle_bytes not in (32, 64, 128):
         raise ValueError(f"swizzle must be 32, 64 or 128 bytes, got {swizzle_bytes}")
     if element_bits not in (8, 16, 32, 64):

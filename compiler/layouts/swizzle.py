@@ -1,4 +1,4 @@
-"""Shared-memory bank model and the choice of a conflict-free swizzle (LAYOUTS.md §4.3).
+"""Shared-memory bank model and the choice of a conflict-free swizzle (docs/layouts.md#conversions).
 
 Bank model: 32 banks of 4 bytes; a warp access is served in phases of 32 lanes (accesses of
 at most 4 bytes), 16 lanes (8 bytes) or 8 lanes (16 bytes), lowest lane ids first. A phase
@@ -99,7 +99,7 @@ def _units(n: int) -> list[int]:
 def optimal_swizzle(src: LinearLayout, dst: LinearLayout, element_bits: int) -> LinearLayout:
     """A shared layout ``offset → tile`` making the src store and dst load conflict-free.
 
-    Offset bits are split as [vector | bank | segment] (LAYOUTS.md §4.3): the vector holds
+    Offset bits are split as [vector | bank | segment] (docs/layouts.md#conversions): the vector holds
     register bases common to both sides (at most 16 bytes), the bank bits fill one 128-byte
     line, and the segment vectors H avoid the lane spans of one phase on both sides: first
     unit vectors that neither side's phase lanes use, then sums of an src-only and a dst-only

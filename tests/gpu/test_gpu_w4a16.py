@@ -7,6 +7,7 @@ last), outputs poisoned."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 import pytest
@@ -14,7 +15,7 @@ import torch
 
 from tools.kernels import w4a16
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack
-from tools.kernels.w4a16 import awq_gemv
+from tools.kernels.w4a16 import GemvConfig, awq_gemv
 
 pytestmark = pytest.mark.gpu
 
@@ -31,7 +32,7 @@ def _cpu_result(N: int, K: int, M: int, *args: torch.Tensor) -> torch.Tensor:
     per shape and x (the tests of a shape draw x with and without an offset)."""
     key = (N, K, M, float(args[0].float().sum()))
     if key not in _CPU:
-        _CPU[key] = awq_gemv(*args, mode="mma", block_n=64, num_warps=1, unroll=4)
+        _CPU[key] = awq_gemv(*args, GemvConfig(mode="mma", block_n=64, num_warps=1, unroll=4))
     return _CPU[key]
 
 
@@ -56,11 +57,12 @@ def test_w4a16_gpu_against_float64_and_cpu(N: int, K: int, M: int, mode: str,
     dev = [t.cuda() for t in (x, qw, qz, sc)]
     if v == 4 and (N // 8) % 4:
         with pytest.raises(ValueError, match="needs N a multiple of 32"):
-            awq_gemv(*dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u)
+            awq_gemv(*dev, GemvConfig(mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u))
         return
     for split in (1, 2, 3, K // 128):
-        _check_splits(partial(awq_gemv, *dev, mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split,
-                              ahead=ahead, stages=stages), ref, cpu)
+        cfg = GemvConfig(mode=mode, block_n=64 * nw * v, num_warps=nw, unroll=u, split_k=split, ahead=ahead,
+                         stages=stages)
+        _check_splits(partial(awq_gemv, *dev, cfg), ref, cpu)
     _check_counters()
 
 
@@ -75,10 +77,11 @@ def test_w4a16_packed_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: in
     ref, cpu, dev = _offset_case(N, K, M, N * K + M, monkeypatch)
     dev[1] = w4a16.awq_gemv_pack(dev[1])
     for split in (1, 2, 3, 5, K // 128):
-        run = partial(awq_gemv, *dev, num_warps=nw, split_k=split, ahead=ahead, block_m=block_m)
-        _check_splits(run, ref, cpu)
+        cfg = GemvConfig(num_warps=nw, split_k=split, ahead=ahead, block_m=block_m)
+        _check_splits(partial(awq_gemv, *dev, cfg), ref, cpu)
         # the words' L2 policy (the default where one program row covers x) changes no sum
-        assert torch.equal(run(evict_first=True), run(evict_first=False))
+        assert torch.equal(awq_gemv(*dev, replace(cfg, evict_first=True)),
+                           awq_gemv(*dev, replace(cfg, evict_first=False)))
     _check_counters()
 
 
@@ -98,13 +101,13 @@ def test_w4a16_packed_cluster_sums_match(N: int, K: int, M: int, nw: int, ahead:
     dev = [t.cuda() for t in (x, qw, qz, sc)]
     dev[1] = w4a16.awq_gemv_pack(dev[1])
     for split in (2, 3, 5, 8):
-        run = partial(awq_gemv, *dev, num_warps=nw, split_k=split, ahead=ahead, block_m=8)
-        clustered = partial(run, cluster=True)
+        cfg = GemvConfig(num_warps=nw, split_k=split, ahead=ahead, block_m=8)
+        clustered = partial(awq_gemv, *dev, replace(cfg, cluster=True))
         _check_splits(clustered, ref, None)
-        assert torch.equal(clustered(), run(cluster=False))
-        assert torch.equal(clustered(), run())  # the default: clusters or not, the same sums
+        assert torch.equal(clustered(), awq_gemv(*dev, replace(cfg, cluster=False)))
+        assert torch.equal(clustered(), awq_gemv(*dev, cfg))  # the default: clusters or not, the same sums
     with pytest.raises(ValueError, match="2 to 8 programs"):
-        awq_gemv(*dev, num_warps=nw, split_k=1, cluster=True)
+        awq_gemv(*dev, GemvConfig(num_warps=nw, split_k=1, cluster=True))
 
 
 def _offset_case(N: int, K: int, M: int, seed: int, monkeypatch: pytest.MonkeyPatch
@@ -167,11 +170,11 @@ def test_w4a16_blocks_gpu_against_float64_and_cpu(N: int, K: int, M: int, nw: in
     packed = w4a16.awq_gemv_pack(dev[1])
     bm = 16 if M > 8 else 8  # 16 rows: two 8-row B tiles share the weights
     for split in (1, 2, 3, K // 128):
-        run = partial(awq_gemv, dev[0], blocks, dev[2], dev[3], num_warps=nw, split_k=split, stages=stages,
-                      block_m=bm, mode="mma")
+        run = partial(awq_gemv, dev[0], blocks, dev[2], dev[3],
+                      GemvConfig(num_warps=nw, split_k=split, stages=stages, block_m=bm, mode="mma"))
         _check_splits(run, ref, cpu)
-        same = awq_gemv(dev[0], packed, dev[2], dev[3], num_warps=nw, split_k=split, block_m=bm, warp_split=True,
-                        ahead=1)
+        same = awq_gemv(dev[0], packed, dev[2], dev[3],
+                        GemvConfig(num_warps=nw, split_k=split, block_m=bm, warp_split=True, ahead=1))
         assert torch.equal(run(), same)
     _check_counters()
 
@@ -189,12 +192,13 @@ def test_w4a16_int8_gpu_against_cpu_bits(N: int, K: int, nw: int, split: int, st
     x = (torch.randn(1, K, generator=g) * 2 + 3).to(torch.bfloat16)
     x[0, 3] = 700.0  # a group whose small elements are cut
     blocks = w4a16.awq_gemv_pack(qw, qz, sc)
-    cpu = awq_gemv(x, blocks, qz, sc, mode="mma-int8", num_warps=nw, split_k=split) if N * K <= 1 << 20 else None
+    cfg = GemvConfig(mode="mma-int8", num_warps=nw, split_k=split)
+    cpu = awq_gemv(x, blocks, qz, sc, cfg) if N * K <= 1 << 20 else None
     _poison(monkeypatch)
     dev = [t.cuda() for t in (x, blocks, qz, sc)]
-    run = partial(awq_gemv, *dev, num_warps=nw, split_k=split, stages=stages)
+    run = partial(awq_gemv, *dev, GemvConfig(num_warps=nw, split_k=split, stages=stages))
     y = run()
-    assert torch.equal(y, awq_gemv(*dev, mode="mma-int8", num_warps=nw, split_k=split, stages=stages))
+    assert torch.equal(y, awq_gemv(*dev, GemvConfig(mode="mma-int8", num_warps=nw, split_k=split, stages=stages)))
     for _ in range(3):
         assert torch.equal(y, run())
     if cpu is not None:

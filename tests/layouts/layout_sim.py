@@ -170,7 +170,7 @@ def _vector_offsets(
 ) -> Iterator[tuple[int, int]]:
     """(register, offset) of every element a thread accesses, vector by vector.
 
-    Checks the addressing scheme of LAYOUTS.md §4.3: one runtime term per thread XOR one
+    Checks the addressing scheme of docs/layouts.md#conversions: one runtime term per thread XOR one
     constant per vector, and consecutive offsets inside a vector.
     """
     named = dict(zip(outer_names, thread, strict=True))

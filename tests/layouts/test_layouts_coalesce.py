@@ -1,4 +1,4 @@
-"""Coalesced layout choice for global accesses (LAYOUTS.md §6 table)."""
+"""Coalesced layout choice for global accesses (docs/layouts.md#coalesced-global-accesses)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def test_identical_layouts_are_noop() -> None:
 
 
 def test_accumulator_to_next_a_operand_is_noop() -> None:
-    # LAYOUTS.md §4.1: mma C (cast to fp16) → A operand of the next mma.
+    # docs/layouts.md#conversions: mma C (cast to fp16) → A operand of the next mma.
     acc = mma_v2_accumulator((16, 16), (1, 1))
     a = mma_v2_operand((16, 16), 0, (1, 1))
     plan = plan_conversion(acc, a, 16)
@@ -66,7 +66,7 @@ def test_broadcast_registers_are_stripped_and_rebroadcast() -> None:
 
 
 def test_warp_broadcast_layouts_do_not_move_across_warps() -> None:
-    # Pitfall 7: both layouts broadcast over warp bit 1; identical warp sublayouts stay put.
+    # docs/layouts.md#conversions: both layouts broadcast over warp bit 1; identical warp sublayouts stay put.
     src = blocked_layout((64,), (1,), (32,), (4,), (0,))
     dst = src.with_in_dim(LANE, list(reversed(src.bases(LANE))))
     plan = plan_conversion(src, dst, 32)
@@ -75,7 +75,7 @@ def test_warp_broadcast_layouts_do_not_move_across_warps() -> None:
 
 
 def test_blocked_to_mma_goes_through_shared_memory() -> None:
-    # LAYOUTS.md §4.1: warps split dim0 as (4,0),(8,0) vs (16,0),(32,0).
+    # docs/layouts.md#conversions: warps split dim0 as (4,0),(8,0) vs (16,0),(32,0).
     plan = plan_conversion(BLOCKED_64, MMA_64, 16)
     assert plan.kind == ConversionKind.SHARED_MEMORY and WARP in plan.dims
     assert plan.shared is not None and plan.shared.barrier == BarrierKind.CTA
@@ -84,7 +84,7 @@ def test_blocked_to_mma_goes_through_shared_memory() -> None:
 
 
 def test_shuffle_worked_example() -> None:
-    # LAYOUTS.md §4.2: mma C 16×16 → reg [(0,1),(0,2),(8,0)], lane [(0,4),(0,8),(1,0),(2,0),(4,0)].
+    # docs/layouts.md#conversions: mma C 16×16 → reg [(0,1),(0,2),(8,0)], lane [(0,4),(0,8),(1,0),(2,0),(4,0)].
     src = mma_v2_accumulator((16, 16), (1, 1))
     dst = LinearLayout.from_bases(
         {REGISTER: [(0, 1), (0, 2), (8, 0)], LANE: [(0, 4), (0, 8), (1, 0), (2, 0), (4, 0)], WARP: []},
@@ -128,7 +128,7 @@ def test_wide_elements_take_two_words() -> None:
 
 
 def test_transpose_worked_example() -> None:
-    # LAYOUTS.md §4.3 example 1: fp32 32×32, one warp; lane = column → lane = row.
+    # docs/layouts.md#conversions, the transpose: fp32 32×32, one warp; lane = column → lane = row.
     src = LinearLayout.from_bases(
         {REGISTER: [(1 << k, 0) for k in range(5)], LANE: [(0, 1 << k) for k in range(5)], WARP: []},
         {"dim0": 32, "dim1": 32},
@@ -158,7 +158,7 @@ def test_transpose_worked_example() -> None:
 
 
 def test_mma_to_blocked_worked_example() -> None:
-    # LAYOUTS.md §4.3 example 2: fp16 64×64, 4 warps, mma C → blocked.
+    # docs/layouts.md#conversions, mma accumulator to blocked: fp16 64×64, 4 warps, mma C → blocked.
     plan = plan_conversion(MMA_64, BLOCKED_64, 16)
     shared = plan.shared
     assert shared is not None
@@ -255,7 +255,7 @@ def test_swizzle_never_worse_than_row_major(seed: int) -> None:
 
 
 def test_additive_immediate_offsets() -> None:
-    # §4.3: register offsets whose bits no lane/warp term can set become ld/st immediates.
+    # docs/layouts.md#conversions: register offsets whose bits no lane/warp term can set become ld/st immediates.
     plan = plan_conversion(MMA_64, BLOCKED_64, 16)
     assert plan.shared is not None
     load = plan.shared.load

@@ -83,7 +83,7 @@ def test_blocked_matches_formula(
 
 
 def test_blocked_worked_example_table() -> None:
-    # LAYOUTS.md §2.2: fp16 64×64, 4 warps, 4 repetitions along dim0.
+    # docs/layouts.md#blocked-layouts: fp16 64×64, 4 warps, 4 repetitions along dim0.
     layout = blocked_layout((64, 64), (1, 8), (4, 8), (4, 1), (1, 0))
     assert layout.bases(REGISTER) == ((0, 1), (0, 2), (0, 4), (16, 0), (32, 0))
     assert layout.bases(LANE) == ((0, 8), (0, 16), (0, 32), (1, 0), (2, 0))
@@ -110,7 +110,7 @@ def test_blocked_rejects_bad_parameters() -> None:
 
 
 def test_slice_worked_example() -> None:
-    # LAYOUTS.md §2.3: row sums of the 64×64 blocked layout.
+    # docs/layouts.md#slices: row sums of the 64×64 blocked layout.
     parent = blocked_layout((64, 64), (1, 8), (4, 8), (4, 1), (1, 0))
     sliced = slice_layout(parent, 1)
     assert sliced == LinearLayout.from_bases(
@@ -147,7 +147,7 @@ def ptx_mma_b(lane: int, i: int) -> tuple[int, int]:
 
 
 def test_mma_v2_fragments_match_ptx() -> None:
-    # LAYOUTS.md §2.4 table, one warp, one instruction.
+    # docs/layouts.md#tensor-core-layouts, one warp, one instruction.
     c = mma_v2_accumulator((16, 8), (1, 1))
     a = mma_v2_operand((16, 16), 0, (1, 1))
     b = mma_v2_operand((16, 8), 1, (1, 1))
@@ -183,7 +183,7 @@ def test_mma_v2_ground_truth_32x32() -> None:
 
 
 def test_mma_accumulator_is_next_a_operand() -> None:
-    # LAYOUTS.md §2.4: a 16×16 accumulator (two n8 instructions) has exactly the A bases.
+    # docs/layouts.md#tensor-core-layouts: a 16×16 accumulator (two n8 instructions) has exactly the A bases.
     assert mma_v2_accumulator((16, 16), (1, 1)) == mma_v2_operand((16, 16), 0, (1, 1))
     assert mma_v2_accumulator((64, 64), (4, 1)) == mma_v2_operand((64, 64), 0, (4, 1))
 
@@ -233,7 +233,7 @@ def test_dot_operand_k_permutation_is_consistent(k_width: int) -> None:
 
 @pytest.mark.parametrize("n", [8, 16, 32, 64, 256])
 def test_wgmma_accumulator_matches_ptx(n: int) -> None:
-    # LAYOUTS.md §2.5: row = 16w + g + 8((i>>1)&1), col = 8(i>>2) + 2t + (i&1).
+    # docs/layouts.md#tensor-core-layouts: row = 16w + g + 8((i>>1)&1), col = 8(i>>2) + 2t + (i&1).
     layout = wgmma_accumulator((64, n), (4, 1), n)
     assert layout.in_dim_size(REGISTER) == n // 2
     for x in all_inputs(layout):

@@ -13,7 +13,7 @@ from compiler.layouts.gf2 import XorBasis, deposit, extract, rank, span
 
 SEEDS = range(25)
 
-# The 64×64 fp16 blocked layout of LAYOUTS.md §2.2.
+# The 64×64 fp16 blocked layout of docs/layouts.md#the-map.
 BLOCKED_64 = LinearLayout.from_bases(
     {
         REGISTER: [(0, 1), (0, 2), (0, 4), (16, 0), (32, 0)],
@@ -62,7 +62,7 @@ def test_apply_is_xor_of_bases_brute_force() -> None:
 
 
 def test_worked_example_forward_and_inverse() -> None:
-    # LAYOUTS.md §2.2: L(reg=21, lane=13, warp=1) = (37, 45) and back.
+    # docs/layouts.md#the-map: L(reg=21, lane=13, warp=1) = (37, 45) and back.
     assert BLOCKED_64.apply({REGISTER: 21, LANE: 13, WARP: 1}) == (37, 45)
     inverse = BLOCKED_64.invert()
     assert inverse.apply({"dim0": 37, "dim1": 45}) == (21, 13, 1)
@@ -71,7 +71,7 @@ def test_worked_example_forward_and_inverse() -> None:
 
 
 def test_building_block_products() -> None:
-    # LAYOUTS.md §2.1.
+    # docs/layouts.md#operations.
     i4 = LinearLayout.identity_1d(4, "i", "o")
     assert i4 * LinearLayout.identity_1d(2, "i", "o") == LinearLayout.identity_1d(8, "i", "o")
     mod4 = i4 * LinearLayout.zeros_1d(2, "i", "o")
@@ -116,7 +116,7 @@ def test_compose_brute_force(seed: int) -> None:
 
 
 def test_store_addresses_by_composition() -> None:
-    # LAYOUTS.md §3.1: row-major global G(i, j) = 64 i + j composed with the blocked layout.
+    # docs/layouts.md#operations: row-major global G(i, j) = 64 i + j composed with the blocked layout.
     global_map = LinearLayout.from_bases(
         {"dim0": [64 << k for k in range(6)], "dim1": [1 << k for k in range(6)]}, {OFFSET: 4096}
     )
@@ -155,7 +155,7 @@ def test_free_variable_masks_give_unique_canonical_owner(seed: int) -> None:
 
 
 def test_slice_free_mask_example() -> None:
-    # LAYOUTS.md §2.3: the row-sum slice has lanes 0-2 free.
+    # docs/layouts.md#slices: the row-sum slice has lanes 0-2 free.
     sliced = LinearLayout.from_bases(
         {REGISTER: [(16,), (32,)], LANE: [(0,), (0,), (0,), (1,), (2,)], WARP: [(4,), (8,)]}, {"dim0": 64}
     )
@@ -295,7 +295,7 @@ def test_vectorisation_brute_force(seed: int) -> None:
 
 
 def test_vectorisation_needs_aligned_starts() -> None:
-    # LAYOUTS.md §3.3 counter-example: registers at 1, 2, 4 but a lane at 514.
+    # docs/layouts.md#operations, the vectorisation counter-example: registers at 1, 2, 4 but a lane at 514.
     layout = LinearLayout.from_bases(
         {REGISTER: [1, 2, 4], LANE: [514, 8]}, {OFFSET: 1024}, require_surjective=False
     )

@@ -75,7 +75,7 @@ def check_reduction(layout: LinearLayout, axis: int, seed: int = 0) -> Reduction
 
 
 def test_row_sum_worked_example() -> None:
-    # LAYOUTS.md §5.1, axis 1.
+    # docs/layouts.md#reductions-and-scans, axis 1.
     plan = check_reduction(BLOCKED_64, 1)
     assert plan.register_bits == (0, 1, 2)
     assert plan.lane_masks == (1, 2, 4)
@@ -87,7 +87,7 @@ def test_row_sum_worked_example() -> None:
 
 
 def test_column_sum_worked_example() -> None:
-    # LAYOUTS.md §5.1, axis 0: warps exchange partials through shared memory.
+    # docs/layouts.md#reductions-and-scans, axis 0: warps exchange partials through shared memory.
     plan = check_reduction(BLOCKED_64, 0)
     assert plan.register_bits == (3, 4)
     assert plan.lane_masks == (8, 16)

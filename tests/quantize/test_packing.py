@@ -1,4 +1,4 @@
-"""The packing orders and test vectors of QUANT.md, and fp8 casts bit for bit against torch."""
+"""The packing orders and test vectors of docs/quantization.md, and fp8 casts bit for bit against torch."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_fp8_vectors(dtype: torch.dtype) -> None:
     x = torch.tensor([[464.0, 465.0, 2.0**-10, 2.0**-9, -1e9, 448.0, 0.0, -0.0]])
     got = fp8_cast(x, dtype).view(torch.uint8)[0].tolist()
     if dtype == torch.float8_e4m3fn:
-        assert got[:4] == [0x7E, 0x7E, 0x00, 0x01]  # QUANT.md
+        assert got[:4] == [0x7E, 0x7E, 0x00, 0x01]  # docs/quantization.md#fp8
     m = FP8_MAX[dtype]
     assert got == x.clamp(-m, m).to(dtype).view(torch.uint8)[0].tolist()
 
@@ -97,7 +97,8 @@ def test_fp8_quantize_matches_torch(dtype: torch.dtype, scheme: str) -> None:
 
 
 def _e2m1_reference(y: torch.Tensor) -> torch.Tensor:
-    """Nearest e2m1 code, ties to the even code (QUANT.md), by brute force over the 8 magnitudes."""
+    """Nearest e2m1 code, ties to the even code (docs/quantization.md#fp4-e2m1), by brute force over
+    the 8 magnitudes."""
     values = torch.tensor(E2M1_VALUES, dtype=torch.float64)
     d = (y.double().abs()[..., None] - values).abs()  # exact for fp32 inputs
     tie_break = (torch.arange(8) % 2 == 0).double() * 1e-12  # prefer even codes among equals

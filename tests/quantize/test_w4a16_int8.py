@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack
-from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack
+from tools.kernels.w4a16 import GemvConfig, awq_gemv, awq_gemv_pack
 
 
 def _cut_bound(x: torch.Tensor, wd: torch.Tensor) -> torch.Tensor:
@@ -35,14 +35,14 @@ def test_int8_gemv_against_float64(N: int, K: int, opts: dict[str, int], scale: 
     x[0, 5] = x[0, 7] * 2 ** 12  # a group whose small elements are cut
     x[0, 128:256] = 0  # a group of zeros
     blocks = awq_gemv_pack(qw, qz, sc)
-    y = awq_gemv(x, blocks, qz, sc, mode="mma-int8", **opts)
+    y = awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma-int8", **opts))
     ref = (x.double() @ wd.t())[0]
     assert y.shape == (1, N) and y.dtype == torch.bfloat16
     err = (y[0].double() - ref).abs()
     fold = (wd.abs() @ x.double().abs()[0]) * 2 ** -20  # the fp32 sums of the groups' totals
     assert (err <= _cut_bound(x, wd) + ref.abs() * 2 ** -8 + fold).all()
     # the default for the blocks layout, one row of x and groups of 128
-    assert torch.equal(awq_gemv(x, blocks, qz, sc, **opts), y)
+    assert torch.equal(awq_gemv(x, blocks, qz, sc, GemvConfig(**opts)), y)
 
 
 def test_int8_gemv_nan_and_extreme_x() -> None:
@@ -51,13 +51,13 @@ def test_int8_gemv_nan_and_extreme_x() -> None:
     blocks = awq_gemv_pack(qw, qz, sc)
     for scale in (2.0 ** 90, 2.0 ** -110):
         x = (torch.randn(1, 256) * scale).to(torch.bfloat16)
-        y = awq_gemv(x, blocks, qz, sc, mode="mma-int8")
+        y = awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma-int8"))
         ref = x.double() @ wd.t()
         assert torch.isfinite(y).all()
         assert float((y.double() - ref).norm() / ref.norm()) < 1e-2
     x = torch.randn(1, 256).to(torch.bfloat16)
     x[0, 200] = float("nan")
-    assert torch.isnan(awq_gemv(x, blocks, qz, sc, mode="mma-int8")).all()
+    assert torch.isnan(awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma-int8"))).all()
 
 
 def test_int8_gemv_errors() -> None:
@@ -65,13 +65,13 @@ def test_int8_gemv_errors() -> None:
     blocks = awq_gemv_pack(qw, qz, sc)
     x = torch.randn(1, 256).to(torch.bfloat16)
     with pytest.raises(ValueError, match="reads awq_gemv_pack's blocks"):
-        awq_gemv(x, awq_gemv_pack(qw), qz, sc, mode="mma-int8")
+        awq_gemv(x, awq_gemv_pack(qw), qz, sc, GemvConfig(mode="mma-int8"))
     with pytest.raises(ValueError, match="one row of x and groups of 128, got 2 rows"):
-        awq_gemv(torch.randn(2, 256).to(torch.bfloat16), blocks, qz, sc, mode="mma-int8")
+        awq_gemv(torch.randn(2, 256).to(torch.bfloat16), blocks, qz, sc, GemvConfig(mode="mma-int8"))
     with pytest.raises(ValueError, match="cluster must be None or False"):
-        awq_gemv(x, blocks, qz, sc, mode="mma-int8", split_k=2, cluster=True)
+        awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma-int8", split_k=2, cluster=True))
     with pytest.raises(ValueError, match="needs bf16 x"):
-        awq_gemv(x.float(), blocks, qz, sc, mode="mma-int8")
+        awq_gemv(x.float(), blocks, qz, sc, GemvConfig(mode="mma-int8"))
     q64, z64, s64 = awq_quantize_pack(torch.randn(64, 256) * 0.05, 64)
     with pytest.raises(ValueError, match="groups of 64"):
-        awq_gemv(x, awq_gemv_pack(q64, z64, s64), z64, s64, mode="mma-int8")
+        awq_gemv(x, awq_gemv_pack(q64, z64, s64), z64, s64, GemvConfig(mode="mma-int8"))

@@ -23,14 +23,15 @@ import torch
 from compiler import cdiv
 from compiler.runtime.cuda import current_stream
 
+from .gemv_config import GEMV_MODES, GemvConfig
 from .int4 import _check_awq, awq_gemm_kernel, awq_gemv_kernel, splitk_reduce_kernel
 from .int4_i8 import permute_block_words
 from .int4_mma import awq_gemv_mma_kernel
 from .int4_packed import awq_gemv_packed_kernel, block_words, ring_bytes
 
-__all__ = ["awq_gemv", "awq_gemv_pack", "awq_gemm", "awq_gemv_split", "awq_gemv_mode", "GEMV_MODES"]
+__all__ = ["awq_gemv", "awq_gemv_pack", "awq_gemm", "awq_gemv_split", "awq_gemv_mode", "GEMV_MODES", "GemvConfig"]
 
-GEMV_MODES = ("f32", "f32-exact", "bf16x2", "bf16x2-sub", "mma", "mma-sub", "mma-int8")
+_DEFAULT = GemvConfig()
 
 
 def awq_gemv_pack(qweight: torch.Tensor, qzeros: torch.Tensor | None = None,
@@ -166,12 +167,11 @@ _PLANS: dict[tuple[Any, ...], Run] = {}
 
 
 def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-             block_n: int | None = None, block_k: int = 8, *, split_k: int | None = None, unroll: int = 4,
-             num_warps: int | None = None, exact: bool | None = None, mode: str | None = None, ahead: int | None = None,
-             stages: int | None = None, block_m: int = 16, maxnreg: int | None = None,
-             cluster: bool | None = None, evict_first: bool | None = None,
-             warp_split: bool | None = None) -> torch.Tensor:
+             config: GemvConfig | None = None) -> torch.Tensor:
     """y = x @ W~^T for x [M, K] with small M (batch 1 decoding); y has x's dtype.
+
+    `config` (tools/kernels/gemv_config.py; None: GemvConfig(), every knob awq_gemv's choice)
+    holds the tuning knobs, each documented there; this docstring says how they act together.
 
     qweight is AutoAWQ's [K, N/8] or awq_gemv_pack's layout of it, which runs its own tensor-core
     kernel (tools/kernels/int4_packed.py: mode "mma", 16-byte loads, the zero points folded out of
@@ -214,42 +214,36 @@ def awq_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
       half a unit of 2^(E - 13)), the products on the int8 tensor cores as exact integer sums
       (tools/kernels/int4_i8.py); the H200's fastest batch-1 GEMV (benchmarks/RESULTS.md).
     The bf16x2 and mma modes use inline PTX on NVIDIA GPUs and a DSL emulation on the CPU (the same
-    bits as the GPU for "mma-int8"). exact is the older spelling of mode "f32-exact" / "f32".
+    bits as the GPU for "mma-int8").
 
-    Tiles: block_n columns per program, a power of two (None: 64 * num_warps for the mma modes,
-    where a thread holds one word (8 columns) of 4 rows per 16-row chunk; else 512 on a GPU, where a
-    thread holds 4 words (32 columns) of a row and 8 threads share K with 4 warps, 64 on the CPU).
-    Rows per loop step: 16 * unroll (mma modes), else block_k * unroll (block_k rows spread over
-    threads, unroll rows held by each); the step must divide the group size. split_k programs share
-    K (None: awq_gemv_split); their fp32 partials are summed by the last program of each tile
-    (mma modes) or by a second small kernel. ahead (mma modes, 1 or 2; None: 1, or see the packed
-    layout): steps of weights loaded before the current one is computed. stages (mma modes):
-    streams one group per loop step, all of its loads at the top of the step, through a pipeline
-    that deep (2 or more: on NVIDIA, cp.async copies into shared memory, stages - 1 groups in
-    flight; 1: none); unroll and ahead then do not apply. block_m (mma modes, 1 to 16, a power of
-    two): rows of x per program at most (16: two 8-row mma tiles share the dequantized weights; 8:
-    the programs of the two row blocks each dequantize them, with half the registers). maxnreg
-    (tensor-core modes on a GPU): registers per thread at most (None: ptxas's choice, or 128 for
-    the packed kernel, so that 16 warps fit on an SM)."""
+    Tiles: block_n columns per program (None: 64 * num_warps for the mma modes, where a thread
+    holds one word (8 columns) of 4 rows per 16-row chunk; else 512 on a GPU, where a thread holds
+    4 words (32 columns) of a row and 8 threads share K with 4 warps, 64 on the CPU). Rows per loop
+    step: 16 * unroll (mma modes), else block_k * unroll; the step must divide the group size.
+    split_k programs share K; their fp32 partials are summed by the last program of each tile (mma
+    modes) or by a second small kernel. stages (mma modes, AutoAWQ's layout): one group per loop
+    step, all of its loads at the top of the step, through a pipeline that deep (2 or more: on
+    NVIDIA, cp.async copies into shared memory, stages - 1 groups in flight; 1: none); unroll and
+    ahead then do not apply. block_m (mma modes): 16: two 8-row mma tiles share the dequantized
+    weights; 8: the programs of the two row blocks each dequantize them, with half the
+    registers."""
+    cfg = _DEFAULT if config is None else config
     key = (x.shape, x.stride(), x.storage_offset() & 1, x.dtype, x.device, qweight.shape, qzeros.shape,
-           scales.shape, block_n, block_k, split_k, unroll, num_warps, exact, mode, ahead, stages, block_m, maxnreg,
-           cluster, evict_first, warp_split)
+           scales.shape, cfg)
     run = _PLANS.get(key)
     if run is None:
-        run = _plan_gemv(x, qweight, qzeros, scales, block_n, block_k, split_k, unroll, num_warps, exact, mode,
-                         ahead, stages, block_m, maxnreg, cluster, evict_first, warp_split)
+        run = _plan_gemv(x, qweight, qzeros, scales, cfg)
         if len(_PLANS) >= 1024:
             _PLANS.clear()
         _PLANS[key] = run
     return run(x, qweight, qzeros, scales)
 
-
 def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-               block_n: int | None, block_k: int, split_k: int | None, unroll: int, num_warps: int | None,
-               exact: bool | None, mode: str | None, ahead: int | None, stages: int | None, block_m: int,
-               maxnreg: int | None, cluster: bool | None = None, evict_first: bool | None = None,
-               warp_split: bool | None = None) -> Run:
+               cfg: GemvConfig) -> Run:
     """awq_gemv's checks and choices for calls like this one; returns what runs such a call."""
+    mode, block_n, block_k, unroll, num_warps = cfg.mode, cfg.block_n, cfg.block_k, cfg.unroll, cfg.num_warps
+    split_k, ahead, stages, block_m, maxnreg = cfg.split_k, cfg.ahead, cfg.stages, cfg.block_m, cfg.maxnreg
+    cluster, evict_first, warp_split = cfg.cluster, cfg.evict_first, cfg.warp_split
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     packed_w = qweight.dim() in (3, 4)
     blocks = qweight.dim() == 3
@@ -269,10 +263,7 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
     if mode is None:
         # the blocks layout's batch 1 (groups of 128): the int8 arithmetic where it streams (benchmarks/RESULTS.md)
         int8 = _int8_refusal(x, blocks, M, G, ring, cluster) is None
-        mode = ("mma-int8" if int8 else "mma") if packed_w else awq_gemv_mode(x) if exact is None else (
-            "f32-exact" if exact else "f32")
-    if mode not in GEMV_MODES:
-        raise ValueError(f"mode must be one of {GEMV_MODES}, got {mode!r}")
+        mode = ("mma-int8" if int8 else "mma") if packed_w else awq_gemv_mode(x)
     packed = mode.startswith("bf16x2")
     mma = mode.startswith("mma")
     if (packed or mma) and x.dtype != torch.bfloat16:
@@ -298,10 +289,6 @@ def _plan_gemv(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, sca
         stages = 1
     if block_n is None:
         block_n = 64 * num_warps if mma else 512 if x.device.type == "cuda" else 64
-    if block_n % 8 or block_n & (block_n - 1):
-        raise ValueError(f"block_n must be a power of two and a multiple of 8, got {block_n}")
-    if ahead not in (None, 1, 2):
-        raise ValueError(f"ahead must be 1 or 2, got {ahead}")
     if stages is not None and not 1 <= stages <= 8:
         raise ValueError(f"stages must be None or 1 to 8, got {stages}")
     if mma and stages is not None:
@@ -367,8 +354,6 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
               ring: int = 0, bw: int = 0) -> Run:
     # rows of x per program: the B columns of the mma, two 8-row tiles sharing the dequantized
     # weights for 9-16 rows
-    if block_m not in (1, 2, 4, 8, 16):
-        raise ValueError(f"block_m must be 1, 2, 4, 8 or 16, got {block_m}")
     mb = min(block_m, 1 << (M - 1).bit_length())
     copy_x = x.stride(0) % 2 or x.storage_offset() % 2  # read as int32 pairs
     sxm = (K if copy_x else x.stride(0)) // 2
@@ -377,7 +362,7 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
     # 32 values per thread)
     sb = 0 if split == 1 else min(1 << (split - 1).bit_length(), max(1, 16 // (mb * (block_n // words))))
     nb, cuda = 2 if mb > 8 else 1, x.device.type == "cuda"
-    if cluster is None:  # where the H200 measured a gain (NOTES-gpu.md, session 9)
+    if cluster is None:  # where the H200 measured a gain (benchmarks/notes/NOTES-gpu.md, session 9)
         cluster = (bool(packed_w) and cuda and mb == 1 and 2 <= split <= 4 and num_warps >= 2
                    and torch.cuda.get_device_capability(x.device) >= (9, 0))
     if cluster:
@@ -389,7 +374,8 @@ def _plan_mma(x: torch.Tensor, M: int, N: int, K: int, G: int, NG: int, N8: int,
         launch = awq_gemv_packed_kernel[grid]
         if ahead is None:
             ahead = 2 if nb == 1 else 1  # 16 rows: the weights are already in registers twice
-        if evict_first is None:  # the words are read once where one program row covers x (NOTES-gpu.md, session 10)
+        if evict_first is None:  # the words are read once where one program row covers x
+            # (benchmarks/notes/NOTES-gpu.md, session 10)
             evict_first = grid[0] == 1
         consts = dict(common, AHEAD=ahead, EVICT="evict_first" if evict_first else "", WK=int(warp_split),
                       KEVEN=int(NG % split == 0 and NG // split % num_warps == 0), BW=bw, STAGES=ring,
@@ -430,8 +416,6 @@ def _ring_stages(x: torch.Tensor, stages: int | None, num_warps: int, G: int) ->
     hopper = x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) >= (9, 0)
     if stages is None:
         return 1 if hopper and ring_bytes(1, slot, num_warps) <= RING_SMEM else 0
-    if not 0 <= stages <= 8:
-        raise ValueError(f"stages (the blocks layout's ring slots per warp) must be 0 to 8, got {stages}")
     if stages == 0 or x.device.type != "cuda":
         return 0
     if not hopper:
@@ -485,7 +469,7 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     reads AutoAWQ's layout, not awq_gemv_pack's)."""
     M, N, K, G = _check_gemm(x, qweight, qzeros, scales)
     if mma_rows >= M and x.dtype == torch.bfloat16 and x.device.type == "cuda":
-        return awq_gemv(x, qweight, qzeros, scales, mode="mma")
+        return awq_gemv(x, qweight, qzeros, scales, GemvConfig(mode="mma"))
     if qweight.dim() in (3, 4):
         raise ValueError(f"awq_gemm reads qweight in awq_gemv_pack's layout only for bf16 x of at most mma_rows = "
                          f"{mma_rows} rows on an NVIDIA GPU (x: {x.dtype}, {M} rows, {x.device.type}): pass "

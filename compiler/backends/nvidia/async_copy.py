@@ -16,7 +16,7 @@ operands from there with no trip through registers.
   are not issued (a uniform branch); the group is committed either way, so group counts stay exact.
   The load's eviction_policy does not go with the copies: `.L2::cache_hint` on them (a createpolicy
   register made once or per copy alike) ran into "an illegal instruction" on the H200 for masked
-  4-byte copies of rows not a multiple of the block (ptxas 13.0, sm_90a; benchmarks/NOTES-gpu.md,
+  4-byte copies of rows not a multiple of the block (ptxas 13.0, sm_90a; benchmarks/notes/NOTES-gpu.md,
   session 15), while the same PTX forms run in a CUDA probe. `.cg` does not allocate in L1,
   `.ca` takes the default.
 - `async_wait`: `cp.async.wait_group` (the S-2 younger groups may stay in flight), a proxy fence so

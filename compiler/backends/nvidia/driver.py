@@ -118,7 +118,7 @@ class CudaFunction:
     def prepare(self, handle: int, launch_ex: Any, arg_types: list[T.Type], num_warps: int, shared: int,
                 name: str) -> None:
         """Build the launch buffer and the prepared call (`launch_ex` has cuLaunchKernelEx's C signature;
-        benchmarks/launch_probe.py passes a stand-in to time the Python side without a GPU)."""
+        benchmarks/probes/launch_probe.py passes a stand-in to time the Python side without a GPU)."""
         self.name = name
         self.threads = 32 * num_warps
         self.shared = shared

@@ -1,5 +1,5 @@
 """Reductions on NVIDIA GPUs: within a thread, then butterfly shuffles across the lanes that
-hold the reduced dimension, then across warps through shared memory (LAYOUTS.md section 5)."""
+hold the reduced dimension, then across warps through shared memory (docs/layouts.md#reductions-and-scans)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A reshape keeps the row-major order of the elements (numpy semantics). A register tile's layout
 maps (register, lane, warp) bits to the bits of the row-major flattened index of the tile, one
-output dimension after another (LAYOUTS.md 1.1: with power-of-two sizes the tuple form and the
+output dimension after another (docs/layouts.md#the-map: with power-of-two sizes the tuple form and the
 flat form are the same bits). Reading those flat bits back as the new shape's dimensions is
 again a linear layout, in which every thread holds exactly the elements it held before, in the
 same registers. So the result reuses the operand's registers as they are.

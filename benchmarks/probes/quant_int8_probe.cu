@@ -1,4 +1,4 @@
-// A probe of the W4A16 batch-1 GEMV on the int8 tensor cores (benchmarks/quant_int8_probe.py): x is cut
+// A probe of the W4A16 batch-1 GEMV on the int8 tensor cores (benchmarks/probes/quant_int8_probe.py): x is cut
 // per group of 128 into 15-bit fixed point (x_int = rint(x 2^(13 - E)), E the group's largest exponent),
 // split into two int8 parts (x_int = 256 hi + lo), and the codes go into mma.sync m16n8k32 u8 x s8 as
 // they lie in the words, one mask per 4 codes (low nibbles as n, high nibbles as 16 n). B's columns

@@ -1,4 +1,4 @@
-// The read floor of the W4A16 GEMV's weight words on Hopper (benchmarks/quant_read_floor.py): plain
+// The read floor of the W4A16 GEMV's weight words on Hopper (benchmarks/probes/quant_read_floor.py): plain
 // 16-byte loads against bulk copies (cp.async.bulk, the TMA's 1-D form) into a ring of shared-memory stages.
 #include <cstdint>
 #include <cuda_runtime.h>

@@ -4,7 +4,7 @@ Compiles the matmul kernel for sm_90a (fp16, bf16, fp8 e4m3) and disassembles th
 cuobjdump (or nvdisasm) from the CUDA toolkit; no GPU needed. Prints per config the count of
 HGMMA / QGMMA / HMMA instructions, registers and spill bytes, and an excerpt of the main loop.
 
-    python benchmarks/gemm_sass.py [--out DIR]
+    python benchmarks/probes/gemm_sass.py [--out DIR]
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import compiler  # noqa: E402
 import compiler.language as tl  # noqa: E402
 
-SRC = (Path(__file__).resolve().parent / "gemm_kernels.py").read_text()
+SRC = (Path(__file__).resolve().parents[1] / "gemm_kernels.py").read_text()
 # the tiles benchmarks/gemm.py finds best on the H200
 CASES = [("fp16", (128, 256, 64, 8)), ("bf16", (128, 256, 64, 8)), ("fp8e4nv", (128, 256, 128, 8))]
 

@@ -8,7 +8,7 @@ through ld.global.nc with an L2 prefetch of 256 (1) or 128 bytes (2), or with an
 policy (3). Each table twice: L2 flushed by writing 256 MiB (the lines a call evicts are dirty) and
 by reading them.
 
-    python benchmarks/quant_ceiling.py
+    python benchmarks/probes/quant_ceiling.py
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quant_probe import median_ms  # noqa: E402 - same directory: timing with L2 flushed
 
 import compiler.language as tl  # noqa: E402

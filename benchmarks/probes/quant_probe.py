@@ -1,8 +1,8 @@
 """GPU probe: W4A16 AWQ GEMV/GEMM variants on the H200 beside torch bf16, one table per shape.
 
-    python benchmarks/quant_probe.py --gemv-variants  # every arithmetic mode x tiles x K splits (< 4 min)
-    python benchmarks/quant_probe.py                  # the older block-size sweep of the fp32 mode
-    python benchmarks/quant_probe.py --quick          # a few configs of either
+    python benchmarks/probes/quant_probe.py --gemv-variants  # every arithmetic mode x tiles x K splits (< 4 min)
+    python benchmarks/probes/quant_probe.py                  # the older block-size sweep of the fp32 mode
+    python benchmarks/probes/quant_probe.py --quick          # a few configs of either
 
 Shapes: batch 1 on 28672x8192 and 14336x4096, then batch 16 on both. For each it prints torch's
 bf16 time, then one row per Anvil variant: median ms (L2 flushed before every call), GB/s of
@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
-from tools.kernels.w4a16 import GEMV_MODES, awq_gemm, awq_gemv, awq_gemv_split  # noqa: E402
+from tools.kernels.w4a16 import GEMV_MODES, GemvConfig, awq_gemm, awq_gemv, awq_gemv_split  # noqa: E402
 
 GEMV_SHAPES = [(28672, 8192), (14336, 4096)]
 # the older sweep (fp32 mode): (block_n, num_warps); block_k puts one row per thread (32 columns)
@@ -99,8 +99,8 @@ def sweep_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.Te
                 continue
             seen.add(split)
             name = f"f32 BN={bn} BK={bk} U={u} w={nw} split={split} ({n_tiles * split} progs)"
-            rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, block_n=bn, block_k=bk,
-                                               unroll=u, num_warps=nw, mode="f32")))
+            cfg = GemvConfig(split_k=split, block_n=bn, block_k=bk, unroll=u, num_warps=nw, mode="f32")
+            rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, cfg)))
     return rows
 
 
@@ -141,7 +141,8 @@ def variant_rows(x: torch.Tensor, qw: torch.Tensor, qz: torch.Tensor, sc: torch.
                          "block_m": "Bm"}
                 desc = " ".join(f"{short[key]}={val}" for key, val in cfg.items())
                 name = f"{mode:<10} {desc} split={split} ({n_tiles * split} progs)"
-                rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc, split_k=split, mode=mode, **cfg)))
+                rows.append(("gemv", name, partial(awq_gemv, x, qw, qz, sc,
+                                                   GemvConfig(split_k=split, mode=mode, **cfg))))
     return rows
 
 

@@ -2,8 +2,8 @@
 where Anvil's time goes (front: binding, key and lookup; entry: stream read, packing, driver call),
 and alternatives for the driver call.
 
-    python benchmarks/launch_probe.py            # on a GPU
-    python benchmarks/launch_probe.py --stub     # no GPU: CPU tensors, the driver call replaced by a
+    python benchmarks/probes/launch_probe.py            # on a GPU
+    python benchmarks/probes/launch_probe.py --stub     # no GPU: CPU tensors, the driver call replaced by a
                                                  # no-op C function with the same arity (libm's
                                                  # feclearexcept), the stream read by int(0)
 
@@ -30,14 +30,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: gpu_kernels
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
 import compiler  # noqa: E402
 
-SRC = (Path(__file__).resolve().parent / "gpu_kernels.py").read_text()
+SRC = (Path(__file__).resolve().parents[1] / "gpu_kernels.py").read_text()
 N = 20000
 
 

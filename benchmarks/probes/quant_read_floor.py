@@ -2,7 +2,7 @@
 (29.4 MB for 14336x4096, 117 MB for 28672x8192), by any load path, under quant.py's timer (L2
 flushed by a 256 MiB write, a GPU spin, CUDA events, medians), beside torch's bf16 GEMV.
 
-    python benchmarks/quant_read_floor.py      # needs nvcc and an sm_90 GPU
+    python benchmarks/probes/quant_read_floor.py      # needs nvcc and an sm_90 GPU
 
 Two families of CUDA kernels (quant_read_floor.cu, built with nvcc into $OUT or /tmp), each XOR-ing
 every word so that nothing is skipped: plain 16-byte loads (`ld.global.nc`, U loads in flight per
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.quant import Timer  # noqa: E402
 
 LDG = [(u, per_sm, block) for u in (4, 8) for per_sm in (4, 8, 16) for block in (128, 256)]

@@ -2,8 +2,8 @@
 beside torch's bf16 GEMV, under benchmarks/quant.py's timer (256 MiB write flush, GPU spin, CUDA
 events, medians); two rounds, so that the spread between them shows what is noise.
 
-    python benchmarks/quant_gemv_sweep.py                 # both shapes of issue 6
-    python benchmarks/quant_gemv_sweep.py --shapes 14336x4096 --rounds 3
+    python benchmarks/probes/quant_gemv_sweep.py                 # both shapes of issue 6
+    python benchmarks/probes/quant_gemv_sweep.py --shapes 14336x4096 --rounds 3
 
 Each config is checked against torch before it is timed (a failure prints and the sweep goes on).
 """
@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.quant import Timer, _rel  # noqa: E402
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
-from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack  # noqa: E402
+from tools.kernels.w4a16 import GemvConfig, awq_gemv, awq_gemv_pack  # noqa: E402
 
 # awq_gemv keywords; qweight in awq_gemv_pack's 4-D layout, or its blocks with "blocks": True
 CONFIGS: list[dict[str, Any]] = [
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         cases: dict[str, Any] = {"torch bf16": partial(torch.matmul, x, w_bf16.t())}
         for cfg in configs:
             opts = {k: v for k, v in cfg.items() if k != "blocks"}
-            cases[name_of(cfg)] = partial(awq_gemv, x, qb if cfg.get("blocks") else qp, qz, sc, **opts)
+            cases[name_of(cfg)] = partial(awq_gemv, x, qb if cfg.get("blocks") else qp, qz, sc, GemvConfig(**opts))
         failed: set[str] = set()
         for _ in range(args.rounds):
             for name, fn in cases.items():

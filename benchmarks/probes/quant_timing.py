@@ -1,7 +1,7 @@
 """How the timing method moves the W4A16 ratios: the same kernels and torch's bf16 GEMV timed four ways.
 
-    python benchmarks/quant_timing.py            # H200: both shapes, batch 1 and 16
-    python benchmarks/quant_timing.py --quick    # the first config of each
+    python benchmarks/probes/quant_timing.py            # H200: both shapes, batch 1 and 16
+    python benchmarks/probes/quant_timing.py --quick    # the first config of each
 
 - write: one call per timing, L2 flushed before it by writing 256 MiB (triton.testing.do_bench's
   method; benchmarks/quant.py's adds a GPU spin after the flush, so that host time is never
@@ -16,7 +16,7 @@ Every Anvil config is checked against torch first. Prints one table per shape an
 host time of one call (its Python side, launches queued without waiting), then median
 microseconds per call under each method and the speedup over torch's bf16 matmul under the same
 method; the last rows are read floors: the packed int4 words alone, read as the packed kernel
-reads them (benchmarks/quant_ceiling.py's packed_read).
+reads them (benchmarks/probes/quant_ceiling.py's packed_read).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quant_ceiling import packed_read  # noqa: E402
 
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack  # noqa: E402
-from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack  # noqa: E402
+from tools.kernels.w4a16 import GemvConfig, awq_gemv, awq_gemv_pack  # noqa: E402
 
 SHAPES = [(28672, 8192), (14336, 4096)]
 METHODS = ("write", "read", "rotate", "graph")
@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 if opts.pop("packed", 0):
                     sets = packed_sets
                 mode = "mma" if sets is packed_sets else "mma-sub"
-                fns = [partial(awq_gemv, x, *p, block_n=bn, num_warps=nw, split_k=sk, mode=mode, **opts) for p in sets]
+                cfg = GemvConfig(block_n=bn, num_warps=nw, split_k=sk, mode=mode, **opts)
+                fns = [partial(awq_gemv, x, *p, cfg) for p in sets]
                 y = fns[0]().double()
                 err = float((y - ref).norm() / ref.norm())
                 if not err < 2e-2:

@@ -4,7 +4,7 @@ kernel in both arithmetics (awq_gemv on awq_gemv_pack's blocks) and torch's bf16
 timer, in one process; the sums are checked against float64 first (the probe's and Anvil's int8 sums
 are the same bits).
 
-    python benchmarks/quant_int8_probe.py      # needs nvcc and an sm_90 GPU
+    python benchmarks/probes/quant_int8_probe.py      # needs nvcc and an sm_90 GPU
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.quant import Timer  # noqa: E402
 from tools.kernels.int4 import awq_dequantize, awq_quantize_pack, awq_unpack  # noqa: E402
-from tools.kernels.w4a16 import awq_gemv, awq_gemv_pack  # noqa: E402
+from tools.kernels.w4a16 import GemvConfig, awq_gemv, awq_gemv_pack  # noqa: E402
 
 
 def build() -> ctypes.CDLL:
@@ -84,8 +84,8 @@ def shape_rows(lib: ctypes.CDLL, timer: Timer, n: int, k: int) -> dict[str, list
     for trial in range(3):  # x of three magnitudes: the probe, Anvil's int8 and bf16 arithmetic against float64
         x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16) * (10.0 ** (trial - 1))
         ref = (x.double() @ w_deq.t()).float()
-        yi = awq_gemv(x, blocks, qz, sc, mode="mma-int8")
-        ys = awq_gemv(x, blocks, qz, sc, mode="mma")
+        yi = awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma-int8"))
+        ys = awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma"))
         for mode in (0, 4, 5):
             y.fill_(float("nan"))
             probe(mode, x)
@@ -97,7 +97,7 @@ def shape_rows(lib: ctypes.CDLL, timer: Timer, n: int, k: int) -> dict[str, list
     wb = w_deq.to(torch.bfloat16)
     cases: dict[str, Callable[[], object]] = {
         "torch bf16": lambda: torch.matmul(x, wb.t()),
-        "Anvil blocks, bf16 mma (mode='mma')": lambda: awq_gemv(x, blocks, qz, sc, mode="mma"),
+        "Anvil blocks, bf16 mma (mode='mma')": lambda: awq_gemv(x, blocks, qz, sc, GemvConfig(mode="mma")),
         "Anvil blocks, int8 (the default)": lambda: awq_gemv(x, blocks, qz, sc),
         **{name: partial(probe, mode, x) for mode, name in MODES.items()},
     }

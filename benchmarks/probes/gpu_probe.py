@@ -1,6 +1,6 @@
 """Probe runs on the GPU: launch-path profile and a cross-entropy configuration sweep.
 
-    python benchmarks/gpu_probe.py
+    python benchmarks/probes/gpu_probe.py
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import torch
 import triton
 import triton.testing
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: gpu_kernels
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import gpu_kernels as tk  # noqa: E402
 
 import compiler  # noqa: E402
 
-SRC = (Path(__file__).resolve().parent / "gpu_kernels.py").read_text()
+SRC = (Path(__file__).resolve().parents[1] / "gpu_kernels.py").read_text()
 add = compiler.compile_source(SRC, kernel="add_kernel")
 ce = compiler.compile_source(SRC, kernel="cross_entropy_fwd")
 

@@ -7,7 +7,7 @@ against torch before it is timed. Also prints which ptxas Anvil assembled with a
 registers and how Anvil's global loads are grouped in the SASS (a run of N loads issued back to
 back = N loads in flight per thread).
 
-    python benchmarks/probe_rms_ce.py [--quick] [--ptxas PATH]
+    python benchmarks/probes/probe_rms_ce.py [--quick] [--ptxas PATH]
 
 --ptxas assembles Anvil's PTX with that ptxas binary (e.g. Triton's bundled one), bypassing the
 in-process libnvJitLink assembler, to separate code-generation effects from assembler effects.
@@ -37,13 +37,14 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.testing  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: gpu_kernels
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import gpu_kernels as tk  # noqa: E402
 
 import compiler  # noqa: E402
 from compiler.backends.nvidia.toolchain import find_ptxas  # noqa: E402
 
-SRC = (Path(__file__).resolve().parent / "gpu_kernels.py").read_text()
+SRC = (Path(__file__).resolve().parents[1] / "gpu_kernels.py").read_text()
 RMS = compiler.compile_source(SRC, kernel="rms_norm_fwd", filename="gpu_kernels.py")
 CE = compiler.compile_source(SRC, kernel="cross_entropy_fwd", filename="gpu_kernels.py")
 
