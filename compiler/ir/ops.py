@@ -86,7 +86,7 @@ MATH_RESULTS: dict[str, ScalarType] = {
 }
 
 CMP_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
-ATOMIC_KINDS = ("add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg")
+ATOMIC_KINDS = ("add", "fadd", "max", "min", "fmax", "fmin", "umax", "umin", "and", "or", "xor", "xchg")
 _LOAD_CACHE = (".ca", ".cg", ".cv")
 _STORE_CACHE = (".wb", ".cg", ".cs", ".wt")
 _EVICTION = ("evict_first", "evict_last")

@@ -105,9 +105,9 @@ def _verify_block(block: Block, visible: set[int]) -> None:
         for v in op.operands:
             if id(v) not in scope:
                 _fail(op, f"operand {v} does not dominate its use")
-        verify_op(op)
-        for r in op.regions:
+        for r in op.regions:  # inner ops first: a fault there is reported where it is
             _verify_block(r, scope)
+        verify_op(op)
         scope.update(id(r) for r in op.results)
 
 
