@@ -20,7 +20,7 @@ from .types import ScalarType, i1, i32
 
 __all__ = [
     "OpSpec", "SPECS", "Attr", "Operand", "COMMON_ATTRS", "is_pure", "operand_range",
-    "BINARY", "FLOAT_BINARY", "EXPENSIVE_BINARY", "ELEMENTWISE", "ELEMENTWISE_COMPUTE", "MOVEMENT",
+    "BINARY", "FLOAT_BINARY", "EXPENSIVE_BINARY", "ASSOCIATIVE", "ELEMENTWISE", "ELEMENTWISE_COMPUTE", "MOVEMENT",
     "MATH_FNS", "MATH_RESULTS", "CMP_PREDICATES", "ATOMIC_KINDS",
 ]
 
@@ -43,6 +43,7 @@ class OpSpec:
     elementwise: str = ""  # one of ELEMENTWISE_KINDS, or "" when not elementwise
     moves: bool = False  # only moves or repeats its operand's elements (no arithmetic)
     expensive: bool = False  # a library call or a long sequence: not worth recomputing
+    associative: bool = False  # binary, associative and commutative: a reduction may reorder it
     checks: tuple[Check, ...] = ()  # operand type constraints beyond the counts
     fold: Fold | None = None  # scalar constant folding (ir/folding.py)
     doc: str = ""
@@ -119,7 +120,8 @@ def _binary(name: str) -> OpSpec:
         attrs = (Attr("propagate_nan", "str", False, "none", ("none", "all"),
                       "floats: 'all' returns NaN if either operand is NaN"),)
     return OpSpec(name, (Operand("lhs"), Operand("rhs")), R.same_as(0), attrs, elementwise="binary",
-                  expensive=name in ("div", "pow", "atan2", "hypot"), checks=(R.same_types(0, 1),),
+                  expensive=name in ("div", "pow", "atan2", "hypot"),
+                  associative=name in ("add", "mul", "max", "min", "and", "or", "xor"), checks=(R.same_types(0, 1),),
                   fold=FOLDS.get(name))
 
 
@@ -226,6 +228,8 @@ ELEMENTWISE_COMPUTE = frozenset(n for n, s in SPECS.items() if s.elementwise in 
 # Ops that only move or repeat their operand's elements.
 MOVEMENT = frozenset(n for n, s in SPECS.items() if s.moves)
 EXPENSIVE_BINARY = frozenset(b for b in BINARY if SPECS[b].expensive)
+# Combines a reduction may reorder (reassociate): a combine region of only these is one.
+ASSOCIATIVE = frozenset(n for n, s in SPECS.items() if s.associative)
 
 
 def operand_range(spec: OpSpec, attrs: dict[str, Any]) -> tuple[int, int | None]:
