@@ -128,7 +128,7 @@ def _binary(name: str) -> OpSpec:
 _TABLE: tuple[OpSpec, ...] = (
     *(_binary(b) for b in BINARY),
     # ----------------------------------------------------------------- values from nothing
-    OpSpec("constant", (), R.given("a scalar of the value's type"),
+    OpSpec("constant", (), R.constant_of(),
            (Attr("value", "number", doc="int, float or bool, as the result type"),), elementwise="generator"),
     OpSpec("program_id", (), R.fixed(i32), (Attr("axis", "int", choices=(0, 1, 2)),)),
     OpSpec("num_programs", (), R.fixed(i32), (Attr("axis", "int", choices=(0, 1, 2)),)),

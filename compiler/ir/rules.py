@@ -20,7 +20,7 @@ __all__ = [
     "AttrKind", "ATTR_KINDS", "Attr", "Operand", "Rule", "Check",
     "same_as", "bool_of", "given", "none", "fixed", "pointee_of", "loop_carried", "same_as_operands",
     "reduced", "splat_of", "broadcast_of", "expand_dims_of", "reshape_of", "trans_of", "join_of",
-    "split_of", "cat_of", "gather_of", "range_of", "bins", "math_result", "cast_of", "bitcast_of",
+    "split_of", "cat_of", "gather_of", "constant_of", "range_of", "bins", "math_result", "cast_of", "bitcast_of",
     "same_types", "int_offsets", "pointer_first", "bool_first", "scalar_ints", "slot_and_tile",
     "other_is_result", "pointee_typed", "pred_and_slot", "combine_region", "loop_body", "branches",
     "while_regions",
@@ -288,6 +288,20 @@ def gather_of() -> Rule:
         return None if src is None or idx is None else [TileType(shape_of(idx), elem_of(src))]
 
     return _expect("operand 0's element type in operand 1's shape", types)
+
+
+def constant_of() -> Rule:
+    """A scalar of the value's kind: a float for a float type, an int (or bool) for an integer."""
+
+    def fits(op: Op, t: Type) -> str | None:
+        v = op.attrs.get("value")
+        if not isinstance(t, ScalarType):
+            return "not a scalar"
+        if isinstance(v, float) != t.is_float:
+            return f"does not hold the value {v!r}"
+        return None
+
+    return _shaped("a scalar of the value's kind", fits)
 
 
 def range_of() -> Rule:

@@ -284,3 +284,9 @@ def test_op_constructed_directly_is_checked_too() -> None:
     fn, b, (x, p, n) = _fn()
     fn.body.append(Op("trans", [x], [x.type], {"perm": [0]}, loc=LOC))
     _refused(fn, "trans at", "attribute 'perm' must be tuple of ints, got list [0]")
+
+
+def test_constant_must_hold_a_value_of_its_type() -> None:
+    fn, b, (x, p, n) = _fn()
+    b.value("constant", [], T.fp32, value=1)
+    _refused(fn, "constant at", "result type fp32: does not hold the value 1")
