@@ -1,180 +1,113 @@
-"""Checks Tile IR invariants: op specs, SSA dominance, and the type rules of each op."""
+"""Checks Tile IR against the op table (ir/ops.py) and its structural invariants.
+
+For every op: a known opcode; the operand count its spec and attributes give; the number of
+regions; every required attribute present, every attribute known and of its declared kind and
+allowed values; the operand checks and the result-type rule of its spec. For the function: SSA
+dominance (an operand is defined before its use, in the same or an enclosing block), tile shapes
+of positive sizes. Errors name the op, its location and what is wrong.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
-from .core import Block, Function, Op
-from .ops import BINARY, SPECS
-from .types import PointerType, ScalarType, TileType, Type, elem_of, i1, shape_of, with_elem
+from .core import UNKNOWN_LOC, Block, Function, Location, Op
+from .ops import COMMON_ATTRS, SPECS, OpSpec, operand_range
+from .rules import ATTR_KINDS, Attr
+from .types import TileType
 
-__all__ = ["VerificationError", "verify"]
+__all__ = ["VerificationError", "verify", "verify_op"]
 
 
 class VerificationError(Exception):
-    """Tile IR broke an invariant: a compiler bug, never a user error."""
+    """Tile IR broke an invariant: a compiler bug, never a user error. `opcode` and `loc` say
+    which op, where."""
+
+    def __init__(self, message: str, opcode: str = "", loc: Location = UNKNOWN_LOC) -> None:
+        super().__init__(message)
+        self.opcode = opcode
+        self.loc = loc
 
 
 def _fail(op: Op, msg: str) -> None:
-    raise VerificationError(f"{op.opcode} at {op.loc}: {msg}")
+    raise VerificationError(f"{op.opcode} at {op.loc}: {msg}", op.opcode, op.loc)
 
 
-def _same(op: Op, a: Type, b: Type, what: str) -> None:
-    if a != b:
-        _fail(op, f"{what}: {a} != {b}")
+def _show(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _check_binary(op: Op) -> None:
-    a, b = op.operands
-    _same(op, a.type, b.type, "operand types differ")
-    _same(op, op.result.type, a.type, "result type")
-
-
-def _check_cmp(op: Op) -> None:
-    a, b = op.operands
-    _same(op, a.type, b.type, "operand types differ")
-    _same(op, op.result.type, with_elem(a.type, i1), "result type")
-
-
-def _check_select(op: Op) -> None:
-    c, a, b = op.operands
-    _same(op, a.type, b.type, "branch types differ")
-    _same(op, op.result.type, a.type, "result type")
-    if elem_of(c.type) != i1 or shape_of(c.type) != shape_of(a.type):
-        _fail(op, f"condition {c.type} does not match {a.type}")
-
-
-def _check_addptr(op: Op) -> None:
-    p, o = op.operands
-    if not isinstance(elem_of(p.type), PointerType):
-        _fail(op, f"base is not a pointer: {p.type}")
-    oe = elem_of(o.type)
-    if not (isinstance(oe, ScalarType) and oe.is_int) or shape_of(o.type) != shape_of(p.type):
-        _fail(op, f"offset {o.type} does not match {p.type}")
-    _same(op, op.result.type, p.type, "result type")
-
-
-def _check_load(op: Op) -> None:
-    p = op.operands[0]
-    pe = elem_of(p.type)
-    if not isinstance(pe, PointerType):
-        _fail(op, f"not a pointer: {p.type}")
+def _check_attr(op: Op, a: Attr, v: Any) -> None:
+    if v is None:
+        if a.required:
+            _fail(op, f"attribute {a.name!r} is None; it is required ({ATTR_KINDS[a.kind].name})")
         return
-    _same(op, op.result.type, with_elem(p.type, pe.elem), "result type")
-    n = 1 + int(op.attrs["has_mask"]) + int(op.attrs["has_other"])
-    if len(op.operands) != n:
-        _fail(op, f"expected {n} operands")
-    if op.attrs["has_mask"]:
-        _same(op, op.operands[1].type, with_elem(p.type, i1), "mask type")
-    if op.attrs["has_other"]:
-        _same(op, op.operands[-1].type, op.result.type, "other type")
+    kind = ATTR_KINDS[a.kind]
+    if not kind.accepts(v):
+        _fail(op, f"attribute {a.name!r} must be {kind.name}, got {type(v).__name__} {_show(v)}")
+    if a.choices and v not in a.choices:
+        _fail(op, f"attribute {a.name!r} is {_show(v)}, expected one of {', '.join(map(repr, a.choices))}")
 
 
-def _check_store(op: Op) -> None:
-    p, v = op.operands[:2]
-    pe = elem_of(p.type)
-    if not isinstance(pe, PointerType):
-        _fail(op, f"not a pointer: {p.type}")
+def _check_attrs(op: Op, spec: OpSpec) -> None:
+    declared = {a.name: a for a in spec.attrs}
+    if len(op.results) == 1:
+        declared.update((a.name, a) for a in COMMON_ATTRS)
+    for name in spec.required_attrs:
+        if name not in op.attrs:
+            _fail(op, f"missing attribute {name!r}")
+    for name, v in op.attrs.items():
+        a = declared.get(name)
+        if a is None:
+            known = ", ".join(sorted(declared)) or "none"
+            _fail(op, f"unknown attribute {name!r} (known: {known})")
+            return
+        _check_attr(op, a, v)
+
+
+def _check_operands(op: Op, spec: OpSpec) -> None:
+    lo, hi = operand_range(spec, op.attrs)
+    n = len(op.operands)
+    if n < lo or (hi is not None and n > hi):
+        want = f"{lo}" if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
+        names = ", ".join(o.name + ("..." if o.variadic else "") + (f" (if {o.when})" if o.when else "")
+                          for o in spec.operands) or "none"
+        _fail(op, f"expected {want} operand(s) ({names}), got {n}")
+
+
+def verify_op(op: Op) -> None:
+    """Check one op (not its regions' ops) against its spec; raise VerificationError if it breaks it."""
+    spec = SPECS.get(op.opcode)
+    if spec is None:
+        _fail(op, "unknown opcode")
         return
-    _same(op, v.type, with_elem(p.type, pe.elem), "value type")
-    if op.attrs["has_mask"]:
-        _same(op, op.operands[2].type, with_elem(p.type, i1), "mask type")
-
-
-def _check_async_copy(op: Op) -> None:
-    p = op.operands[0]
-    if not isinstance(elem_of(p.type), PointerType) or not isinstance(p.type, TileType):
-        _fail(op, f"source is not a pointer tile: {p.type}")
-    rest = op.operands[1:]
-    if op.attrs["has_mask"]:
-        _same(op, rest[0].type, with_elem(p.type, i1), "mask type")
-        rest = rest[1:]
-    if len(rest) != 2 or rest[0].type != i1 or not isinstance(rest[1].type, ScalarType):
-        _fail(op, "expects a predicate (i1) and a slot index after the pointers and mask")
-
-
-def _check_async_wait(op: Op) -> None:
-    if not isinstance(op.operands[0].type, ScalarType) or not isinstance(op.result.type, TileType):
-        _fail(op, f"slot {op.operands[0].type} -> {op.result.type}: expects a scalar slot and a tile result")
-
-
-def _check_yields(op: Op, block: Block, types: list[Type]) -> None:
-    term = block.ops[-1] if block.ops else None
-    if term is None or term.opcode not in ("yield", "condition"):
-        _fail(op, "region does not end with yield")
-        return
-    got = [v.type for v in term.operands[1:]] if term.opcode == "condition" else [v.type for v in term.operands]
-    if got != types:
-        _fail(op, f"region yields {got}, expected {types}")
-
-
-def _check_for(op: Op) -> None:
-    body = op.regions[0]
-    inits = op.operands[3:]
-    if [a.type for a in body.args[1:]] != [v.type for v in inits]:
-        _fail(op, "loop-carried argument types differ from the initial values")
-    _check_yields(op, body, [v.type for v in inits])
-    if [r.type for r in op.results] != [v.type for v in inits]:
-        _fail(op, "result types differ from the loop-carried types")
-
-
-def _check_if(op: Op) -> None:
-    if op.operands[0].type != i1:
-        _fail(op, f"condition must be i1, got {op.operands[0].type}")
-    for r in op.regions:
-        _check_yields(op, r, [v.type for v in op.results])
-
-
-def _check_reduce(op: Op) -> None:
-    k = len(op.operands)
-    region = op.regions[0]
-    if len(region.args) != 2 * k:
-        _fail(op, f"combine region takes {len(region.args)} arguments, expected {2 * k}")
-    _check_yields(op, region, [elem_of(v.type) for v in op.operands])
-
-
-_RULES: dict[str, Callable[[Op], None]] = {
-    **{b: _check_binary for b in BINARY},
-    "cmp": _check_cmp,
-    "select": _check_select,
-    "addptr": _check_addptr,
-    "load": _check_load,
-    "store": _check_store,
-    "for": _check_for,
-    "if": _check_if,
-    "reduce": _check_reduce,
-    "scan": _check_reduce,
-    "async_copy": _check_async_copy,
-    "async_wait": _check_async_wait,
-}
+    _check_attrs(op, spec)
+    _check_operands(op, spec)
+    if len(op.regions) != spec.regions:
+        _fail(op, f"expected {spec.regions} region(s), got {len(op.regions)}")
+    for t in (v.type for v in op.results):
+        if isinstance(t, TileType) and any(d <= 0 for d in t.shape):
+            _fail(op, f"bad tile shape {t}")
+    for check in spec.checks:
+        why = check(op)
+        if why:
+            _fail(op, why)
+    why = spec.result.check(op)
+    if why:
+        _fail(op, why)
 
 
 def _verify_block(block: Block, visible: set[int]) -> None:
     scope = set(visible)
     scope.update(id(a) for a in block.args)
     for op in block.ops:
-        spec = SPECS.get(op.opcode)
-        if spec is None:
-            _fail(op, "unknown opcode")
-            return
-        if spec.operands is not None and len(op.operands) != spec.operands:
-            _fail(op, f"expected {spec.operands} operands, got {len(op.operands)}")
-        if len(op.regions) != spec.regions:
-            _fail(op, f"expected {spec.regions} regions, got {len(op.regions)}")
-        for a in spec.attrs:
-            if a not in op.attrs:
-                _fail(op, f"missing attribute {a!r}")
         for v in op.operands:
             if id(v) not in scope:
                 _fail(op, f"operand {v} does not dominate its use")
-        for t in (v.type for v in op.results):
-            if isinstance(t, TileType) and any(d <= 0 for d in t.shape):
-                _fail(op, f"bad tile shape {t}")
-        rule = _RULES.get(op.opcode)
-        if rule:
-            rule(op)
-        for r in op.regions:
+        for r in op.regions:  # inner ops first: a fault there is reported where it is
             _verify_block(r, scope)
+        verify_op(op)
         scope.update(id(r) for r in op.results)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir.ops import MATH_FNS
+from ..ir.ops import MATH_FNS, MATH_RESULTS
 from .builtins import (  # noqa: F401
     abs,
     ceil,
@@ -29,8 +29,7 @@ from .core import Tensor, builtin
 __all__ = ["exp", "exp2", "log", "log2", "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "abs", "fdiv",
            "div_rn", "erf", "floor", "ceil", "fma", "umulhi", "math_fn"]
 
-_INT_RESULT = {"isnan", "isinf", "isfinite", "signbit"}
-_INT_FNS = {"popc", "clz", "ffs", "brev"}
+_INT_FNS = {"popc", "clz", "ffs", "brev"}  # integer operands only
 
 
 def math_fn(name: str) -> Any:
@@ -63,15 +62,11 @@ def math_fn(name: str) -> Any:
         if name in _INT_FNS:
             if not t.dtype.is_int():
                 raise DtypeError(f"{name} needs an integer tensor, got {t.ir_elem}")
-            return _sem.math(name, *xs, result=T.i32 if name != "brev" else None)
+            return _sem.math(name, *xs, result=MATH_RESULTS.get(name))
         if not t.dtype.is_floating():
             t = _sem.cast(t, T.fp32)
             xs = [_sem.cast(x, T.fp32) for x in xs]
-        if name in _INT_RESULT:
-            return _sem.math(name, *xs, result=T.i1)
-        if name == "ilogb":
-            return _sem.math(name, *xs, result=T.i32)
-        return _sem.math(name, *xs)
+        return _sem.math(name, *xs, result=MATH_RESULTS.get(name))  # a fixed result type (isnan: i1), or x's
 
     impl.__name__ = impl.__qualname__ = name
     impl.__doc__ = f"Elementwise {name}."

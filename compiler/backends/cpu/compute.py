@@ -9,6 +9,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
+from ...ir.ops import ASSOCIATIVE
 from . import scalar as S
 from .dot import blocked_shape, dot_blocked
 from .lower import Buf, contiguous_strides
@@ -23,7 +24,6 @@ Idx = tuple[ir.Value, ...]
 # loop_carry emits loops of this many steps or fewer as straight-line code; reductions over an
 # axis this short (plus the first element) chain their combines per result element
 SHORT_TRIPS = 8
-_REASSOC_OPS = {"add", "mul", "max", "min", "and", "or", "xor"}
 
 
 def loop_carry(lw: Lowering, start: int, end: int, init: list[ir.Value],
@@ -107,7 +107,7 @@ def _forced_width(region: Block, elems: list[T.ElemType]) -> int:
 
 
 def _combiner(lw: Lowering, region: Block) -> Callable[[list[ir.Value], list[ir.Value]], list[ir.Value]]:
-    reassoc = all(o.opcode in _REASSOC_OPS or o.opcode == "yield" for o in region.ops)
+    reassoc = all(o.opcode in ASSOCIATIVE or o.opcode == "yield" for o in region.ops)
 
     def combine(acc: list[ir.Value], new: list[ir.Value]) -> list[ir.Value]:
         k = len(acc)

@@ -9,6 +9,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
+from ...ir.ops import MOVEMENT
 from . import scalar as S
 from . import waits
 from .scalar import llvm_type
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["lower_for", "lower_if", "lower_while"]
 
-_TRANSFORMS = {"broadcast", "expand_dims", "trans", "reshape", "join", "split", "gather"}
+_TRANSFORMS = MOVEMENT
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Block, Function, Location, Op, Value
-from ...ir.ops import ELEMENTWISE
+from ...ir.ops import ELEMENTWISE, EXPENSIVE_BINARY, MOVEMENT
 from ...passes.provenance import pointer_roots
 from .scalar import I1, I8, I32, I64, PTR, llvm_type
 from .versioning import all_true
@@ -25,7 +25,7 @@ from .waits import WaitLoop, waiting_loops
 
 __all__ = ["Lowering", "Buf", "KernelABI"]
 
-_LAZY = ELEMENTWISE | {"trans", "reshape", "join", "split", "gather"}
+_LAZY = ELEMENTWISE | MOVEMENT
 _SAME_INDEX = ELEMENTWISE - {"broadcast", "expand_dims"}  # operands evaluated at the result's index
 # (the math library's functions are inlined, each 30-150 instructions: computed once, stored)
 _EXPENSIVE_MATH = {"exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
@@ -367,8 +367,7 @@ class Lowering:
     def define_lazy(self, op: Op) -> None:
         """Make `op`'s results lazy (evaluated where consumed), or buffers where that pays or must."""
         has_load = op.opcode == "load"
-        expensive = op.opcode == "math" and op.attrs.get("fn") in _EXPENSIVE_MATH or op.opcode in (
-            "div", "pow", "atan2", "hypot")
+        expensive = op.opcode == "math" and op.attrs.get("fn") in _EXPENSIVE_MATH or op.opcode in EXPENSIVE_BINARY
         depth = 1
         for o in op.operands:
             hl, ex = self.lazy_flags(o)

@@ -10,6 +10,7 @@ from llvmlite import ir
 from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
+from ...ir.ops import ELEMENTWISE, MOVEMENT
 from . import scalar as S
 from .elementwise import bounds_ok, emit_scalar_op, eval_elementwise
 from .scalar import I1, I8, I32, I64, PTR, llvm_type
@@ -22,8 +23,8 @@ __all__ = ["lower_op", "LOWER", "gather_element"]
 
 Idx = tuple[ir.Value, ...]
 _ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
-_LAZY_OPS = {"splat", "broadcast", "expand_dims", "make_range", "trans", "reshape", "join", "split", "gather",
-             "cmp", "math", "cast", "bitcast", "select", "addptr", "load"} | set(S.BINARY)
+# evaluated where consumed, by index (a constant is a value, not a lazy tile)
+_LAZY_OPS = (ELEMENTWISE | MOVEMENT) - {"constant"}
 
 
 def lower_op(lw: Lowering, op: Op) -> None:

@@ -10,6 +10,7 @@ from llvmlite import ir
 from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
+from ...ir.ops import ELEMENTWISE_COMPUTE
 from ..cpu import scalar as S
 from ..cpu.scalar import I1, I32, I64
 from .lower import GPUTile, constant_runs, num_regs, nv_type, reg_coords
@@ -20,13 +21,11 @@ if TYPE_CHECKING:
 
 __all__ = ["lower_op", "LOWER"]
 
-_ELEMENTWISE = set(S.BINARY) | {"cmp", "math", "cast", "bitcast", "select", "addptr"}
-
 
 def lower_op(lw: NvLowering, op: Op) -> None:
     fn = LOWER.get(op.opcode)
     if fn is None:
-        if op.opcode in _ELEMENTWISE:
+        if op.opcode in ELEMENTWISE_COMPUTE:
             return _elementwise(lw, op)
         raise UnsupportedError(f"{op.opcode} is not supported by the NVIDIA backend yet", op.loc,
                                hint="run on CPU tensors (the CPU backend supports it)")

@@ -9,6 +9,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Block, Op
+from ...ir.ops import ASSOCIATIVE
 from ...layouts import LANE, REGISTER, WARP, slice_layout
 from ..cpu.scalar import I16, I32, I64
 from .convert import fold_add, fold_mul, fold_or, smem_load, smem_store
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from .lower import NvLowering
 
 __all__ = ["lower_reduce"]
-
-_REASSOC = {"add", "mul", "max", "min", "and", "or", "xor"}
 
 
 def _combine(lw: NvLowering, region: Block, acc: list[ir.Value], new: list[ir.Value]) -> list[ir.Value]:
@@ -61,7 +60,7 @@ def lower_reduce(lw: NvLowering, op: Op) -> None:
     out_layout = slice_layout(layout, axis)
     out_shape = out_layout.out_shape if T.shape_of(op.results[0].type) else ()
     saved = lw.fmf
-    if all(o.opcode in _REASSOC or o.opcode == "yield" for o in region.ops):
+    if all(o.opcode in ASSOCIATIVE or o.opcode == "yield" for o in region.ops):
         lw.fmf = ("reassoc", "nsz", "contract")
     # 1. within the thread: group registers by their coordinate outside the reduced axis
     out_index: dict[tuple[int, ...], int] = {}

@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op, Value
-from ...ir.ops import BINARY
+from ...ir.ops import ELEMENTWISE, SPECS
 from ...layouts import LinearLayout, dim_names
 from ..cpu.scalar import I32
 from .lower import GPUTile, num_regs, reg_coords
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["rematerialize", "collapse", "lower_broadcast", "is_cheap"]
 
-_CHEAP = frozenset({*BINARY, "make_range", "splat", "expand_dims", "broadcast", "cmp", "cast", "bitcast",
-                    "select", "addptr"}) - {"pow", "atan2", "hypot", "div"}
+# elementwise ops the op table does not mark expensive (div, pow, math, ...), but for loads and constants
+_CHEAP = frozenset(n for n in ELEMENTWISE if not SPECS[n].expensive) - {"load", "constant"}
 _LIMIT = 48  # ops recomputed at most per conversion
 
 

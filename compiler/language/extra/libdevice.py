@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ir.ops import MATH_FNS
+from ...ir.ops import FLOAT_BINARY, MATH_FNS
 from ..math import math_fn
 
 _RENAMES = {"pow": "pow", "fast_expf": "fast_expf", "fast_logf": "fast_logf", "isinfd": "isinf",
@@ -14,8 +14,8 @@ _RENAMES = {"pow": "pow", "fast_expf": "fast_expf", "fast_logf": "fast_logf", "i
 
 def __getattr__(name: str) -> Any:
     target = _RENAMES.get(name, name)
-    if target in MATH_FNS or target in ("pow", "atan2", "copysign", "hypot"):
-        fn = _binary(target) if target in ("pow", "atan2", "copysign", "hypot") else math_fn(target)
+    if target in MATH_FNS or target in FLOAT_BINARY:
+        fn = _binary(target) if target in FLOAT_BINARY else math_fn(target)
         globals()[name] = fn
         return fn
     raise AttributeError(f"libdevice has no function {name!r} in Anvil; see the language reference")
