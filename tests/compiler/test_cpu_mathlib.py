@@ -1,5 +1,6 @@
-"""CPU backend math library (compiler/backends/cpu/mathlib/): each float32 function, run in a real
-kernel over inputs across the whole float32 range (tiny, huge, negative, subnormal, +-0, +-inf,
+"""The float32 math library in LLVM IR (compiler/backends/llvm/mathlib/, the CPU backend's): each
+float32 function, run in a real kernel over inputs across the whole float32 range (tiny, huge,
+negative, subnormal, +-0, +-inf,
 NaN, and dense samples where the function is interesting), within its stated ulp bound of the
 float64 reference; the outputs poisoned, the size no multiple of the block. And each compiles to
 vector code with no library call.

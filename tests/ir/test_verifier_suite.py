@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import compiler.passes as passes
-from compiler.backends.cpu import scalar as cpu_scalar
+from compiler.backends.llvm import scalar as llvm_scalar
 from compiler.backends.nvidia.toolchain import find_ptxas
 from compiler.ir import SPECS, Block, Builder, Function, Location, Op, VerificationError, verify
 from compiler.ir import types as T
@@ -110,7 +110,7 @@ def test_pipelined_matmul_makes_async_copies(stages: list[str]) -> None:
 # ------------------------------------------------------------------ the table and the sets from it
 def test_every_opcode_has_a_spec_and_the_sets_come_from_it() -> None:
     assert set(BINARY) <= ELEMENTWISE_COMPUTE <= ELEMENTWISE <= set(SPECS)
-    assert set(cpu_scalar.BINARY) == set(BINARY)  # the CPU backend lowers every binary opcode
+    assert set(llvm_scalar.BINARY) == set(BINARY)  # the shared LLVM semantics lower every binary opcode
     assert {"broadcast", "expand_dims", "trans", "reshape", "join", "split", "gather"} == MOVEMENT
     assert {"splat", "broadcast", "expand_dims", "make_range", "constant", "load"} == ELEMENTWISE - ELEMENTWISE_COMPUTE
     for name, spec in SPECS.items():

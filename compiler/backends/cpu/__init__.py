@@ -20,10 +20,10 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Function, Location
+from ..llvm.scalar import I32, I64, PTR, llvm_type
 from . import waits
 from .engine import host, jit_engine
 from .lower import Lowering
-from .scalar import I32, I64, PTR, llvm_type
 
 __all__ = ["CPUBinary", "CPUKernel", "build_module", "load_binary", "ctype_of"]
 

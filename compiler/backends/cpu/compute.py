@@ -10,10 +10,10 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from ...ir.ops import ASSOCIATIVE
-from . import scalar as S
+from ..llvm import scalar as S
+from ..llvm.scalar import I64, llvm_type
 from .dot import blocked_shape, dot_blocked
 from .lower import Buf, contiguous_strides
-from .scalar import I64, llvm_type
 
 if TYPE_CHECKING:
     from .lower import Lowering

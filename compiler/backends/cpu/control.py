@@ -10,9 +10,9 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from ...ir.ops import MOVEMENT
-from . import scalar as S
+from ..llvm import scalar as S
+from ..llvm.scalar import llvm_type
 from . import waits
-from .scalar import llvm_type
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -18,7 +18,7 @@ from ...ir import types as T
 from ...ir.core import Block, Function, Value
 from ...passes.fold import splat_constant
 from ...passes.uses import replace_all_uses, use_counts
-from .scalar import F32, I32, I64
+from ..llvm.scalar import F32, I32, I64
 
 if TYPE_CHECKING:
     from .lower import Buf, Lowering

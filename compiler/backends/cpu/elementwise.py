@@ -8,8 +8,8 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op, Value
-from . import scalar as S
-from .scalar import I1, I32, I64, llvm_type
+from ..llvm import scalar as S
+from ..llvm.scalar import I1, I32, I64, llvm_type
 
 if TYPE_CHECKING:
     from .lower import Lowering

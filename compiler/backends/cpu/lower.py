@@ -19,7 +19,7 @@ from ...ir import types as T
 from ...ir.core import Block, Function, Location, Op, Value
 from ...ir.ops import ELEMENTWISE, EXPENSIVE_BINARY, MOVEMENT
 from ...passes.provenance import pointer_roots
-from .scalar import I1, I8, I32, I64, PTR, llvm_type
+from ..llvm.scalar import I1, I8, I32, I64, PTR, llvm_type
 from .versioning import all_true
 from .waits import WaitLoop, waiting_loops
 

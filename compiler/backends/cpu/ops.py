@@ -11,9 +11,9 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
 from ...ir.ops import ELEMENTWISE, MOVEMENT
-from . import scalar as S
+from ..llvm import scalar as S
+from ..llvm.scalar import I1, I8, I32, I64, PTR, llvm_type
 from .elementwise import bounds_ok, emit_scalar_op, eval_elementwise
-from .scalar import I1, I8, I32, I64, PTR, llvm_type
 from .waits import cas_changes, note_write, rmw_changes
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ def _atomic_rmw(lw: Lowering, op: Op) -> None:
 def _bf16_atomic_rmw(b: ir.IRBuilder, kind: str, p: ir.Value, x: ir.Value, order: str) -> ir.Value:
     """Atomic fadd/fmax/fmin on bf16 (16-bit integers here, bf16.py): a compare-and-swap loop
     computing in fp32; returns the old bits."""
-    from . import bf16
+    from ..llvm import bf16
 
     i16 = ir.IntType(16)
     pre = b.block

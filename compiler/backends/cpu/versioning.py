@@ -22,8 +22,8 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Value
-from . import scalar as S
-from .scalar import I1, I64
+from ..llvm import scalar as S
+from ..llvm.scalar import I1, I64
 
 if TYPE_CHECKING:
     from .lower import Lowering

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.core import Function, Op
-from .scalar import I1, I32, I64
+from ..llvm.scalar import I1, I32, I64
 
 if TYPE_CHECKING:
     from .lower import Lowering

@@ -44,7 +44,7 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
-from ..cpu.scalar import I8, I32, I64
+from ..llvm.scalar import I8, I32, I64
 from .lower import GPUTile, SharedOperand, blocked_for, num_regs, nv_type
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Op, Value
 from ...passes.provenance import pointer_roots
-from ..cpu.scalar import I1, I64
+from ..llvm.scalar import I1, I64
 from .debug import record_error
 
 if TYPE_CHECKING:

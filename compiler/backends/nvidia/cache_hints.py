@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.core import Op
-from ..cpu.scalar import I64
+from ..llvm.scalar import I64
 from .mma import arch_number
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from llvmlite import ir
 from ... import knobs
 from ...ir import types as T
 from ...ir.core import Op, Value
-from ..cpu.scalar import loop_continues
+from ..llvm.scalar import loop_continues
 from .lower import GPUTile, nv_type
 from .wgmma import wait_tiles
 

@@ -9,7 +9,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...layouts import LANE, REGISTER, WARP, LinearLayout
-from ..cpu.scalar import I32, I64
+from ..llvm.scalar import I32, I64
 from .lower import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Location, Op
-from ..cpu import scalar as S
-from ..cpu.scalar import I1, I8, I32, I64
+from ..llvm import scalar as S
+from ..llvm.scalar import I1, I8, I32, I64
 from .lower import GPUTile, reg_coords
 from .ownership import owned_registers, owner_predicate
 

@@ -12,8 +12,8 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Op, Value
 from ...layouts import REGISTER, LinearLayout, dim_names
-from ..cpu import scalar as S
-from ..cpu.scalar import I32
+from ..llvm import scalar as S
+from ..llvm.scalar import I32
 from .convert import linear_index, smem_load, smem_store
 from .lower import GPUTile, SharedOperand, num_regs, nv_type, reg_coords
 

@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op
-from ..cpu.scalar import I32, I64
+from ..llvm.scalar import I32, I64
 from .convert import linear_index, smem_load, smem_store
 from .lower import GPUTile, num_regs
 from .ownership import owned_registers, owner_predicate

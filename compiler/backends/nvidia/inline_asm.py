@@ -17,7 +17,7 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import REGISTER, LinearLayout
-from ..cpu.scalar import I32
+from ..llvm.scalar import I32
 from .lower import GPUTile, blocked_for, num_regs, nv_type
 
 if TYPE_CHECKING:

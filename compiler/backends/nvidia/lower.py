@@ -21,8 +21,8 @@ from ...ir.core import Block, Function, Op, Value
 from ...ir.ops import ELEMENTWISE
 from ...layouts import LANE, REGISTER, WARP, LinearLayout, blocked_layout
 from ...passes.axis_info import AxisInfo, analyze_axis_info
-from ..cpu import scalar as S
-from ..cpu.scalar import I1, I8, I32, I64
+from ..llvm import scalar as S
+from ..llvm.scalar import I1, I8, I32, I64
 
 __all__ = ["GPUTile", "NvLowering", "GPTR", "SPTR"]
 

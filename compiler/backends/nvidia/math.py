@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from ...errors import UnsupportedError
 from ...ir import types as T
-from ..cpu import scalar as S
+from ..llvm import scalar as S
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -26,8 +26,8 @@ from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LANE, WARP, LinearLayout
 from ...layouts.distributed import mma_v2_accumulator
-from ..cpu import scalar as S
-from ..cpu.scalar import I8, I16, I32
+from ..llvm import scalar as S
+from ..llvm.scalar import I8, I16, I32
 from .lower import GPUTile, num_regs, reg_coords
 from .staging import Offset, stage
 

@@ -11,8 +11,8 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
 from ...ir.ops import ELEMENTWISE_COMPUTE
-from ..cpu import scalar as S
-from ..cpu.scalar import I1, I32, I64
+from ..llvm import scalar as S
+from ..llvm.scalar import I1, I32, I64
 from .lower import GPUTile, constant_runs, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:

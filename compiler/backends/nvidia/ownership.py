@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...layouts import LANE, REGISTER, WARP, LinearLayout
-from ..cpu.scalar import I32
+from ..llvm.scalar import I32
 from .lower import num_regs
 
 if TYPE_CHECKING:

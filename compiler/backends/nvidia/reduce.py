@@ -11,7 +11,7 @@ from ...ir import types as T
 from ...ir.core import Block, Op
 from ...ir.ops import ASSOCIATIVE
 from ...layouts import LANE, REGISTER, WARP, slice_layout
-from ..cpu.scalar import I16, I32, I64
+from ..llvm.scalar import I16, I32, I64
 from .convert import fold_add, fold_mul, fold_or, smem_load, smem_store
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 

@@ -17,7 +17,7 @@ from ...ir import types as T
 from ...ir.core import Op, Value
 from ...ir.ops import ELEMENTWISE, SPECS
 from ...layouts import LinearLayout, dim_names
-from ..cpu.scalar import I32
+from ..llvm.scalar import I32
 from .lower import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP
-from ..cpu.scalar import I1, I32
+from ..llvm.scalar import I1, I32
 from .convert import smem_load, smem_store
 from .lower import GPUTile, num_regs, nv_type
 from .reduce import _byte_offset, _combine, _shfl_xor

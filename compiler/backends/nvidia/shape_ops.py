@@ -15,7 +15,7 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP, LinearLayout, dim_names
-from ..cpu.scalar import I32, I64
+from ..llvm.scalar import I32, I64
 from .convert import smem_load, spill
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 

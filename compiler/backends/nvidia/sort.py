@@ -18,8 +18,8 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP, LinearLayout
-from ..cpu import scalar as S
-from ..cpu.scalar import I32
+from ..llvm import scalar as S
+from ..llvm.scalar import I32
 from .convert import linear_index, smem_load, spill
 from .lower import GPUTile, num_regs, nv_type, reg_coords
 from .reduce import _shfl_xor

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...layouts import REGISTER, LinearLayout
-from ..cpu.scalar import I8, I32
+from ..llvm.scalar import I8, I32
 from .lower import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from ... import knobs
 from ...ir import types as T
 from ...layouts import LinearLayout
 from ...layouts.distributed import wgmma_accumulator
-from ..cpu import scalar as S
-from ..cpu.scalar import I32, I64
+from ..llvm import scalar as S
+from ..llvm.scalar import I32, I64
 from .lower import GPUTile, num_regs, reg_coords
 from .math import pack_pair
 from .staging import Offset, stage
