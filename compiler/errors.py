@@ -17,6 +17,14 @@ class AnvilError(Exception):
     """Base of every error Anvil raises on purpose."""
 
 
+_MAX_MESSAGE = 2000  # characters of an error's message
+_LINE_WINDOW = 120  # characters shown either side of the caret in a long source line
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
 class CompilationError(AnvilError):
     """A kernel could not be compiled; carries the location and a hint."""
 
@@ -24,7 +32,7 @@ class CompilationError(AnvilError):
 
     def __init__(self, message: str, loc: Location | None = None, source_line: str = "",
                  hint: str = "") -> None:
-        self.message = message
+        self.message = _clip(message, _MAX_MESSAGE)  # it may quote kernel text of any length
         self.loc = loc
         self.source_line = source_line
         self.hint = hint
@@ -51,6 +59,12 @@ class CompilationError(AnvilError):
             stripped = line.lstrip()
             indent = len(line) - len(stripped)
             col = max(0, (self.loc.col if self.loc else 1) - 1 - indent)
+            if len(stripped) > 2 * _LINE_WINDOW:  # a window of a long line around the caret
+                start = max(0, col - _LINE_WINDOW)
+                end = start + 2 * _LINE_WINDOW
+                lead = "..." if start else ""
+                stripped = lead + stripped[start:end] + ("..." if end < len(stripped) else "")
+                col += len(lead) - start
             parts.append(f"    {stripped}")
             parts.append(f"    {' ' * col}^")
         if self.loc and self.loc.inlined_at is not None:

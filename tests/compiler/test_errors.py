@@ -283,3 +283,17 @@ def test_launch_error_has_no_internal_traceback() -> None:
     except E.LaunchError as e:
         assert e.__traceback__ is None or all(
             "compiler/runtime/launch.py" not in str(f) for f in [e.__traceback__.tb_frame.f_code.co_filename])
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_long_source_lines_and_messages_are_clipped_around_the_caret(where: str) -> None:
+    """A kernel line of any length shows as a window around the caret, which still points at the
+    column; a message quoting kernel text is clipped and says how much was left out."""
+    from compiler.ir.core import Location
+
+    body = {"start": "BAD" + "+b" * 400, "middle": "a+" * 400 + "BAD" + "+b" * 400, "end": "a+" * 400 + "BAD"}[where]
+    line = "    x = " + body
+    e = E.CompilationError("m" * 5000, Location("k.py", 3, line.index("BAD") + 1), line)
+    first, shown, caret = str(e).splitlines()[:3]
+    assert len(shown) < 300 and shown[caret.index("^"):].startswith("BAD")
+    assert first.endswith("... (3,000 more characters)") and len(first) < 2100

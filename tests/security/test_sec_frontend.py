@@ -224,3 +224,14 @@ def test_python_api_is_closed_in_process(tmp_path: Path) -> None:
         compiler.compile_source(source, "attack_kernel").compile(SIGNATURE, {"BLOCK": 16}, target="cpu")
     assert info.value.lineno == ATTACK_LINE and info.value.col > 0
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["c" * 200_000, "cumsun" * 20_000, "arange_" * 30_000])
+def test_did_you_mean_of_huge_unknown_names_is_bounded(child: CompileChild, name: str) -> None:
+    """An unknown `tl.<name>` is answered with the language's names spelled like it: a huge name
+    costs no more than a short one, and the answer does not echo it back whole."""
+    outcome = child.compile(kernel(f"x = tl.{name}"), SIGNATURE, {"BLOCK": 16}, kernel="attack_kernel")
+    assert outcome.outcome == "compilation_error", f"{outcome.outcome}: {outcome.type} {outcome.message[:300]}"
+    assert outcome.located and "Traceback" not in outcome.message
+    assert outcome.seconds < 5, f"took {outcome.seconds:.1f} s"
+    assert len(outcome.message) < 20_000
