@@ -26,6 +26,9 @@
   ptxas: the CUDA toolkit's nvvm/libdevice, then the triton package's copy).
 - ANVIL_NVJITLINK: the in-process assembler (libnvJitLink): unset uses one of the same release as
   ptxas when found, 0 never, `any` any release, or a path to the library.
+- TRITON_F32_DEFAULT: the input precision of a float32 `tl.dot` that names none, as in Triton:
+  "tf32" (default: inputs rounded to tf32 on NVIDIA tensor cores), "tf32x3" or "ieee" (full
+  float32 products). Part of the compile cache key.
 - ANVIL_FUSION_DUMP: a directory: the `anvil` torch.compile backend writes the source of every
   kernel it generates there (`<name>.py`) and of every graph's function (`graphs/<name>.py`), and
   logs each graph's fusion groups to stderr.
@@ -40,7 +43,7 @@ from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "cpu_concurrent_programs", "cpu_wait_timeout",
            "dump_ir", "dump_llir", "traceback", "verify_ir", "cpu_target",
-           "wgmma", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "fusion_dump"]
+           "wgmma", "f32_default", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "fusion_dump"]
 
 
 def _flag(name: str) -> bool:
@@ -102,6 +105,15 @@ def traceback() -> bool:
 
 def wgmma() -> bool:
     return os.environ.get("ANVIL_WGMMA", "1").lower() not in ("0", "false", "no", "off")
+
+
+F32_PRECISIONS = ("tf32", "tf32x3", "ieee")
+
+
+def f32_default() -> str:
+    """The input precision of a float32 tl.dot that names none (TRITON_F32_DEFAULT, as in Triton).
+    An unknown value is returned as given: the compile that reads it reports it, located."""
+    return os.environ.get("TRITON_F32_DEFAULT", "") or "tf32"
 
 
 def codegen_key() -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import knobs
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..ir import types as T
 from ..ir.builder import Builder
@@ -59,6 +60,24 @@ def _hint_choice(what: str, value: Any, allowed: dict[str, str], elsewhere: str 
         hint = f"{arg} is a compile-time string (a literal or a tl.constexpr). " + hint
     shown = repr(value) if isinstance(value, (str, int, float)) else f"<{type(value).__name__}>"
     raise ArgumentError(f"{what}={shown} is not supported: use one of {choices}", hint=hint)
+
+
+_PRECISION = {"tf32": "float32 inputs rounded to tf32 on NVIDIA tensor cores (Triton's default)",
+              "tf32x3": "three tf32 products per float32 product (Anvil computes these as 'ieee')",
+              "ieee": "full float32 products"}
+
+
+def dot_precision(value: Any) -> str:
+    """tl.dot's input_precision, checked; unset: TRITON_F32_DEFAULT's, else "tf32"."""
+    if value is None or value == "":
+        default = knobs.f32_default()
+        if default not in _PRECISION:
+            raise ArgumentError(f"TRITON_F32_DEFAULT={default!r} is not supported: use one of "
+                                f"{', '.join(repr(k) for k in _PRECISION)}",
+                                hint="it sets the input precision of float32 tl.dot calls that name none; "
+                                     "unset it for 'tf32'")
+        return default
+    return _hint_choice("tl.dot input_precision", value, _PRECISION)
 
 
 def load_cache_modifier(value: Any) -> str:
@@ -667,4 +686,4 @@ class Semantic:
                 out_dtype = acc.ir_elem  # type: ignore[assignment]
                 rty = acc.type  # type: ignore[assignment]
         return Tensor(self.b.value("dot", [a.handle, b.handle, acc.handle], rty,
-                                   input_precision=input_precision or "tf32"))
+                                   input_precision=dot_precision(input_precision)))

@@ -116,7 +116,8 @@ def _cache_key(fn: Any, specs: list[Any], opts: LaunchOptions, target: str) -> s
     """Everything that changes the binary: the source (with every @jit dependency), this build of
     the compiler, the target, the launch options and the backend's options (the host CPU, code
     generation knobs), and the specialization."""
-    parts = [fn.deep_hash, compiler_fingerprint(), target, repr(opts), repr(backend_for(target).options(target, opts))]
+    parts = [fn.deep_hash, compiler_fingerprint(), target, repr(opts), repr(backend_for(target).options(target, opts)),
+             f"f32_default={knobs.f32_default()}"]
     for s in specs:
         parts.append(f"{s.name}:{s.constant}:{s.value!r}:{s.type}:{s.divisibility}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

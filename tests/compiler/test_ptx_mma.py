@@ -83,6 +83,27 @@ def test_ieee_fp32_stays_on_cuda_cores() -> None:
     assert "mma.sync" not in ptx and "fma.rn.f32" in ptx
 
 
+def test_f32_default_sets_the_precision_of_dots_that_name_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRITON_F32_DEFAULT as in Triton: a float32 dot with no input_precision follows it, and it is
+    part of the cache key (the same kernel compiles to different code under each value)."""
+    monkeypatch.setenv("TRITON_F32_DEFAULT", "ieee")
+    ptx = _compile("fp32", "sm_80", precision="").asm["ptx"]  # type: ignore[attr-defined]
+    assert "mma.sync" not in ptx and "fma.rn.f32" in ptx
+    monkeypatch.delenv("TRITON_F32_DEFAULT")
+    assert INSTR["fp32"] in _compile("fp32", "sm_80", precision="").asm["ptx"]  # type: ignore[attr-defined]
+    monkeypatch.setenv("TRITON_F32_DEFAULT", "tf32")  # an explicit precision wins over the default
+    ptx = _compile("fp32", "sm_80", precision="ieee").asm["ptx"]  # type: ignore[attr-defined]
+    assert "mma.sync" not in ptx
+
+
+def test_unknown_precisions_are_refused_with_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(compiler.errors.ArgumentError, match="input_precision='fp64' is not supported"):
+        _compile("fp32", "sm_80", precision="fp64")
+    monkeypatch.setenv("TRITON_F32_DEFAULT", "high")
+    with pytest.raises(compiler.errors.ArgumentError, match="TRITON_F32_DEFAULT='high'.*'ieee'"):
+        _compile("fp32", "sm_80", precision="")
+
+
 def test_k_loop_carries_the_accumulator_in_registers() -> None:
     """Per K step: two barriers around staging the operands, nothing else through shared memory."""
     ptx = _compile("fp16", "sm_90a", stages=1).asm["ptx"]  # type: ignore[attr-defined]
