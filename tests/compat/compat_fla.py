@@ -269,11 +269,11 @@ CASES += [
          (CHUNK + "chunk_h:chunk_fwd_kernel_h", CHUNK + "chunk_o:chunk_fwd_kernel_o"), b_rec,
          lambda m, i: [t.detach() for t in m.chunk_simple_gla(i["q"], i["k"], i["v"], i["g"], initial_state=i["h0"],
                                                               output_final_state=True)],
-         lambda i: simple_gla_ref(i)[:2], ((2, 50, 2, 16, 16), (1, 70, 1, 16, 16)), atol=1e-4, rtol=1e-4),
+         lambda i: simple_gla_ref(i)[:2], ((2, 50, 2, 16, 16), (1, 70, 1, 16, 16)), atol=1e-4, rtol=1e-4, tf32=True),
     Case("chunk_simple_gla_backward", LIB, "fla.ops.simple_gla.chunk",
          (CHUNK + "chunk_h:chunk_bwd_kernel_dh", CHUNK + "chunk_o:chunk_bwd_kernel_dqkwg",
           CHUNK + "chunk_o:chunk_bwd_kernel_dv"), b_rec,
          lambda m, i: rec_backward(i, *m.chunk_simple_gla(i["q"], i["k"], i["v"], i["g"], initial_state=i["h0"],
                                                           output_final_state=True)),
-         simple_gla_ref, ((1, 50, 2, 16, 16),), atol=1e-4, rtol=1e-4),
+         simple_gla_ref, ((1, 50, 2, 16, 16),), atol=1e-4, rtol=1e-4, tf32=True),
 ]

@@ -45,6 +45,7 @@ class Case:
     bare_package: bool = False  # import `module` without running its top package's __init__
     xfail: str | None = None  # an Anvil gap: the strict xfail's reason (it flips when fixed)
     triton_fails: str | None = None  # fails in Triton 3.6 too: why (a strict xfail as well)
+    tf32: bool = False  # float32 tl.dot at Triton's default precision: looser on the GPU (run_case)
 
     def param(self, device: str) -> Any:
         marks: list[Any] = [pytest.mark.gpu] if device == "cuda" else []
@@ -219,9 +220,45 @@ def compare(got: Any, want: Any, atol: float, rtol: float, what: str) -> None:
             torch.testing.assert_close(float(a), float(b), atol=atol, rtol=rtol)
 
 
+# A float32 tl.dot that names no input_precision runs on the GPU's tensor cores with its operands
+# rounded to tf32 (10 mantissa bits: 2^-11 relative each), as in Triton: products carry ~1e-3
+# relative error, and sums of K of them more. Such rows are compared at this tolerance on the GPU,
+# then run again with full float32 products (TRITON_F32_DEFAULT=ieee) at the row's own tolerance,
+# so that a difference beyond tf32's rounding still fails.
+TF32_TOL = 1e-2
+
+
 def run_case(case: Case, device: str) -> None:
     mod = load(case)
     fns = [kernel(mod, k) for k in case.kernels]
+    if not (case.tf32 and device == "cuda"):
+        _run_shapes(case, mod, fns, device, case.atol, case.rtol)
+        return
+    _run_shapes(case, mod, fns, device, max(case.atol, TF32_TOL), max(case.rtol, TF32_TOL))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRITON_F32_DEFAULT", "ieee")
+        _reset_launchers(case.module.split(".")[0])
+        _run_shapes(case, mod, fns, device, case.atol, case.rtol)
+    _reset_launchers(case.module.split(".")[0])
+
+
+def _reset_launchers(package: str) -> None:
+    """Every kernel of `package` forgets its compiled kernels (launchers keep them by arguments, not by
+    environment), so the next launches compile under the environment then in force."""
+    from compiler.runtime.autotune import Autotuner, Heuristics
+    from compiler.triton_compat.runtime.jit import JITFunction
+
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == package or name.startswith(package + ".")):
+            continue
+        for obj in list(vars(module).values()):
+            while isinstance(obj, (Autotuner, Heuristics)):
+                obj = obj.fn
+            if isinstance(obj, JITFunction):
+                obj._launcher = None
+
+
+def _run_shapes(case: Case, mod: types.ModuleType, fns: list[Any], device: str, atol: float, rtol: float) -> None:
     names = {fn.__name__ for fn in fns}
     for shape in case.shapes:
         inputs = case.build(shape, device)
@@ -233,7 +270,7 @@ def run_case(case: Case, device: str) -> None:
                 f"{sorted(names - set(launched))} did not launch (launched: {dict(collections.Counter(launched))})")
         else:
             assert all(ran_on_cuda(fn) for fn in fns), f"not all of {sorted(names)} were compiled for the GPU"
-        compare(got, want, case.atol, case.rtol, f"{case.name} at shape {shape}")
+        compare(got, want, atol, rtol, f"{case.name} at shape {shape}")
 
 
 # ---------------------------------------------------------------- the table
