@@ -11,9 +11,9 @@ kernel's results.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import errors as E
@@ -227,21 +227,75 @@ class Autotuner(KernelInterface):
         return [self.fn.warmup(*args, **kwargs, **c.all_kwargs()) for c in self.configs]
 
 
-def precompile(configs: list[Config], compile_one: Callable[[Config], Any]) -> list[tuple[Config, Any]]:
-    """`compile_one` for every config on a thread pool; an AnvilError is returned in place of the
-    kernel (the others still compile)."""
+# A config still compiling this long, and STRAGGLER_FACTOR times longer than the median config
+# took, is left out of the tuning. Such a config holds hundreds of elements a thread, fully
+# unrolled: ptxas's time grows faster than the code (measured: 5,000 PTX lines 3 s, 10,000 lines
+# 26 s, 20,000 lines more than 120 s), as it does for Triton's own code, and such a kernel spills
+# far too much to be the fastest.
+STRAGGLER_MIN_S = 60.0
+STRAGGLER_FACTOR = 20.0
 
-    def guarded(cfg: Config) -> Any:
-        try:
-            return compile_one(cfg)
-        except E.AnvilError as e:
-            return e
 
-    workers = max(1, min(len(configs), os.cpu_count() or 1, 16))
-    if workers == 1:
-        return [(c, guarded(c)) for c in configs]
-    with ThreadPoolExecutor(workers, thread_name_prefix="anvil-autotune") as pool:
-        return list(zip(configs, pool.map(guarded, configs), strict=True))
+def precompile(configs: list[Config], compile_one: Callable[[Config], Any],
+               min_s: float = STRAGGLER_MIN_S, factor: float = STRAGGLER_FACTOR) -> list[tuple[Config, Any]]:
+    """`compile_one` for every config on daemon threads; an AnvilError is returned in place of the
+    kernel (the others still compile). A straggler (see STRAGGLER_MIN_S) is not waited for: it gets
+    a ResourceError saying so, and its compile finishes in the background (the kernel cache keeps it)."""
+    n = len(configs)
+    results: dict[int, Any] = {}
+    started: dict[int, float] = {}
+    took: list[float] = []
+    cond = threading.Condition()
+    todo = list(range(n))[::-1]
+    state = {"stop": False, "workers": 0}
+
+    def work() -> None:
+        while True:
+            with cond:
+                if state["stop"] or not todo:
+                    state["workers"] -= 1
+                    return
+                i = todo.pop()
+                started[i] = time.perf_counter()
+            try:
+                r = compile_one(configs[i])
+            except Exception as e:  # noqa: BLE001 - an AnvilError is the config's verdict; others re-raised below
+                r = e
+            with cond:
+                if i not in results:
+                    results[i] = r
+                    if not isinstance(r, E.AnvilError):
+                        took.append(time.perf_counter() - started[i])
+                cond.notify_all()
+
+    def spawn() -> None:  # with cond held
+        state["workers"] += 1
+        threading.Thread(target=work, name="anvil-autotune", daemon=True).start()
+
+    workers = max(1, min(n, os.cpu_count() or 1, 16))
+    with cond:
+        for _ in range(workers):
+            spawn()
+        while len(results) < n:
+            now = time.perf_counter()
+            budget = max(min_s, factor * sorted(took)[len(took) // 2]) if took else None
+            late = [i for i, t in started.items() if i not in results and budget is not None and now - t > budget]
+            for i in late:
+                results[i] = E.ResourceError(
+                    f"still compiling after {now - started[i]:.0f} s, while half the configs compiled in "
+                    f"{sorted(took)[len(took) // 2]:.1f} s or less: left out of the tuning (a config this slow "
+                    "to compile holds far too much work per thread to be the fastest)")
+                if todo:  # the straggler's thread is taken: another one goes on with the queue
+                    spawn()
+            if len(results) == n:
+                break
+            waits = [budget - (now - t) for i, t in started.items() if i not in results and budget is not None]
+            cond.wait(max(0.05, min(waits)) if waits else None)
+        state["stop"] = True
+    for r in results.values():
+        if isinstance(r, Exception) and not isinstance(r, E.AnvilError):
+            raise r
+    return [(c, results[i]) for i, c in enumerate(configs)]
 
 
 def device_limits(device: Any) -> dict[str, int]:

@@ -198,13 +198,20 @@ def assemble_with_ptxas(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes,
     with tempfile.TemporaryDirectory(prefix="anvil-ptx-") as d:
         src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         Path(src).write_text(ptx)
-        proc = subprocess.run([ptxas, f"-arch={arch}", "-v", f"-O{opt_level}", src, "-o", out],
-                              capture_output=True, text=True, timeout=120)
+        try:
+            proc = subprocess.run([ptxas, f"-arch={arch}", "-v", f"-O{opt_level}", src, "-o", out],
+                                  capture_output=True, text=True, timeout=PTXAS_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            lines = ptx.count("\n")
+            raise PtxasError(f"ptxas did not finish within {PTXAS_TIMEOUT_S} s for {arch} ({lines} lines of PTX): "
+                             "its time grows faster than the code, and a kernel holding hundreds of elements per "
+                             "thread is slow to assemble; use smaller blocks or more warps") from None
         if proc.returncode != 0:
             raise PtxasError(f"ptxas failed for {arch}:\n{proc.stderr.strip()}")
         return Path(out).read_bytes(), _report(proc.stdout + proc.stderr)
 
 
+PTXAS_TIMEOUT_S = 300
 _service_lock = threading.Lock()
 _service: list[multiprocessing.connection.Connection] = []  # the one connection, made on first use
 
