@@ -143,7 +143,7 @@ async def cold_start(servers: Servers, target: str) -> None:
     _single(f"cold start, target {target}", rows)
 
 
-async def recovery(servers: Servers, target: str, pause_s: float) -> None:
+async def recovery(servers: Servers, target: str, pause_s: float, rounds: int = 3) -> None:
     later = f"{pause_s:g} s later"
     rows: dict[str, list[float]] = {f"launch after benchmark, {when}": [] for when in ("at once", later)}
     rows |= {f"launch after a time-out, {when}": [] for when in ("at once", later)}
@@ -153,7 +153,7 @@ async def recovery(servers: Servers, target: str, pause_s: float) -> None:
         await _timed(session, "launch_kernel", launch)
         spin = {"source": NEVER_ENDS, "constexprs": {"BLOCK": 16}, "grid": [1], "target": target,
                 "args": {"out_ptr": {"shape": [16], "init": "zeros"}, "n": 1 << 60}}  # fmt: skip
-        for _ in range(3):
+        for _ in range(rounds):
             for when, pause in (("at once", 0.0), (later, pause_s)):
                 await anyio.sleep(pause_s)  # the spare of the last replacement is ready
                 await _timed(session, "benchmark", launch | {"warmup_ms": 1, "rep_ms": 5})
@@ -254,9 +254,12 @@ async def main(args: argparse.Namespace) -> None:
     target = "cuda" if args.gpu else "cpu"
     with tempfile.TemporaryDirectory(prefix="anvil-latency-") as root:
         servers = Servers(Path(root), args.server_args)
-        await cold_start(servers, target)
-        await recovery(servers, target, args.pause)
-        await warm(servers, target, args.reps)
+        if "cold" in args.only:
+            await cold_start(servers, target)
+        if "recovery" in args.only:
+            await recovery(servers, target, args.pause, args.rounds)
+        if "warm" in args.only:
+            await warm(servers, target, args.reps)
         if args.load:
             await http_load(servers, target, args.clients, args.calls)
 
@@ -266,6 +269,9 @@ if __name__ == "__main__":
     parser.add_argument("--gpu", action="store_true", help="measure on the GPU (target 'cuda')")
     parser.add_argument("--reps", type=int, default=50, help="calls per tool in the warm table")
     parser.add_argument("--pause", type=float, default=5.0, help="seconds between a fault and the next call")
+    parser.add_argument("--rounds", type=int, default=3, help="faults of each kind in the recovery table")
+    parser.add_argument("--only", nargs="+", choices=["cold", "recovery", "warm"], default=["cold", "recovery", "warm"],
+                        help="the tables to measure (default: all three)")
     parser.add_argument("--load", action="store_true", help="also run the concurrent HTTP load test")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--calls", type=int, default=50)
