@@ -26,6 +26,8 @@
   ptxas: the CUDA toolkit's nvvm/libdevice, then the triton package's copy).
 - ANVIL_NVJITLINK: the in-process assembler (libnvJitLink): unset uses one of the same release as
   ptxas when found, 0 never, `any` any release, or a path to the library.
+- ANVIL_LD_LLD: the ld.lld the AMD backend links code objects with (default: searched, see
+  compiler/backends/amd/toolchain.py: ROCm's, PATH, then the ziglang package's).
 - ANVIL_FUSION_DUMP: a directory: the `anvil` torch.compile backend writes the source of every
   kernel it generates there (`<name>.py`) and of every graph's function (`graphs/<name>.py`), and
   logs each graph's fusion groups to stderr.
@@ -40,7 +42,7 @@ from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "cpu_concurrent_programs", "cpu_wait_timeout",
            "dump_ir", "dump_llir", "traceback", "verify_ir", "cpu_target",
-           "wgmma", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "fusion_dump"]
+           "wgmma", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "ld_lld", "fusion_dump"]
 
 
 def _flag(name: str) -> bool:
@@ -138,6 +140,10 @@ def nvjitlink() -> str:
 
 def libdevice() -> str:
     return os.environ.get("ANVIL_LIBDEVICE", "")
+
+
+def ld_lld() -> str:
+    return os.environ.get("ANVIL_LD_LLD", "")
 
 
 def fusion_dump() -> Path | None:
