@@ -3,7 +3,7 @@
 
 There is no launcher yet: `load` and launches raise a LaunchError that says so; compiling needs
 neither a GPU nor ROCm (LLVM's AMDGPU target is in llvmlite; the linker is searched for by
-toolchain.py, and without one the `hsaco` stage leaves nothing and a note).
+toolchain.py, and without one the `hsaco` stage leaves nothing and a warning).
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ _KEPT = ("symbol", "kernarg_segment_size", "kernarg_segment_align", "group_segme
 @dataclass(frozen=True)
 class AmdOptions:
     """What changes a code object besides the kernel: the architecture and the wavefronts per
-    program (the workgroup is 64 * num_warps threads)."""
+    program (the workgroup is 64 * num_warps threads); whether a linker was found (a kernel
+    compiled without one has no code object, so the cache keeps it apart)."""
 
     arch: str
     num_warps: int
+    linker: bool
 
 
 def _llir(o: AmdOptions) -> Any:
@@ -82,7 +84,7 @@ def _hsaco(o: AmdOptions) -> Any:
         try:
             return link(obj, o.arch)
         except LinkerNotFoundError as e:  # the assembly is still a result: compile-only use needs no linker
-            ctx.metadata.setdefault("notes", []).append(f"no code object: {e}")
+            ctx.metadata.setdefault("warnings", []).append(f"no code object was linked: {e}")
             return None
 
     return run
@@ -113,7 +115,9 @@ class AmdBackend(Backend):
         if launch.num_warps not in (1, 2, 4, 8, 16):
             raise E.ArgumentError(f"num_warps={launch.num_warps}: an amd:{arch} program is 1, 2, 4, 8 or 16 "
                                   "wavefronts of 64 threads (at most 1024 threads)")
-        return AmdOptions(arch, launch.num_warps)
+        from . import toolchain
+
+        return AmdOptions(arch, launch.num_warps, toolchain.find_linker() is not None)
 
     def stages(self, options: AmdOptions) -> list[Stage]:
         """No Tile IR passes of its own yet; then LLVM IR (O3), assembly, the linked code object."""
@@ -148,7 +152,8 @@ class AmdBackend(Backend):
             "shared": k.get("group_segment_fixed_size", m["lds_bytes"]), "n_regs": k.get("vgpr_count"),
             "n_spills": (k["vgpr_spill_count"] + k["sgpr_spill_count"]) if "vgpr_spill_count" in k else None,
             "scratch_bytes": k.get("private_segment_fixed_size"), "sgpr_count": k.get("sgpr_count"),
-            "unmasked_accesses": list(m.get("unmasked_accesses", [])), "notes": list(m.get("notes", [])),
+            "unmasked_accesses": list(m.get("unmasked_accesses", [])), "notes": [],
+            "warnings": list(m.get("warnings", [])),
         }
 
     def asm(self, kernel: CompiledKernel) -> dict[str, Any]:
