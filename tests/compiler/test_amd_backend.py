@@ -5,7 +5,12 @@ without an ld.lld (ROCm's, PATH, or the ziglang package: `pip install 'anvil[amd
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +23,7 @@ from compiler.backends.amd.toolchain import find_linker
 from compiler.backends.registry import backend_for, canonical_target
 
 ARCHS = ("gfx942", "gfx950")
+ROOT = Path(__file__).resolve().parents[2]
 needs_linker = pytest.mark.skipif(find_linker() is None, reason="no ld.lld (ROCm, PATH, or pip install ziglang)")
 
 
@@ -238,3 +244,39 @@ def test_launch_says_there_is_no_launcher() -> None:
     ck = _compile(add_kernel, ADD_SIG, {"BLOCK": 128}, "gfx942")
     with pytest.raises(E.LaunchError, match="no HIP launcher"):
         ck.backend.launcher(ck).launch((1, 1, 1), [])
+
+
+_SECOND_PROCESS = """
+import json, sys
+from compiler.runtime import compiled, stages
+from tests.compiler.test_amd_backend import add_kernel, ADD_SIG
+
+def no_stage(*args, **kwargs):
+    raise AssertionError("a stage ran: the kernel was compiled again instead of loaded from the disk cache")
+
+stages.run_stages = no_stage
+compiled._build = no_stage
+ck = add_kernel.compile(ADD_SIG, {"BLOCK": 256}, target="amd:gfx950")
+print(json.dumps({"compile_ms": ck.metadata["compile_ms"], "amdgcn": ck.asm["amdgcn"],
+                  "hsaco": ck.asm["hsaco"].hex() if "hsaco" in ck.asm else None, "n_regs": ck.metadata["n_regs"],
+                  "kernel": ck.artifacts.metadata["kernel"]}))
+"""
+
+
+def test_a_cached_kernel_loads_in_a_new_process_without_a_stage(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.runtime import compiled
+
+    monkeypatch.setenv("ANVIL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ANVIL_CACHE", "1")
+    monkeypatch.setattr(compiled, "_MEMORY", {})
+    ck = add_kernel.compile(ADD_SIG, {"BLOCK": 256}, target="amd:gfx950")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _SECOND_PROCESS], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "cache_load_ms" in got["compile_ms"] and "frontend_ms" not in got["compile_ms"]
+    assert got["amdgcn"] == ck.asm["amdgcn"] and got["n_regs"] == ck.metadata["n_regs"]
+    assert got["kernel"] == ck.artifacts.metadata["kernel"]
+    assert got["hsaco"] == (ck.asm["hsaco"].hex() if "hsaco" in ck.asm else None)
