@@ -29,6 +29,8 @@
 - TRITON_F32_DEFAULT: the input precision of a float32 `tl.dot` that names none, as in Triton:
   "tf32" (default: inputs rounded to tf32 on NVIDIA tensor cores), "tf32x3" or "ieee" (full
   float32 products). Part of the compile cache key.
+- ANVIL_LD_LLD: the ld.lld the AMD backend links code objects with (default: searched, see
+  compiler/backends/amd/toolchain.py: ROCm's, PATH, then the ziglang package's).
 - ANVIL_FUSION_DUMP: a directory: the `anvil` torch.compile backend writes the source of every
   kernel it generates there (`<name>.py`) and of every graph's function (`graphs/<name>.py`), and
   logs each graph's fusion groups to stderr.
@@ -43,7 +45,7 @@ from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "cpu_concurrent_programs", "cpu_wait_timeout",
            "dump_ir", "dump_llir", "traceback", "verify_ir", "cpu_target",
-           "wgmma", "f32_default", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "fusion_dump"]
+           "wgmma", "f32_default", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "ld_lld", "fusion_dump"]
 
 
 def _flag(name: str) -> bool:
@@ -150,6 +152,10 @@ def nvjitlink() -> str:
 
 def libdevice() -> str:
     return os.environ.get("ANVIL_LIBDEVICE", "")
+
+
+def ld_lld() -> str:
+    return os.environ.get("ANVIL_LD_LLD", "")
 
 
 def fusion_dump() -> Path | None:

@@ -1,6 +1,6 @@
 """The backends by target name: the one place a target picks its backend.
 
-A target name is "<family>" or "<family>:<variant>" ("cpu", "cuda", "cuda:sm_90a"); the family
+A target name is "<family>" or "<family>:<variant>" ("cpu", "cuda", "cuda:sm_90a", "amd:gfx942"); the family
 names the backend, the backend checks the variant. Backends are imported on first use (the NVIDIA
 backend's import starts LLVM's NVPTX initialisation), so naming one costs nothing until it compiles.
 """
@@ -28,6 +28,8 @@ class _Entry:
 _ENTRIES: dict[str, _Entry] = {
     "cpu": _Entry(".cpu.backend", "CpuBackend", "cpu", ("cpu",)),
     "cuda": _Entry(".nvidia.backend", "NvidiaBackend", "cuda", ("cuda", "cuda:sm_80", "cuda:sm_90a")),
+    # ROCm builds of torch call AMD GPUs "cuda"
+    "amd": _Entry(".amd.backend", "AmdBackend", "cuda", ("amd", "amd:gfx942", "amd:gfx950")),
 }
 _loaded: dict[str, Backend] = {}
 _lock = threading.Lock()

@@ -31,6 +31,7 @@ from .convert import (
 from .distributed import (
     BlockedEncoding,
     blocked_layout,
+    fill_blocked,
     mma_v2_accumulator,
     mma_v2_operand,
     slice_layout,
@@ -71,6 +72,7 @@ __all__ = [
     "conflict_ways",
     "count_wavefronts",
     "dim_names",
+    "fill_blocked",
     "elements_per_thread",
     "global_vector_width",
     "mma_v2_accumulator",

@@ -109,6 +109,31 @@ def blocked_layout(
     return builder.build(shape, order)
 
 
+def fill_blocked(shape: Sequence[int], vec: int, num_warps: int, lanes: int, fast: int = -1) -> LinearLayout:
+    """The blocked layout a tile of ``shape`` gets by default on a GPU with ``lanes`` threads per
+    warp (32 on NVIDIA, 64 in a wave64 AMD wavefront): ``vec`` consecutive elements per thread
+    along dim ``fast`` (default the last), lanes then warps filling the dims from that one, then
+    from the last dim down; lanes or warps left over repeat along the slowest dim (they hold
+    copies)."""
+    rank = len(shape)
+    fast %= rank
+    order = [fast] + [d for d in reversed(range(rank)) if d != fast]
+    spt = [1] * rank
+    spt[fast] = vec
+    rem = [s // p for s, p in zip(shape, spt, strict=True)]
+    tpw, left = [1] * rank, lanes
+    for d in order:
+        t = min(left, rem[d])
+        tpw[d], left, rem[d] = t, left // t, rem[d] // t
+    tpw[order[-1]] *= left
+    wpc, warps = [1] * rank, num_warps
+    for d in order:
+        w = min(warps, max(1, rem[d]))
+        wpc[d], warps, rem[d] = w, warps // w, max(1, rem[d] // w)
+    wpc[order[-1]] *= warps
+    return blocked_layout(shape, spt, tpw, wpc, order)
+
+
 def slice_layout(parent: LinearLayout, dim: int) -> LinearLayout:
     """The layout of a tile reduced along ``dim`` (docs/layouts.md#slices).
 
@@ -218,6 +243,7 @@ def _check_2d(shape: Sequence[int], warps_per_cta: Sequence[int]) -> None:
 __all__ = [
     "BlockedEncoding",
     "blocked_layout",
+    "fill_blocked",
     "mma_v2_accumulator",
     "mma_v2_operand",
     "slice_layout",

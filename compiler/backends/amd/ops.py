@@ -1,0 +1,265 @@
+"""The AMDGPU lowering table: one function per Tile IR op (register by register).
+
+Scalar semantics (arithmetic, comparisons, conversions, bf16, fp8, the float32 math library) are
+the shared ones of compiler/backends/llvm; this table adds what is the GPU's: program and thread
+ids, tiles in registers, memory, the hardware exp2/log2 instructions. An op it has no entry for
+raises an UnsupportedError naming the op, its source line and the target.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Op
+from ...ir.ops import ELEMENTWISE_COMPUTE
+from ..llvm import scalar as S
+from ..llvm.scalar import I64
+from .lower import GPUTile, amd_type, num_regs, reg_coords, unsupported
+
+if TYPE_CHECKING:
+    from .lower import AmdLowering
+
+__all__ = ["lower_op", "LOWER", "F64_NATIVE"]
+
+# what the user wrote, for the ops the slice does not lower
+_NAMES = {
+    "dot": "tl.dot", "atomic_rmw": "tl.atomic_add / max / min / and / or / xor / xchg", "atomic_cas": "tl.atomic_cas",
+    "scan": "tl.cumsum / cumprod / associative_scan", "sort": "tl.sort", "histogram": "tl.histogram",
+    "gather": "tl.gather", "join": "tl.join", "split": "tl.split", "cat": "tl.cat", "print": "tl.device_print",
+    "assert": "tl.device_assert", "inline_asm": "tl.inline_asm_elementwise",
+    "shared_alloc": "tl.extra.cuda.shared_memory",
+}
+_LOG2E = 1.4426950408889634
+_LN2 = 0.6931471805599453
+# float64 functions the AMDGPU backend of LLVM lowers to instructions; the others are calls into
+# ROCm's device library (ocml), which the slice does not link
+F64_NATIVE = frozenset({"neg", "not", "abs", "fma", "floor", "ceil", "trunc", "round", "rint", "nearbyint", "isnan",
+                        "isinf", "isfinite", "signbit", "sqrt", "sqrt_rn", "rsqrt", "div_rn", "fast_dividef",
+                        "saturate", "ldexp", "ilogb", "popc", "clz", "ffs", "brev"})
+
+
+def lower_op(lw: AmdLowering, op: Op) -> None:
+    fn = LOWER.get(op.opcode)
+    if fn is not None:
+        fn(lw, op)
+    elif op.opcode in ELEMENTWISE_COMPUTE:
+        _elementwise(lw, op)
+    else:
+        raise unsupported(_NAMES.get(op.opcode, f"the Tile IR op {op.opcode}"), op, lw.arch)
+
+
+def _check_math(lw: AmdLowering, op: Op) -> None:
+    et = T.elem_of(op.operands[0].type)
+    if et != T.fp64:
+        return
+    if op.opcode == "math" and op.attrs["fn"] not in F64_NATIVE:
+        name = f"tl.{op.attrs['fn']} on float64"
+    elif op.opcode in ("pow", "atan2", "hypot"):
+        name = f"{op.opcode} on float64"
+    else:
+        return
+    raise unsupported(name, op, lw.arch, "float64 math functions need ROCm's device library (ocml), not linked "
+                      "yet: cast to tl.float32 first")
+
+
+def _math(lw: AmdLowering, fn: str, t: T.ScalarType, args: list[ir.Value]) -> ir.Value:
+    """fp32 exp, exp2, log, log2 and sigmoid on the hardware's v_exp_f32 / v_log_f32 (LLVM's
+    llvm.exp2 / llvm.log2, which handle the denormal range); fp16 and bf16 computed in fp32;
+    everything else the shared semantics (the float32 math library: straight-line arithmetic)."""
+    b = lw.b
+    if t in (T.fp16, T.bf16) and fn in ("exp", "exp2", "log", "log2", "sigmoid", "fast_expf", "fast_logf"):
+        r = _math(lw, fn, T.fp32, [S.emit_cast(b, t, T.fp32, a) for a in args])
+        return S.emit_cast(b, T.fp32, t, r)
+    if t != T.fp32:
+        return S.emit_math(b, fn, t, args)
+    x = args[0]
+
+    def mul(v: ir.Value, c: float) -> ir.Value:
+        r = b.fmul(v, ir.Constant(S.F32, c))
+        r.flags.extend(lw.fmf)
+        return r
+
+    def exp2(v: ir.Value) -> ir.Value:
+        return lw.intrinsic("llvm.exp2.f32", S.F32, [v])
+
+    def log2(v: ir.Value) -> ir.Value:
+        return lw.intrinsic("llvm.log2.f32", S.F32, [v])
+
+    if fn in ("exp", "fast_expf"):
+        return exp2(mul(x, _LOG2E))
+    if fn == "exp2":
+        return exp2(x)
+    if fn in ("log", "fast_logf"):
+        return mul(log2(x), _LN2)
+    if fn == "log2":
+        return log2(x)
+    if fn == "sigmoid":
+        one = ir.Constant(S.F32, 1.0)
+        return b.fdiv(one, b.fadd(one, exp2(mul(x, -_LOG2E))))
+    return S.emit_math(b, fn, t, args)
+
+
+def _scalar_op(lw: AmdLowering, op: Op, args: list[ir.Value]) -> ir.Value:
+    b = lw.b
+    oc = op.opcode
+    if oc in S.BINARY:
+        attrs = dict(op.attrs)
+        if lw.fmf:
+            attrs["_fmf"] = lw.fmf
+        return S.BINARY[oc](b, T.elem_of(op.operands[0].type), args[0], args[1], attrs)  # type: ignore[arg-type]
+    if oc == "cmp":
+        return S.CMP(b, T.elem_of(op.operands[0].type), op.attrs["pred"], args[0], args[1])
+    if oc == "select":
+        return b.select(args[0], args[1], args[2])
+    if oc == "math":
+        return _math(lw, op.attrs["fn"], T.elem_of(op.operands[0].type), args)  # type: ignore[arg-type]
+    if oc == "cast":
+        return S.emit_cast(b, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0],
+                           op.attrs.get("rounding"))
+    if oc == "bitcast":
+        return S.emit_bitcast(b, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0])
+    if oc == "addptr":
+        pe = T.elem_of(op.operands[0].type)
+        assert isinstance(pe, T.PointerType)
+        off = args[1]
+        if off.type != I64:
+            oe = T.elem_of(op.operands[1].type)
+            off = b.sext(off, I64) if isinstance(oe, T.ScalarType) and oe.is_signed else b.zext(off, I64)
+        return b.gep(args[0], [off], source_etype=amd_type(pe.elem))
+    raise unsupported(f"the elementwise op {oc}", op, lw.arch)
+
+
+def _elementwise(lw: AmdLowering, op: Op) -> None:
+    _check_math(lw, op)
+    r = op.results[0]
+    if not isinstance(r.type, T.TileType):
+        lw.vals[r] = _scalar_op(lw, op, [lw.scalar(o) for o in op.operands])
+        return
+    layout = lw.result_layout(op)
+    ins = [lw.tile(o, layout) for o in op.operands]
+    lw.vals[r] = GPUTile(layout, [_scalar_op(lw, op, [t.regs[i] for t in ins]) for i in range(num_regs(layout))])
+
+
+def _constant(lw: AmdLowering, op: Op) -> None:
+    t = op.result.type
+    assert isinstance(t, T.ScalarType)
+    lw.vals[op.result] = S.const(t, op.attrs["value"])
+
+
+def _pid(lw: AmdLowering, op: Op) -> None:
+    lw.vals[op.result] = lw.pid[op.attrs["axis"]]
+
+
+def _nprog(lw: AmdLowering, op: Op) -> None:
+    lw.vals[op.result] = lw.num_programs(op.attrs["axis"])
+
+
+def _make_range(lw: AmdLowering, op: Op) -> None:
+    layout = lw.canonical(T.shape_of(op.result.type))
+    hw = lw.hw_coords(layout)[0]
+    start = op.attrs["start"]
+    b = lw.b
+    base = b.add(hw, ir.Constant(S.I32, start)) if start else hw
+    regs = [b.add(base, ir.Constant(S.I32, reg_coords(layout, r)[0])) for r in range(num_regs(layout))]
+    lw.vals[op.result] = GPUTile(layout, regs)
+
+
+def _splat(lw: AmdLowering, op: Op) -> None:
+    layout = lw.canonical(T.shape_of(op.result.type))
+    lw.vals[op.result] = GPUTile(layout, [lw.scalar(op.operands[0])] * num_regs(layout))
+
+
+def _relabel(lw: AmdLowering, op: Op, bases_of: Callable[[tuple[int, ...]], tuple[int, ...]]) -> None:
+    """A result holding the operand's registers unchanged, in a layout whose bases are the
+    operand's mapped by `bases_of` (expand_dims inserts a dim of size 1, trans permutes dims)."""
+    from ...layouts import LinearLayout, dim_names
+
+    x = lw.vals[op.operands[0]]
+    shape = T.shape_of(op.result.type)
+    if not isinstance(x, GPUTile):
+        layout = lw.canonical(shape)
+        lw.vals[op.result] = GPUTile(layout, [x] * num_regs(layout))
+        return
+    bases = {name: [bases_of(bs) for bs in rows] for name, rows in x.layout.in_dims}
+    new = LinearLayout.from_bases(bases, dict(zip(dim_names(len(shape)), shape, strict=True)))
+    lw.vals[op.result] = GPUTile(new, list(x.regs))
+
+
+def _expand_dims(lw: AmdLowering, op: Op) -> None:
+    ax = op.attrs["axis"]
+    _relabel(lw, op, lambda bs: (*bs[:ax], 0, *bs[ax:]))
+
+
+def _trans(lw: AmdLowering, op: Op) -> None:
+    perm = op.attrs["perm"]
+    _relabel(lw, op, lambda bs: tuple(bs[p] for p in perm))
+
+
+def _broadcast(lw: AmdLowering, op: Op) -> None:
+    """The result in the canonical layout of its shape, each element read from the operand at
+    the same coordinates with the broadcast dims at 0 (the thread's own registers when it holds
+    them: a reduction's result broadcast back over the reduced dim moves no data)."""
+    from .convert import move, row_major
+
+    src_v = op.operands[0]
+    shape = T.shape_of(op.result.type)
+    x = lw.vals[src_v]
+    layout = lw.canonical(shape)
+    if not isinstance(x, GPUTile):
+        lw.vals[op.result] = GPUTile(layout, [x] * num_regs(layout))
+        return
+    src_shape = x.layout.out_shape
+    strides = tuple(0 if s == 1 and n != 1 else st for s, n, st in zip(src_shape, shape, row_major(src_shape),
+                                                                         strict=True))
+    lw.vals[op.result] = move(lw, x, layout, strides, T.elem_of(src_v.type), op)
+
+
+def _reshape(lw: AmdLowering, op: Op) -> None:
+    """Row-major order kept: the result's element at row-major index i is the operand's."""
+    from .convert import move, row_major
+
+    x = lw.tile(op.operands[0])
+    shape = T.shape_of(op.result.type)
+    lw.vals[op.result] = move(lw, x, lw.canonical(shape), row_major(shape), T.elem_of(op.result.type), op)
+
+
+def _lazy(module: str, name: str) -> Callable[[AmdLowering, Op], None]:
+    """The lowering `name` of module `module` (imported at first use)."""
+    def f(lw: AmdLowering, op: Op) -> None:
+        getattr(importlib.import_module(f"{__package__}.{module}"), name)(lw, op)
+
+    return f
+
+
+def _noop(lw: AmdLowering, op: Op) -> None:
+    return None
+
+
+def _barrier(lw: AmdLowering, op: Op) -> None:
+    lw.barrier()
+
+
+LOWER: dict[str, Callable[[AmdLowering, Op], None]] = {
+    "constant": _constant,
+    "program_id": _pid,
+    "num_programs": _nprog,
+    "make_range": _make_range,
+    "splat": _splat,
+    "expand_dims": _expand_dims,
+    "broadcast": _broadcast,
+    "reshape": _reshape,
+    "trans": _trans,
+    "load": _lazy("memory", "lower_load"),
+    "store": _lazy("memory", "lower_store"),
+    "for": _lazy("control", "lower_for"),
+    "if": _lazy("control", "lower_if"),
+    "while": _lazy("control", "lower_while"),
+    "reduce": _lazy("reduce", "lower_reduce"),
+    "assume": _noop,
+    "barrier": _barrier,
+}

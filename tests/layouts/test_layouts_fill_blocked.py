@@ -1,0 +1,35 @@
+"""layouts.fill_blocked: the default blocked layout for any number of lanes per warp. With 32 lanes
+it is the NVIDIA backend's layout for every shape (so that backend may share it); with 64 (AMD's
+wave64) every element has an owner and the lanes fill the fast dim first."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.backends.nvidia.lower import blocked_for
+from compiler.layouts import LANE, REGISTER, WARP, fill_blocked
+
+SHAPES = [(1024,), (64,), (16,), (4, 256), (32, 32), (128, 64), (2, 8, 16), (1, 2048)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("warps", [1, 4, 8])
+@pytest.mark.parametrize("vec", [1, 4])
+def test_with_32_lanes_it_is_the_nvidia_layout(shape: tuple[int, ...], warps: int, vec: int) -> None:
+    vec = min(vec, shape[-1])
+    assert fill_blocked(shape, vec, warps, 32) == blocked_for(shape, vec, warps)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("warps", [1, 4, 16])
+def test_wave64_covers_every_element(shape: tuple[int, ...], warps: int) -> None:
+    lay = fill_blocked(shape, min(4, shape[-1]), warps, 64)
+    assert lay.in_dim_size(LANE) == 64 and lay.in_dim_size(WARP) == warps
+    seen = {tuple(lay.apply({REGISTER: r, LANE: ln, WARP: w}))
+            for r in range(lay.in_dim_size(REGISTER)) for ln in range(64) for w in range(warps)}
+    total = 1
+    for s in shape:
+        total *= s
+    assert len(seen) == total
+    if shape[-1] >= 256:  # lane k holds the k-th group of 4 consecutive elements of a row
+        assert lay.bases(LANE)[0] == tuple(4 if d == len(shape) - 1 else 0 for d in range(len(shape)))
