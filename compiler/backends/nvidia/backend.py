@@ -21,6 +21,7 @@ from ... import knobs
 from ...ir import types as T
 from ...ir.core import Location
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
+from ..nvidia_targets import nv_target
 from . import CudaBinary, optimise, with_launch_bound
 from .toolchain import PtxasReport, assemble
 
@@ -71,11 +72,12 @@ def _mark_kmajor_b(ctx: StageContext) -> None:
 def _pipeline(o: NvidiaOptions) -> Callable[[StageContext], None]:
     def run(ctx: StageContext) -> None:
         from ...passes.pipeline import pipeline_dot_loads
-        from .async_copy import PRIVATE_BUDGET, pipeline_stages, private_sizer, reads_shared
+        from .async_copy import pipeline_stages, private_budget, private_sizer, reads_shared
 
         lw, fn = _lowering(ctx, o), ctx.fn
         pipeline_dot_loads(fn, pipeline_stages(lw, fn, o.num_stages), functools.partial(reads_shared, lw),
-                           knobs.pipeline_in_flight(), private_sizer(lw, fn), PRIVATE_BUDGET - lw.held_bytes)
+                           knobs.pipeline_in_flight(), private_sizer(lw, fn),
+                           private_budget(o.arch) - lw.held_bytes)
         return None
 
     return run
@@ -176,15 +178,16 @@ class NvidiaBackend(Backend):
     def canonical_target(self, target: str) -> str:
         if target == "cuda":
             return f"cuda:{DEFAULT_ARCH}"
-        arch = target.partition(":")[2]
-        if not (arch.startswith("sm_") and arch[3:].rstrip("a").isdigit()):
+        family, _, arch = target.partition(":")
+        if family != "cuda" or not arch.startswith("sm_"):
             raise E.ArgumentError(f"unknown target {target!r}; a CUDA target is 'cuda' or 'cuda:sm_<NN>' "
-                                  "(e.g. 'cuda:sm_80', 'cuda:sm_90a')")
+                                  "(e.g. 'cuda:sm_80', 'cuda:sm_90a', 'cuda:sm_100a')")
+        nv_target(arch)  # an architecture outside the table: ArgumentError naming the ones it holds
         return target
 
     def options(self, target: str, launch: LaunchOptions) -> NvidiaOptions:
         arch = self.canonical_target(target).partition(":")[2]
-        if launch.cluster_dims is not None and int(arch[3:].rstrip("a")) < 90:
+        if launch.cluster_dims is not None and not nv_target(arch).clusters:
             raise E.UnsupportedError(f"cluster_dims {launch.cluster_dims} needs sm_90 or newer (thread block "
                                      f"clusters), the target is {arch}", hint="launch without cluster_dims on this GPU")
         return NvidiaOptions(arch, launch.num_warps, launch.num_stages, launch.checked, launch.maxnreg,
