@@ -137,3 +137,21 @@ def test_consumer_blackwell_has_less_shared_memory_for_pipelines(arch: str, stag
     assert ("cp.async.cg.shared.global" in ck.asm["ptx"]) is staged
     assert (ck.metadata["shared"] >= 4 * 64 * 128 * 4) is staged
     assert ck.metadata["shared"] <= nv_target(arch).max_shared_bytes
+
+
+def test_loading_on_another_gpu_names_both_architectures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver refuses a cubin for another architecture (CUDA_ERROR_NO_BINARY_FOR_GPU): the error
+    names the kernel's target, the GPU's, and that the target is compile only."""
+    from compiler.backends.nvidia import driver
+    from compiler.backends.nvidia.backend import NvidiaBackend
+
+    def refuse(*args: Any) -> Any:
+        raise compiler.errors.LaunchError("loading kernel add_kernel failed: CUDA_ERROR_NO_BINARY_FOR_GPU")
+
+    monkeypatch.setattr(driver, "load_cubin", refuse)
+    monkeypatch.setattr(driver, "device_arch", lambda: "sm_90a")
+    ck = _compiled("bench_add_kernel", "sm_100a")
+    with pytest.raises(compiler.errors.LaunchError,
+                       match=r"compiled for sm_100a \(Blackwell datacenter .*compile only, not verified on hardware\)"
+                             r", which this GPU \(sm_90a\) cannot run; compile for 'cuda:sm_90a'"):
+        NvidiaBackend().load(ck.artifacts)

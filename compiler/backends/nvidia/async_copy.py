@@ -62,7 +62,7 @@ _SCRATCH_RESERVE = 67 * 1024
 
 def private_budget(arch: str) -> int:
     """Bytes of shared memory the private slots of a loop may take on `arch`: its limit per block
-    (targets.py) less the reserve for scratch."""
+    (compiler/backends/nvidia_targets.py) less the reserve for scratch."""
     return max(0, nv_target(arch).max_shared_bytes - _SCRATCH_RESERVE)
 
 

@@ -225,7 +225,17 @@ class NvidiaBackend(Backend):
             DEBUG_LOCS[b.symbol] = [Location(f, ln, c, fn) for f, ln, c, fn in locs]
         if b.cubin is None:
             raise E.LaunchError(f"{artifacts.name}: the kernel's artifacts hold no cubin to load; compile it again")
-        return driver.load_cubin(b.cubin, b.symbol, b.arg_types, b.num_warps, b.shared_bytes, artifacts.name)
+        try:
+            return driver.load_cubin(b.cubin, b.symbol, b.arg_types, b.num_warps, b.shared_bytes, artifacts.name)
+        except E.LaunchError as e:
+            if "NO_BINARY_FOR_GPU" not in str(e):
+                raise
+            # a cubin loads only on its own architecture (an arch-specific one, sm_90a or sm_100a,
+            # on exactly that one): say which, and whether its target ever ran on hardware
+            here, t = driver.device_arch(), nv_target(b.arch)
+            status = f"verified on an {t.verified_on}" if t.verified_on else "compile only, not verified on hardware"
+            raise E.LaunchError(f"{artifacts.name} was compiled for {b.arch} ({t.family}; {status}), which this GPU "
+                                f"({here}) cannot run; compile for 'cuda:{here}'") from None
 
     def launcher(self, kernel: CompiledKernel) -> NvidiaLauncher:
         return NvidiaLauncher(kernel)
