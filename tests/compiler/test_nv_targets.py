@@ -155,3 +155,16 @@ def test_loading_on_another_gpu_names_both_architectures(monkeypatch: pytest.Mon
                        match=r"compiled for sm_100a \(Blackwell datacenter .*compile only, not verified on hardware\)"
                              r", which this GPU \(sm_90a\) cannot run; compile for 'cuda:sm_90a'"):
         NvidiaBackend().load(ck.artifacts)
+
+
+def test_shared_memory_beyond_the_target_is_a_compile_error() -> None:
+    """112 KB of tl.extra.cuda.shared_memory fits a block on sm_100a (227 KB), not on sm_120a
+    (99 KB): an error when compiling, where nothing would ever launch it."""
+    from shared_memory_kernels import held_regions
+
+    sig = {"x_ptr": "*i32", "y_ptr": "*i32", "sum_ptr": "*i32", "addr_ptr": "*i32"}
+    consts = {"A": 64 * 1024, "B": 48 * 1024, "NW": 1}
+    ck = held_regions.compile(sig, consts, target="cuda:sm_100a", num_warps=1)
+    assert ck.metadata["shared"] >= 112 * 1024
+    with pytest.raises(compiler.errors.UnsupportedError, match=r"a block on sm_120a may have at most 101376 \(99 KB\)"):
+        held_regions.compile(sig, consts, target="cuda:sm_120a", num_warps=1)

@@ -146,6 +146,7 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
             cubin, report = assemble(ptx, o.arch)
             ctx.timings["ptxas_ms"] += (time.perf_counter() - t0) * 1e3
         _record_metadata(ctx, o, lw, report)
+        _check_shared_memory(ctx.name, o.arch, lw.smem_bytes + report.shared_bytes)
         return cubin
 
     return run
@@ -164,6 +165,16 @@ def _record_metadata(ctx: StageContext, o: NvidiaOptions, lw: NvLowering, report
         # that loads this kernel from the disk cache
         debug_locs=[[loc.file, loc.line, loc.col, loc.func] for loc in DEBUG_LOCS.get(ctx.symbol, [])],
     )
+
+
+def _check_shared_memory(name: str, arch: str, nbytes: int) -> None:
+    """A kernel that needs more shared memory than a block of `arch` may have never loads there:
+    say so at compile time (for a compile-only target nothing else would)."""
+    limit = nv_target(arch).max_shared_bytes
+    if nbytes > limit:
+        raise E.UnsupportedError(f"{name} needs {nbytes} bytes of shared memory per program; a block on {arch} may "
+                                 f"have at most {limit} ({limit // 1024} KB)",
+                                 hint="use smaller blocks, fewer stages or less tl.extra.cuda.shared_memory")
 
 
 def _report(m: Any) -> PtxasReport | None:
