@@ -511,8 +511,9 @@ def create_app(
     @tool(m.DeviceInfo, annotations={"title": "Devices and limits", "readOnlyHint": True, "idempotentHint": True})
     async def device_info(ctx: Context | None = None) -> ToolResult:
         """Describe the CPU and each GPU (name, architecture, cores/SMs, memory, measured copy bandwidth and
-        matmul rate: measured once per machine and kept on disk), the available backends, what target 'auto'
-        means, versions and limits."""
+        matmul rate: measured once per machine and kept on disk), the available backends, every compile target
+        with whether it is verified on hardware (Blackwell sm_100a/sm_103a/sm_120a: compile only), what target
+        'auto' means, versions and limits."""
         return await guarded(lambda: run_device_info(rt, _progress(ctx)))
 
     @tool(m.ArtifactPage, annotations={"title": "Read a kernel's source or artifact", "readOnlyHint": True,

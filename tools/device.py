@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import torch
 
-from tools.models import DeviceEntry, DeviceInfo
+from tools.models import DeviceEntry, DeviceInfo, TargetEntry
 from tools.runtime import Progress, Report, Runtime, WorkerState, gpu_available, noop_progress, resolve_target
 
 _VERSIONED = ("anvil", "torch", "llvmlite", "numpy", "pydantic", "fastmcp", "mcp", "cuda-bindings", "triton")
@@ -56,6 +56,18 @@ def backends() -> list[str]:
     if gpu_available() and _backend_present("compiler.backends.nvidia"):
         found.append("cuda")
     return found
+
+
+def compile_targets() -> list[TargetEntry]:
+    """Every target the compiler compiles for, with whether it has run on hardware: the CPU (CI runs
+    it), then the NVIDIA table (compiler/backends/nvidia_targets.py, read without importing the
+    backend). Compiling for a CUDA target needs ptxas, not a GPU."""
+    from compiler.backends.nvidia_targets import describe_targets
+
+    cpu = TargetEntry(target="cpu", family=f"this machine's CPU ({platform.machine()}), native code through LLVM",
+                      verified_on_hardware=True, verified_on=platform.machine())
+    return [cpu] + [TargetEntry.model_validate({k: row[k] for k in TargetEntry.model_fields if k in row})
+                    for row in describe_targets()]
 
 
 def _cpu_name() -> str:
@@ -267,6 +279,7 @@ async def device_info(rt: Runtime, progress: Progress | None = None) -> DeviceIn
     info = DeviceInfo(
         devices=entries,
         backends=backends(),
+        targets=compile_targets(),
         default_target=default,
         versions=versions(),
         limits=rt.limits.to_dict(),

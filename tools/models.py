@@ -43,7 +43,9 @@ Constexprs = Annotated[
 ]
 Target = Annotated[
     str,
-    Field(description="'auto' (a GPU if present, else the CPU), 'cpu', 'cuda', 'cuda:sm_90a', 'amd:gfx942'."),
+    Field(description="'auto' (a GPU if present, else the CPU), 'cpu', 'cuda', 'cuda:sm_90a', 'amd:gfx942'. "
+          "'cuda:sm_100a', 'cuda:sm_103a', 'cuda:sm_120a' (Blackwell) compile and assemble but are not verified "
+          "on hardware; device_info lists every target."),
 ]
 NumWarps = Annotated[int | None, Field(ge=1, le=32, description="Warps per program (GPU targets).")]
 NumStages = Annotated[int | None, Field(ge=1, le=8, description="Software pipelining stages (GPU targets).")]
@@ -93,7 +95,9 @@ Outputs = Annotated[
 def check_target(value: str) -> str:
     value = value.strip().lower()
     if not _TARGET_RE.match(value):
-        raise ValueError("target must be 'auto', 'cpu', 'cuda', 'cuda:sm_XX', or 'amd:gfxNNN'")
+        raise ValueError("target must be 'auto', 'cpu', 'cuda', 'cuda:sm_XX' (e.g. 'cuda:sm_90a', verified on an "
+                         "H200; 'cuda:sm_100a', 'cuda:sm_103a' and 'cuda:sm_120a' compile only, not verified on "
+                         "hardware), or 'amd:gfxNNN'")
     return value
 
 
@@ -356,9 +360,22 @@ class DeviceEntry(BaseModel):
     ] = None
 
 
+class TargetEntry(BaseModel):
+    target: Annotated[str, _d("A target name compile_kernel takes, e.g. 'cuda:sm_100a'.")]
+    family: Annotated[str, _d("The processors it is for.")]
+    ptx_version: Annotated[str | None, _d("The PTX ISA version its kernels declare (NVIDIA targets).")] = None
+    verified_on_hardware: Annotated[bool, _d(
+        "Whether Anvil's GPU tests have run kernels compiled for it on that hardware; false: compiled and "
+        "assembled (ptxas) in CI only, never launched, so results and speed there are unchecked.")]
+    verified_on: Annotated[str | None, _d("The device they ran on, e.g. 'H200'.")] = None
+
+
 class DeviceInfo(BaseModel):
     devices: Annotated[list[DeviceEntry], _d("The CPU, then each GPU.")]
     backends: Annotated[list[str], _d("Compiler targets available here.")]
+    targets: Annotated[list[TargetEntry], _d(
+        "Every target the compiler compiles for (CUDA ones need no GPU to compile), with whether it is verified "
+        "on hardware: sm_90a on an H200 is; the Blackwell targets sm_100a, sm_103a, sm_120a compile only.")] = []
     default_target: Annotated[str, _d("What target 'auto' resolves to.")]
     versions: Annotated[dict[str, str], _d("Versions of Python, Anvil, torch, llvmlite and the other packages.")]
     limits: Annotated[dict[str, Any], _d("Per-call limits in force.")]

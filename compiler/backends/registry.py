@@ -27,7 +27,7 @@ class _Entry:
 
 _ENTRIES: dict[str, _Entry] = {
     "cpu": _Entry(".cpu.backend", "CpuBackend", "cpu", ("cpu",)),
-    "cuda": _Entry(".nvidia.backend", "NvidiaBackend", "cuda", ("cuda", "cuda:sm_80", "cuda:sm_90a")),
+    "cuda": _Entry(".nvidia.backend", "NvidiaBackend", "cuda", ("cuda", "cuda:sm_80", "cuda:sm_90a", "cuda:sm_100a")),
     # ROCm builds of torch call AMD GPUs "cuda"
     "amd": _Entry(".amd.backend", "AmdBackend", "cuda", ("amd", "amd:gfx942", "amd:gfx950")),
 }
@@ -46,7 +46,7 @@ def _entry(target: str) -> _Entry:
     if entry is None:
         known = ", ".join(map(repr, known_targets()))
         raise E.ArgumentError(f"unknown target {target!r}; the known targets are {known} (a CUDA target may name "
-                              "any architecture, e.g. 'cuda:sm_89')")
+                              "any architecture of the NVIDIA backend's table, e.g. 'cuda:sm_89')")
     return entry
 
 

@@ -52,6 +52,8 @@ async def test_device_info(client: Client) -> None:
     assert data["default_target"] == "cpu" and data["devices"][0]["kind"] == "cpu"
     assert data["devices"][0]["copy_gbps"] > 0 and "torch" in data["versions"]
     assert data["limits"]["launch_timeout_s"] > 0 and text(result).startswith("target 'auto' = cpu")
+    verified = {t["target"]: t["verified_on_hardware"] for t in data["targets"]}
+    assert verified["cuda:sm_90a"] and not any(verified[f"cuda:sm_{n}a"] for n in (100, 103, 120))
 
 
 async def test_compile_cache_artifacts_and_paging(client: Client) -> None:

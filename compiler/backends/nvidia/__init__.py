@@ -16,6 +16,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ...ir import types as T
+from ..nvidia_targets import nv_target
 from .jitlink import warm_up as _warm_up_assembler
 from .toolchain import PtxasReport
 
@@ -43,13 +44,9 @@ class CudaBinary:
 
 
 def ptx_version_for(arch: str) -> str:
-    """The PTX ISA the target needs: fp8 mma.sync wants 8.4 (sm_89/sm_90), sm_100 8.6, sm_120 8.7."""
-    num = int("".join(c for c in arch.removeprefix("sm_") if c.isdigit()) or 0)
-    if num >= 120:
-        return "+ptx87"
-    if num >= 100:
-        return "+ptx86"
-    return "+ptx84" if num >= 89 else "+ptx78"
+    """The LLVM feature of the PTX ISA version `arch` needs (targets.py's table: sm_90a 8.4,
+    sm_100a 8.6, sm_120a 8.7, sm_103a 8.8); ArgumentError for an architecture it does not hold."""
+    return nv_target(arch).ptx_feature
 
 
 def _new_target_machine(arch: str) -> llvm.TargetMachine:

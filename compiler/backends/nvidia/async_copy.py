@@ -45,19 +45,25 @@ from ...ir import types as T
 from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..llvm.scalar import I8, I32, I64
+from ..nvidia_targets import nv_target
 from .lower import GPUTile, SharedOperand, blocked_for, num_regs, nv_type
 
 if TYPE_CHECKING:
     from .lower import NvLowering
     from .wgmma import SmemOperand
 
-__all__ = ["PRIVATE_BUDGET", "PipeBuffer", "plan_buffers", "private_sizer", "mark_kmajor_b",
+__all__ = ["private_budget", "PipeBuffer", "plan_buffers", "private_sizer", "mark_kmajor_b",
            "reads_shared", "pipeline_stages", "lower_async_copy", "lower_async_wait", "lower_async_drain"]
 
-_SMEM_LIMIT = 232448  # dynamic shared memory per block on sm_90 (227 KB)
-# shared memory the private slots of a loop may take: the rest stays free for the scratch of the
-# kernel's reductions and layout conversions
-PRIVATE_BUDGET = 160 * 1024
+# shared memory kept free of a loop's private slots for the scratch of the kernel's reductions
+# and layout conversions (on sm_90a's 227 KB the slots may take 160 KB)
+_SCRATCH_RESERVE = 67 * 1024
+
+
+def private_budget(arch: str) -> int:
+    """Bytes of shared memory the private slots of a loop may take on `arch`: its limit per block
+    (compiler/backends/nvidia_targets.py) less the reserve for scratch."""
+    return max(0, nv_target(arch).max_shared_bytes - _SCRATCH_RESERVE)
 
 
 @dataclass(frozen=True)
@@ -153,7 +159,7 @@ def pipeline_stages(lw: NvLowering, fn: Function, wanted: int) -> int:
                                  if not c and not (r == 0 and a_regs)))
     if not per_stage:
         return wanted
-    return min(wanted, (_SMEM_LIMIT - 1024 - staged - lw.held_bytes) // per_stage)
+    return min(wanted, (nv_target(lw.arch).max_shared_bytes - 1024 - staged - lw.held_bytes) // per_stage)
 
 
 def _loaded(v: Value) -> bool:

@@ -21,6 +21,7 @@ from ... import knobs
 from ...ir import types as T
 from ...ir.core import Location
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
+from ..nvidia_targets import nv_target
 from . import CudaBinary, optimise, with_launch_bound
 from .toolchain import PtxasReport, assemble
 
@@ -71,11 +72,12 @@ def _mark_kmajor_b(ctx: StageContext) -> None:
 def _pipeline(o: NvidiaOptions) -> Callable[[StageContext], None]:
     def run(ctx: StageContext) -> None:
         from ...passes.pipeline import pipeline_dot_loads
-        from .async_copy import PRIVATE_BUDGET, pipeline_stages, private_sizer, reads_shared
+        from .async_copy import pipeline_stages, private_budget, private_sizer, reads_shared
 
         lw, fn = _lowering(ctx, o), ctx.fn
         pipeline_dot_loads(fn, pipeline_stages(lw, fn, o.num_stages), functools.partial(reads_shared, lw),
-                           knobs.pipeline_in_flight(), private_sizer(lw, fn), PRIVATE_BUDGET - lw.held_bytes)
+                           knobs.pipeline_in_flight(), private_sizer(lw, fn),
+                           private_budget(o.arch) - lw.held_bytes)
         return None
 
     return run
@@ -144,6 +146,7 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
             cubin, report = assemble(ptx, o.arch)
             ctx.timings["ptxas_ms"] += (time.perf_counter() - t0) * 1e3
         _record_metadata(ctx, o, lw, report)
+        _check_shared_memory(ctx.name, o.arch, lw.smem_bytes + report.shared_bytes)
         return cubin
 
     return run
@@ -164,6 +167,16 @@ def _record_metadata(ctx: StageContext, o: NvidiaOptions, lw: NvLowering, report
     )
 
 
+def _check_shared_memory(name: str, arch: str, nbytes: int) -> None:
+    """A kernel that needs more shared memory than a block of `arch` may have never loads there:
+    say so at compile time (for a compile-only target nothing else would)."""
+    limit = nv_target(arch).max_shared_bytes
+    if nbytes > limit:
+        raise E.UnsupportedError(f"{name} needs {nbytes} bytes of shared memory per program; a block on {arch} may "
+                                 f"have at most {limit} ({limit // 1024} KB)",
+                                 hint="use smaller blocks, fewer stages or less tl.extra.cuda.shared_memory")
+
+
 def _report(m: Any) -> PtxasReport | None:
     r = m.get("report")
     return None if r is None else PtxasReport(**(r | {"notes": tuple(r["notes"])}))
@@ -176,15 +189,16 @@ class NvidiaBackend(Backend):
     def canonical_target(self, target: str) -> str:
         if target == "cuda":
             return f"cuda:{DEFAULT_ARCH}"
-        arch = target.partition(":")[2]
-        if not (arch.startswith("sm_") and arch[3:].rstrip("a").isdigit()):
+        family, _, arch = target.partition(":")
+        if family != "cuda" or not arch.startswith("sm_"):
             raise E.ArgumentError(f"unknown target {target!r}; a CUDA target is 'cuda' or 'cuda:sm_<NN>' "
-                                  "(e.g. 'cuda:sm_80', 'cuda:sm_90a')")
+                                  "(e.g. 'cuda:sm_80', 'cuda:sm_90a', 'cuda:sm_100a')")
+        nv_target(arch)  # an architecture outside the table: ArgumentError naming the ones it holds
         return target
 
     def options(self, target: str, launch: LaunchOptions) -> NvidiaOptions:
         arch = self.canonical_target(target).partition(":")[2]
-        if launch.cluster_dims is not None and int(arch[3:].rstrip("a")) < 90:
+        if launch.cluster_dims is not None and not nv_target(arch).clusters:
             raise E.UnsupportedError(f"cluster_dims {launch.cluster_dims} needs sm_90 or newer (thread block "
                                      f"clusters), the target is {arch}", hint="launch without cluster_dims on this GPU")
         return NvidiaOptions(arch, launch.num_warps, launch.num_stages, launch.checked, launch.maxnreg,
@@ -222,7 +236,17 @@ class NvidiaBackend(Backend):
             DEBUG_LOCS[b.symbol] = [Location(f, ln, c, fn) for f, ln, c, fn in locs]
         if b.cubin is None:
             raise E.LaunchError(f"{artifacts.name}: the kernel's artifacts hold no cubin to load; compile it again")
-        return driver.load_cubin(b.cubin, b.symbol, b.arg_types, b.num_warps, b.shared_bytes, artifacts.name)
+        try:
+            return driver.load_cubin(b.cubin, b.symbol, b.arg_types, b.num_warps, b.shared_bytes, artifacts.name)
+        except E.LaunchError as e:
+            if "NO_BINARY_FOR_GPU" not in str(e):
+                raise
+            # a cubin loads only on its own architecture (an arch-specific one, sm_90a or sm_100a,
+            # on exactly that one): say which, and whether its target ever ran on hardware
+            here, t = driver.device_arch(), nv_target(b.arch)
+            status = f"verified on an {t.verified_on}" if t.verified_on else "compile only, not verified on hardware"
+            raise E.LaunchError(f"{artifacts.name} was compiled for {b.arch} ({t.family}; {status}), which this GPU "
+                                f"({here}) cannot run; compile for 'cuda:{here}'") from None
 
     def launcher(self, kernel: CompiledKernel) -> NvidiaLauncher:
         return NvidiaLauncher(kernel)

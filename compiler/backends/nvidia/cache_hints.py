@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from ...ir.core import Op
 from ..llvm.scalar import I64
-from .mma import arch_number
+from ..nvidia_targets import arch_number
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -14,6 +14,7 @@ from ... import knobs
 from ...ir import types as T
 from ...ir.core import Op, Value
 from ..llvm.scalar import loop_continues
+from ..nvidia_targets import nv_target
 from .lower import GPUTile, nv_type
 from .wgmma import wait_tiles
 
@@ -148,7 +149,7 @@ def _carriable(lw: NvLowering, body: Any, like: list[Any]) -> list[int]:
     nothing but the yield reads and that the pipeline pass does not already keep in flight. The
     next iteration completes the group with its first wgmma wait (attention's p @ v runs during
     the next q k^T), or before it reads the value or refills a pipeline slot."""
-    if not (lw.in_flight and knobs.pipeline_in_flight() and knobs.wgmma() and lw.arch.startswith("sm_90")):
+    if not (lw.in_flight and knobs.pipeline_in_flight() and knobs.wgmma() and nv_target(lw.arch).wgmma):
         return []
     ys = body.ops[-1].operands
     used: dict[Value, int] = {}

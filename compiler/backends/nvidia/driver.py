@@ -81,7 +81,8 @@ def _ensure_context() -> None:
 
 
 def device_arch() -> str:
-    """The PTX target for the current device: sm_90a on Hopper, sm_XY elsewhere."""
+    """The PTX target for the current device: the arch-specific one on Hopper and Blackwell (sm_90a,
+    sm_100a, sm_103a, sm_120a), sm_XY elsewhere; nvidia_targets.py says which it compiles for."""
     import torch
 
     major, minor = torch.cuda.get_device_capability()

@@ -28,6 +28,7 @@ from ...layouts import LANE, WARP, LinearLayout
 from ...layouts.distributed import mma_v2_accumulator
 from ..llvm import scalar as S
 from ..llvm.scalar import I8, I16, I32
+from ..nvidia_targets import nv_target
 from .lower import GPUTile, num_regs, reg_coords
 from .staging import Offset, stage
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from .lower import NvLowering
     from .wgmma import WgmmaPlan
 
-__all__ = ["MmaPlan", "plan_mma", "mma_tiles", "arch_number"]
+__all__ = ["MmaPlan", "plan_mma", "mma_tiles"]
 
 F32 = ir.FloatType()
 F16 = ir.HalfType()
@@ -54,16 +55,10 @@ class MmaPlan:
     acc: T.ScalarType  # fp32 or i32
 
 
-def arch_number(arch: str) -> int:
-    """'sm_90a' -> 90."""
-    digits = "".join(c for c in arch.removeprefix("sm_") if c.isdigit())
-    return int(digits or 0)
-
-
 _FP8 = {"fp8e4nv": "e4m3", "fp8e5": "e5m2"}
 
 
-def _kind(a: T.ScalarType, b: T.ScalarType, precision: str, arch: int) -> str | None:
+def _kind(a: T.ScalarType, b: T.ScalarType, precision: str, fp8: bool) -> str | None:
     if a != b and not (a.name in _FP8 and b.name in _FP8):
         return None
     if a == T.fp16:
@@ -74,7 +69,7 @@ def _kind(a: T.ScalarType, b: T.ScalarType, precision: str, arch: int) -> str | 
         return "tf32" if precision == "tf32" else None
     if a == T.i8:
         return "s8"
-    if a.name in _FP8 and b.name in _FP8 and arch >= 89:
+    if a.name in _FP8 and b.name in _FP8 and fp8:
         return f"{_FP8[a.name]}.{_FP8[b.name]}"
     return None
 
@@ -106,9 +101,9 @@ def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | None:
     oe = T.elem_of(op.result.type)
     if not (isinstance(ae, T.ScalarType) and isinstance(be, T.ScalarType) and isinstance(oe, T.ScalarType)):
         return None
-    arch = arch_number(lw.arch)
-    kind = _kind(ae, be, op.attrs.get("input_precision") or "tf32", arch)
-    if kind is None or arch < 80:
+    target = nv_target(lw.arch)
+    kind = _kind(ae, be, op.attrs.get("input_precision") or "tf32", target.fp8_mma)
+    if kind is None or target.number < 80:
         return None
     bits = ae.bits
     instr_k = 256 // bits

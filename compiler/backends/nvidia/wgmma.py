@@ -34,6 +34,7 @@ from ...layouts import LinearLayout
 from ...layouts.distributed import wgmma_accumulator
 from ..llvm import scalar as S
 from ..llvm.scalar import I32, I64
+from ..nvidia_targets import nv_target
 from .lower import GPUTile, num_regs, reg_coords
 from .math import pack_pair
 from .staging import Offset, stage
@@ -62,7 +63,7 @@ class WgmmaPlan:
 def plan_wgmma(lw: NvLowering, m: int, n: int, k: int, base: MmaPlan, b_kmajor: bool = False) -> WgmmaPlan | None:
     """The wgmma plan for an [m, k] @ [k, n] dot, or None when wgmma does not apply. `b_kmajor`:
     B's K is contiguous in global memory (passes/pipeline.py's mark), so B is stored K-major."""
-    if not knobs.wgmma() or not lw.arch.startswith("sm_90"):
+    if not knobs.wgmma() or not nv_target(lw.arch).wgmma:
         return None
     if base.kind not in _ASM_TYPES or lw.num_warps % 4:
         return None
