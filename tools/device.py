@@ -61,13 +61,16 @@ def backends() -> list[str]:
 def compile_targets() -> list[TargetEntry]:
     """Every target the compiler compiles for, with whether it has run on hardware: the CPU (CI runs
     it), then the NVIDIA table (compiler/backends/nvidia_targets.py, read without importing the
-    backend). Compiling for a CUDA target needs ptxas, not a GPU."""
+    backend), then AMD Instinct. Compiling for a GPU target needs ptxas or ld.lld, not a GPU."""
     from compiler.backends.nvidia_targets import describe_targets
 
     cpu = TargetEntry(target="cpu", family=f"this machine's CPU ({platform.machine()}), native code through LLVM",
                       verified_on_hardware=True, verified_on=platform.machine())
+    amd = [TargetEntry(target=f"amd:{arch}", family=family, verified_on_hardware=False)
+           for arch, family in (("gfx942", "AMD Instinct MI300 / MI325 (CDNA 3)"),
+                                ("gfx950", "AMD Instinct MI350 / MI355 (CDNA 4)"))]
     return [cpu] + [TargetEntry.model_validate({k: row[k] for k in TargetEntry.model_fields if k in row})
-                    for row in describe_targets()]
+                    for row in describe_targets()] + amd
 
 
 def _cpu_name() -> str:

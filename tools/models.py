@@ -97,7 +97,7 @@ def check_target(value: str) -> str:
     if not _TARGET_RE.match(value):
         raise ValueError("target must be 'auto', 'cpu', 'cuda', 'cuda:sm_XX' (e.g. 'cuda:sm_90a', verified on an "
                          "H200; 'cuda:sm_100a', 'cuda:sm_103a' and 'cuda:sm_120a' compile only, not verified on "
-                         "hardware), or 'amd:gfxNNN'")
+                         "hardware), or 'amd:gfx942' / 'amd:gfx950' (AMD Instinct, compile only)")
     return value
 
 
@@ -375,7 +375,8 @@ class DeviceInfo(BaseModel):
     backends: Annotated[list[str], _d("Compiler targets available here.")]
     targets: Annotated[list[TargetEntry], _d(
         "Every target the compiler compiles for (CUDA ones need no GPU to compile), with whether it is verified "
-        "on hardware: sm_90a on an H200 is; the Blackwell targets sm_100a, sm_103a, sm_120a compile only.")] = []
+        "on hardware: sm_90a on an H200 is; the Blackwell targets sm_100a, sm_103a, sm_120a and AMD's gfx942, "
+        "gfx950 compile only.")] = []
     default_target: Annotated[str, _d("What target 'auto' resolves to.")]
     versions: Annotated[dict[str, str], _d("Versions of Python, Anvil, torch, llvmlite and the other packages.")]
     limits: Annotated[dict[str, Any], _d("Per-call limits in force.")]

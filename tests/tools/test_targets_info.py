@@ -30,6 +30,8 @@ def test_the_targets_say_which_ran_on_hardware() -> None:
         assert not rows[name].verified_on_hardware and rows[name].verified_on is None
     assert {n: rows[n].ptx_version for n in BLACKWELL} == {"cuda:sm_100a": "8.6", "cuda:sm_103a": "8.8",
                                                            "cuda:sm_120a": "8.7"}
+    for name in ("amd:gfx942", "amd:gfx950"):
+        assert not rows[name].verified_on_hardware and "Instinct" in rows[name].family
     assert "Blackwell" in rows["cuda:sm_120a"].family and "compile only" in DeviceInfo.model_fields[
         "targets"].description  # type: ignore[operator]
 
