@@ -240,9 +240,13 @@ def test_without_a_linker(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @needs_linker
-def test_launch_says_there_is_no_launcher() -> None:
+def test_launch_without_a_hip_runtime_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.backends.amd import hip
+
+    monkeypatch.setattr(hip, "_api", None)
+    monkeypatch.setattr(hip, "find_hip_runtime", lambda: None)
     ck = _compile(add_kernel, ADD_SIG, {"BLOCK": 128}, "gfx942")
-    with pytest.raises(E.LaunchError, match="no HIP launcher"):
+    with pytest.raises(E.LaunchError, match="no HIP runtime found: .*ROCm"):
         ck.backend.launcher(ck).launch((1, 1, 1), [])
 
 

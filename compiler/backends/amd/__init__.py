@@ -1,8 +1,8 @@
 """The AMD backend: Tile IR -> per-thread LLVM IR for AMDGPU (wave64, linear layouts) -> AMDGCN
 assembly and an HSA code object (ELF), for AMD Instinct gfx942 (MI300) and gfx950 (MI350).
 
-Compile only: kernels compile to a linked code object with the metadata a loader needs, but no
-launcher exists yet (docs/architecture.md, "AMD", says what the slice lowers and what is left).
+Kernels compile to a linked code object with the metadata a loader needs and launch through the
+HIP runtime (hip.py); no AMD GPU has run them (docs/architecture.md, "AMD", says what is lowered).
 backend.py lists the stages; lower.py and the op modules lower; codegen.py runs LLVM;
 toolchain.py links; metadata.py reads the kernel's metadata and descriptor.
 """

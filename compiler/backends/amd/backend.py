@@ -1,9 +1,10 @@
 """The AMD backend's side of the contract (compiler/backends/contract.py): its options, its stages
 (LLVM IR for AMDGPU, AMDGCN assembly, the linked HSA code object) and the metadata a loader needs.
 
-There is no launcher yet: `load` and launches raise a LaunchError that says so; compiling needs
-neither a GPU nor ROCm (LLVM's AMDGPU target is in llvmlite; the linker is searched for by
-toolchain.py, and without one the `hsaco` stage leaves nothing and a warning).
+Kernels load and launch through the HIP runtime (hip.py: ctypes against libamdhip64, on torch's
+current stream); no AMD GPU has run them yet. Compiling needs neither a GPU nor ROCm (LLVM's
+AMDGPU target is in llvmlite; the linker is searched for by toolchain.py, and without one the
+`hsaco` stage leaves nothing and a warning).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir
 
 from ... import errors as E
+from ...ir import types as T
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
 from . import ARCHS, DEFAULT_ARCH, AmdBinary
 
@@ -132,14 +134,14 @@ class AmdBackend(Backend):
                          [type_from_text(t) for t in m["arg_types"]], list(m["arg_names"]), dict(m.get("kernel", {})))
 
     def load(self, artifacts: Artifacts) -> Any:
+        """The code object loaded on the current device through the HIP runtime (hip.py)."""
+        from . import hip
         from .toolchain import INSTALL_HINT
 
         b = self.binary(artifacts)
         if b.hsaco is None:
             raise E.LaunchError(f"{artifacts.name}: no code object was linked for amd:{b.arch} ({INSTALL_HINT})")
-        raise E.LaunchError(f"{artifacts.name}: launching on AMD GPUs is not supported yet (no HIP launcher); the "
-                            f"amd:{b.arch} code object is in kernel.asm['hsaco'], its kernel descriptor "
-                            f"{b.symbol}.kd")
+        return hip.HipFunction.load(hip.hip_api(), b, hip.device_arch())
 
     def launcher(self, kernel: CompiledKernel) -> AmdLauncher:
         return AmdLauncher(kernel)
@@ -165,11 +167,27 @@ class AmdBackend(Backend):
 
 
 class AmdLauncher:
-    """The launch of an AMD kernel: not available yet (the load says why)."""
+    """Launches on torch's current stream (a ROCm build of torch calls it the CUDA stream); the code
+    object is loaded on first use (compiling needs no GPU)."""
 
     def __init__(self, kernel: CompiledKernel) -> None:
         self.kernel = kernel
+        self._is_ptr = [isinstance(t, T.PointerType) for t in kernel.binary.arg_types]
+        self._fn: Any = None
+
+    @property
+    def function(self) -> Any:
+        """The loaded kernel (hip.HipFunction)."""
+        if self._fn is None:
+            ck = self.kernel
+            self._fn = ck.backend.load(ck.artifacts)
+        return self._fn
 
     def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
-        ck = self.kernel
-        ck.backend.load(ck.artifacts)
+        from ...runtime.cuda import current_stream
+        from .hip import values_of
+
+        if grid[0] * grid[1] * grid[2] == 0:
+            return
+        fn = self._fn or self.function
+        fn.launch(grid, current_stream(), values_of(params, self.kernel.arg_index, self._is_ptr))
