@@ -36,10 +36,15 @@ _SIMPLE = {"i1": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32
            "u64": ctypes.c_uint64, "fp32": ctypes.c_float, "fp64": ctypes.c_double}
 
 
-_RANGES = {c: ((-(1 << (8 * ctypes.sizeof(c) - 1)), (1 << (8 * ctypes.sizeof(c) - 1)) - 1) if c(-1).value < 0
-                else (0, (1 << (8 * ctypes.sizeof(c))) - 1))
-           for c in (ctypes.c_int8, ctypes.c_int16, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint8, ctypes.c_uint16,
-                     ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p)}
+def _range(c: Any, signed: bool) -> tuple[int, int]:
+    bits = 8 * ctypes.sizeof(c)
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+
+_RANGES = {c: _range(c, signed) for c, signed in (
+    (ctypes.c_int8, True), (ctypes.c_int16, True), (ctypes.c_int32, True), (ctypes.c_int64, True),
+    (ctypes.c_uint8, False), (ctypes.c_uint16, False), (ctypes.c_uint32, False), (ctypes.c_uint64, False),
+    (ctypes.c_void_p, False))}
 
 
 def ctype_of(t: T.Type) -> Any:
