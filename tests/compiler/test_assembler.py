@@ -39,7 +39,7 @@ def test_libnvjitlink_assembles_when_present() -> None:
     assert out is not None
     cubin, log = out
     assert cubin[:4] == b"\x7fELF"
-    assert toolchain._report(log).registers > 0
+    assert toolchain.parse_report(log).registers > 0
     assert linker.assemble("this is not ptx", "sm_90a") is None  # a failure falls back to ptxas
 
 

@@ -18,6 +18,7 @@ from test_sec_tools import assert_clear_error, call
 
 from tools.errors import ToolInputError
 from tools.generate.group import build_group
+from tools.generate.lowerings import LOWERINGS
 from tools.generate.program import parse_program
 from tools.generate.translate import Translator
 from tools.specs import TensorSpec
@@ -207,7 +208,7 @@ def test_translator_fuzz_gives_results_or_tool_errors() -> None:
         try:
             program = parse_program(expression, arg_names=list(args), outputs=None, max_chars=2000, max_nodes=400,
                                     max_depth=40)
-            tr = Translator(args)  # type: ignore[arg-type]
+            tr = Translator(args, LOWERINGS)  # type: ignore[arg-type]
             build_group(tr, tr.run(program))
             outcomes["ok"] += 1
         except ToolInputError as exc:

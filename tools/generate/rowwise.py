@@ -6,13 +6,15 @@ of; a generated kernel holds whole rows, so every reduction of a row shares its 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tools.generate.lowerings import lowering, num, operand, py, up
-from tools.generate.translate import Translator
+from tools.generate.registry import lowering, num, operand, py, up
 from tools.generate.values import Pair, Val
+
+if TYPE_CHECKING:
+    from tools.generate.translate import Translator
 
 _F = torch.nn.functional
 

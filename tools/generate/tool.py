@@ -28,6 +28,7 @@ from tools.bench import benchmark
 from tools.compile import compile_kernel
 from tools.errors import ToolInputError
 from tools.generate.group import Fused, build_group
+from tools.generate.lowerings import LOWERINGS
 from tools.generate.models import GeneratedLaunch, GenerateRequest, GenerateResult
 from tools.generate.program import Program, inline, parse_program
 from tools.generate.translate import Translator
@@ -99,7 +100,7 @@ def _write(rt: Runtime, req: GenerateRequest, target: str) -> tuple[_Plan, Kerne
     program = parse_program(req.expression, arg_names=list(req.args), outputs=req.outputs,
                             max_chars=limits.max_reference_chars, max_nodes=limits.max_reference_nodes,
                             max_depth=limits.max_reference_depth)
-    tr = Translator(req.args)
+    tr = Translator(req.args, LOWERINGS)
     fused = build_group(tr, tr.run(program))
     plan = _Plan(req, program, fused, "cpu" if target == "cpu" else "cuda", limits.max_reference_nodes)
     kernel = plan.emit()

@@ -1,9 +1,10 @@
 """A validated reference program -> fusion ops: one visit method per construct of the reference
 language, each refusing at its node what a fused kernel cannot compute.
 
-Function calls go through the table in lowerings.py. Numbers known here (literals, sizes, math on
-them) are folded; scalar arguments stay parameters of the kernel. Each tensor op's result shape and
-dtype come from torch on the meta device (values.py); the group is laid out from them by group.py.
+Function calls go through the table of lowerings it is given (lowerings.LOWERINGS). Numbers known
+here (literals, sizes, math on them) are folded; scalar arguments stay parameters of the kernel.
+Each tensor op's result shape and dtype come from torch on the meta device (values.py); the group
+is laid out from them by group.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from compiler.fusion.ops import TL_DTYPE
 from tools.errors import ToolInputError
 from tools.generate.program import Program, Statement
+from tools.generate.registry import Lowering, describe
 from tools.generate.values import Const, InputRef, OpRef, Pair, ParamRef, PreOp, Scalar, Val
 from tools.reference import DTYPES, MATH_CONSTANTS, TORCH_CONSTANTS, dotted_name
 from tools.specs import DTYPES as SPEC_DTYPES
@@ -72,10 +74,8 @@ def dtype_name(dtype: torch.dtype) -> str | None:
 class Translator:
     """Walks each statement of a program, building `ops` (values.PreOp) in order."""
 
-    def __init__(self, args: Mapping[str, TensorSpec | Scalar]) -> None:
-        from tools.generate.lowerings import LOWERINGS  # the table refers back to this class
-
-        self.lowerings = LOWERINGS
+    def __init__(self, args: Mapping[str, TensorSpec | Scalar], lowerings: Mapping[str, Lowering]) -> None:
+        self.lowerings = lowerings  # function name -> lowering (lowerings.LOWERINGS)
         self.env: dict[str, Value] = {}
         self.roots: dict[str, torch.Tensor] = {}  # each tensor argument as the launch passes it
         for name, value in args.items():
@@ -509,10 +509,8 @@ class Translator:
         kwargs = {kw.arg: self.visit(kw.value) for kw in node.keywords if kw.arg is not None}
         lowering = self.lowerings.get(key)
         if lowering is None:
-            from tools.generate.lowerings import supported_functions
-
             self.fail(func, f"{key.removeprefix('builtin.').replace('Tensor.', 'tensor method ')} cannot be fused "
-                      "into a generated kernel", _by_hand(key) + "It fuses: " + supported_functions() + ".")
+                      "into a generated kernel", _by_hand(key) + "It fuses: " + describe(self.lowerings) + ".")
         return lowering(self, args, kwargs)
 
 

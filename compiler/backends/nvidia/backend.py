@@ -23,7 +23,8 @@ from ...ir.core import Location
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
 from ..nvidia_targets import nv_target
 from . import CudaBinary, optimise, with_launch_bound
-from .toolchain import PtxasReport, assemble
+from .jitlink import assemble
+from .toolchain import PtxasReport
 
 if TYPE_CHECKING:
     from ...runtime.compiled import CompiledKernel

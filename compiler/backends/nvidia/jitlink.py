@@ -15,8 +15,9 @@ import threading
 from typing import Any
 
 from ... import knobs
+from .toolchain import PtxasReport, assemble_with_ptxas, parse_report, ptxas_release
 
-__all__ = ["warm_up", "ready_linker", "status", "JitLinker"]
+__all__ = ["assemble", "warm_up", "ready_linker", "status", "JitLinker"]
 
 _PTX_INPUT = 2  # NVJITLINK_INPUT_PTX
 _TINY_PTX = (".version 8.0\n.target sm_80\n.address_size 64\n"
@@ -103,8 +104,6 @@ def _wanted_release() -> tuple[int, int] | None:
     """The assembler release the library must have: the ptxas binary's (another release allocates
     registers differently, so the cubin would depend on which path ran); None when any will do
     (ANVIL_NVJITLINK=any, or no ptxas binary at all: the library is then the assembler)."""
-    from .toolchain import ptxas_release
-
     if knobs.nvjitlink().lower() == "any":
         return None
     return ptxas_release()
@@ -158,6 +157,17 @@ def warm_up() -> None:
 def ready_linker() -> JitLinker | None:
     """The in-process assembler if it has finished loading; None means: use ptxas now (never waits)."""
     return _linker if _ready.is_set() else None
+
+
+def assemble(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes, PtxasReport]:
+    """PTX -> cubin for `arch` (e.g. 'sm_90a'), with ptxas's resource report: in-process through the
+    library once it has loaded, else through the ptxas binary."""
+    linker = ready_linker()
+    if linker is not None:
+        out = linker.assemble(ptx, arch, opt_level)
+        if out is not None:
+            return out[0], parse_report(out[1])
+    return assemble_with_ptxas(ptx, arch, opt_level)
 
 
 def status(wait_s: float = 0.0) -> str:

@@ -1,9 +1,11 @@
-"""Assembling PTX into a cubin, and reading ptxas's resource report.
+"""Finding the CUDA tools (ptxas, libdevice), assembling PTX with the ptxas binary, and reading
+ptxas's resource report.
 
-Two ways, the same assembler: in-process through libnvJitLink (no process start, ~10 ms less per
-kernel), or the ptxas binary. libnvJitLink is large (100+ MB), so it is loaded and warmed up on a
-background thread (`warm_up()`, started when the NVIDIA backend is imported; the dlopen and the
-link run outside the GIL); until it is ready, or when it is missing or fails, ptxas runs.
+`jitlink.assemble` picks between two ways, the same assembler: in-process through libnvJitLink (no
+process start, ~10 ms less per kernel), or the ptxas binary. libnvJitLink is large (100+ MB), so it
+is loaded and warmed up on a background thread (`warm_up()`, started when the NVIDIA backend is
+imported; the dlopen and the link run outside the GIL); until it is ready, or when it is missing or
+fails, ptxas runs.
 It is used only when it is the same release as the ptxas binary found (so the cubin does not
 depend on which path ran): the first library of that release among those found is used (torch's
 wheel and the CUDA toolkit often ship different releases); ANVIL_NVJITLINK=0 turns it off, =any
@@ -41,7 +43,7 @@ from typing import Any
 from ... import knobs
 from ...errors import AnvilError
 
-__all__ = ["find_ptxas", "ptxas_release", "assemble", "assemble_with_ptxas", "PtxasReport", "PtxasError"]
+__all__ = ["find_ptxas", "ptxas_release", "assemble_with_ptxas", "parse_report", "PtxasReport", "PtxasError"]
 
 
 class PtxasError(AnvilError):
@@ -166,22 +168,10 @@ _RE = {
 }
 
 
-def _report(log: str) -> PtxasReport:
+def parse_report(log: str) -> PtxasReport:
     vals = {k: int(m.group(1)) if (m := r.search(log)) else 0 for k, r in _RE.items()}
     notes = tuple(m.group(1).strip() for m in re.finditer(r"^ptxas info\s*:\s*(\(C7\d+\).*)$", log, re.M))
     return PtxasReport(**vals, notes=notes)
-
-
-def assemble(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes, PtxasReport]:
-    """PTX -> cubin for `arch` (e.g. 'sm_90a'), with ptxas's resource report."""
-    from .jitlink import ready_linker
-
-    linker = ready_linker()
-    if linker is not None:
-        out = linker.assemble(ptx, arch, opt_level)
-        if out is not None:
-            return out[0], _report(out[1])
-    return assemble_with_ptxas(ptx, arch, opt_level)
 
 
 def assemble_with_ptxas(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes, PtxasReport]:
@@ -190,7 +180,7 @@ def assemble_with_ptxas(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes,
         reply = _ask_ptxas_process({"op": "assemble", "ptx": ptx, "arch": arch, "opt": opt_level})
         if reply["returncode"] != 0:
             raise PtxasError(f"ptxas failed for {arch}:\n{str(reply['stderr']).strip()}")
-        return base64.b64decode(reply["cubin_b64"]), _report(str(reply["log"]))
+        return base64.b64decode(reply["cubin_b64"]), parse_report(str(reply["log"]))
     ptxas = find_ptxas()
     if ptxas is None:
         raise PtxasError("ptxas not found: install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`) "
@@ -208,7 +198,7 @@ def assemble_with_ptxas(ptx: str, arch: str, opt_level: int = 3) -> tuple[bytes,
                              "thread is slow to assemble; use smaller blocks or more warps") from None
         if proc.returncode != 0:
             raise PtxasError(f"ptxas failed for {arch}:\n{proc.stderr.strip()}")
-        return Path(out).read_bytes(), _report(proc.stdout + proc.stderr)
+        return Path(out).read_bytes(), parse_report(proc.stdout + proc.stderr)
 
 
 PTXAS_TIMEOUT_S = 300

@@ -1,0 +1,348 @@
+"""The import graph of compiler/, tools/ and server/: no cycles, and dependencies point one way.
+
+Every `import` / `from ... import` in a module is an edge of the graph, wherever it stands, with
+two exceptions:
+
+- imports under `if TYPE_CHECKING:` (never run);
+- a function-level import marked `# deferred: <reason>` on its line or the line above: one that
+  is kept out of module import on purpose (an optional dependency, start-up cost, or a plugin
+  loaded on first use such as a backend from the registry).
+
+Edges are between modules: `from .. import knobs` is an edge to `compiler.knobs`, while
+`from .. import __version__` (an attribute, not a module) is an edge to the package's __init__.
+Importing a submodule also runs its parents' __init__, but that is not counted: a child always
+imports its parent, so only the parent importing its children would make a cycle, and that one
+is an edge of the parent.
+
+`python tests/test_import_layers.py` prints the cycles, the deferred imports and the layering
+violations.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("compiler", "tools", "server")
+DEFERRED_MARK = "# deferred:"
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    path: str  # relative to ROOT
+    line: int
+    function_level: bool
+    deferred: bool  # function-level and marked `# deferred: <reason>`
+    type_checking: bool
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def module_files(root: Path = ROOT) -> dict[str, Path]:
+    """Module name -> file, for every module of the three packages (a package is its __init__)."""
+    mods: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join(parts)] = path
+    return mods
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _marked_deferred(lines: list[str], node: ast.stmt) -> bool:
+    """A `# deferred: <reason>` comment on the import's lines or the line above, with a reason."""
+    first = node.lineno - 1
+    last = (node.end_lineno or node.lineno) - 1
+    for i in range(max(first - 1, 0), last + 1):
+        at = lines[i].find(DEFERRED_MARK)
+        if at >= 0 and lines[i][at + len(DEFERRED_MARK) :].strip():
+            return True
+    return False
+
+
+def _resolve_base(module: str, is_package: bool, level: int, name: str | None) -> str:
+    if level == 0:
+        return name or ""
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts + ([name] if name else []))
+
+
+def _owner(name: str, mods: dict[str, Path]) -> str | None:
+    """The longest prefix of a dotted name that is one of our modules."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in mods:
+            return prefix
+    return None
+
+
+def import_edges(mods: dict[str, Path] | None = None, root: Path = ROOT) -> list[Edge]:
+    mods = module_files(root) if mods is None else mods
+    edges: list[Edge] = []
+    for module, path in mods.items():
+        edges += _module_edges(module, path, mods, root)
+    return edges
+
+
+def _module_edges(module: str, path: Path, mods: dict[str, Path], root: Path) -> list[Edge]:
+    text = path.read_text()
+    lines = text.splitlines()
+    rel = str(path.relative_to(root))
+    is_package = path.name == "__init__.py"
+    edges: list[Edge] = []
+
+    def add(target: str | None, node: ast.stmt, in_function: bool, type_checking: bool) -> None:
+        if target is None or target == module:
+            return
+        deferred = in_function and _marked_deferred(lines, node)
+        edges.append(Edge(module, target, rel, node.lineno, in_function, deferred, type_checking))
+
+    def visit(node: ast.AST, in_function: bool, type_checking: bool) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(_owner(alias.name, mods), node, in_function, type_checking)
+            return
+        if isinstance(node, ast.ImportFrom):
+            base = _resolve_base(module, is_package, node.level, node.module)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}" if base else alias.name
+                add(sub if sub in mods else _owner(base, mods), node, in_function, type_checking)
+            return
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                visit(child, in_function, True)
+            for child in node.orelse:
+                visit(child, in_function, type_checking)
+            return
+        inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner, type_checking)
+
+    visit(ast.parse(text, filename=rel), False, False)
+    return edges
+
+
+def runtime_graph(edges: list[Edge]) -> dict[str, dict[str, Edge]]:
+    """Edges that run when a module is imported or its functions are called, less the deferred."""
+    graph: dict[str, dict[str, Edge]] = {}
+    for e in edges:
+        if e.type_checking or e.deferred:
+            continue
+        graph.setdefault(e.source, {}).setdefault(e.target, e)
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, Edge]]) -> list[list[str]]:
+    """Components of more than one module (Tarjan's algorithm, iterative)."""
+    nodes = sorted(set(graph) | {t for out in graph.values() for t in out})
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in nodes:
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = []
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        work.append((start, sorted(graph.get(start, {}))))
+        while work:
+            v, succ = work[-1]
+            if succ:
+                w = succ.pop(0)
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, sorted(graph.get(w, {}))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp: list[str] = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return sorted(found, key=lambda c: (-len(c), c))
+
+
+def one_cycle(graph: dict[str, dict[str, Edge]], component: list[str]) -> list[Edge]:
+    """A shortest cycle through the component's first module, as its edges."""
+    members = set(component)
+    start = component[0]
+    came: dict[str, Edge] = {}
+    queue = deque([start])
+    while queue:
+        v = queue.popleft()
+        for w, e in sorted(graph.get(v, {}).items()):
+            if w not in members or w in came:
+                continue
+            came[w] = e
+            if w == start:
+                path = [e]
+                while path[0].source != start:
+                    path.insert(0, came[path[0].source])
+                return path
+            queue.append(w)
+    raise AssertionError(f"{component} is not a cycle")
+
+
+def describe(graph: dict[str, dict[str, Edge]], component: list[str]) -> str:
+    lines = [f"{len(component)} modules: {', '.join(component)}", "  for example:"]
+    for e in one_cycle(graph, component):
+        kind = " (function-level)" if e.function_level else ""
+        lines.append(f"    {e.source} -> {e.target}  at {e.where()}{kind}")
+    return "\n".join(lines)
+
+
+# Cycles that remain, each with why it is still there. A component found must be one of these
+# exactly: a new module joining one, or a new cycle, fails; so does an entry no longer found
+# (drop it, so the list only shrinks).
+ALLOWED_CYCLES: dict[frozenset[str], str] = {
+    frozenset({"compiler.backends.amd.convert", "compiler.backends.amd.lower", "compiler.backends.amd.ops"}): (
+        "the AMD backend's op modules call back into its lowering driver, as the NVIDIA and CPU "
+        "backends did; to be cut the same way (a registry module the op modules fill) when that "
+        "folder is next reworked"
+    ),
+}
+
+
+def test_no_import_cycles() -> None:
+    graph = runtime_graph(import_edges())
+    components = strongly_connected(graph)
+    unexpected = [c for c in components if frozenset(c) not in ALLOWED_CYCLES]
+    stale = set(ALLOWED_CYCLES) - {frozenset(c) for c in components}
+    report = "\n".join(describe(graph, c) for c in unexpected)
+    assert not unexpected, f"import cycles (cut one edge of each, or mark a deferred import):\n{report}"
+    assert not stale, f"allowed cycles no longer found, drop them from ALLOWED_CYCLES: {sorted(map(sorted, stale))}"
+
+
+def test_deferred_imports_are_function_level() -> None:
+    """A `# deferred:` mark only exempts imports inside functions; at module level it means nothing."""
+    misplaced = []
+    for e in import_edges():
+        if e.function_level or e.type_checking:
+            continue
+        lines = (ROOT / e.path).read_text().splitlines()
+        if DEFERRED_MARK in lines[e.line - 1]:
+            misplaced.append(e.where())
+    assert not misplaced, misplaced
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+# Layering, from docs: server -> tools -> compiler, and the IR-level libraries below the rest of
+# the compiler. Every edge counts here, deferred or type-only alike: a deferred import still
+# depends on its target.
+LOWER_LAYERS = {
+    "compiler.layouts": ("compiler.layouts", "compiler.ir", "compiler.passes"),
+    "compiler.passes": ("compiler.passes", "compiler.ir", "compiler.layouts"),
+}
+
+# Known exceptions to LOWER_LAYERS, as (source, target) with the reason.
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def layer_violations(edges: list[Edge]) -> list[str]:
+    bad = []
+    for e in edges:
+        src, dst = _top(e.source), _top(e.target)
+        if src == "compiler" and dst in ("tools", "server") or src == "tools" and dst == "server":
+            bad.append(f"{e.source} -> {e.target} at {e.where()}")
+            continue
+        for layer, allowed in LOWER_LAYERS.items():
+            if not _within(e.source, layer) or (e.source, e.target) in LAYER_EXCEPTIONS:
+                continue
+            if not any(_within(e.target, a) for a in allowed):
+                bad.append(f"{e.source} -> {e.target} at {e.where()} ({layer} may import only {allowed})")
+    return bad
+
+
+def test_layering() -> None:
+    bad = layer_violations(import_edges())
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_checker_finds_cycles_and_marks(tmp_path: Path) -> None:
+    """The checker itself: a planted cycle through a parent-package attribute, a deferred mark,
+    a TYPE_CHECKING import and a package attribute that is not a module."""
+    pkg = tmp_path / "compiler"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("__version__ = '1'\n")
+    (pkg / "knobs.py").write_text("def f():\n    from .sub import a\n    return a\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from .. import knobs, __version__\n"
+        "if TYPE_CHECKING:\n"
+        "    from . import b\n"
+        "def g():\n"
+        "    # deferred: start-up cost\n"
+        "    from . import b\n"
+        "    return b\n"
+    )
+    (pkg / "sub" / "b.py").write_text("from compiler.sub import a\n")
+    for other in ("tools", "server"):
+        (tmp_path / other).mkdir()
+    edges = import_edges(root=tmp_path)
+    graph = runtime_graph(edges)
+    assert set(graph["compiler.sub.a"]) == {"compiler.knobs", "compiler"}
+    assert strongly_connected(graph) == [["compiler.knobs", "compiler.sub.a"]]
+    cycle = one_cycle(graph, ["compiler.knobs", "compiler.sub.a"])
+    assert [(e.source, e.target, e.line) for e in cycle] == [
+        ("compiler.knobs", "compiler.sub.a", 2),
+        ("compiler.sub.a", "compiler.knobs", 2),
+    ]
+    # drop the deferred mark: b -> a -> b becomes a second cycle
+    (pkg / "sub" / "a.py").write_text((pkg / "sub" / "a.py").read_text().replace("# deferred: start-up cost", ""))
+    graph = runtime_graph(import_edges(root=tmp_path))
+    assert strongly_connected(graph) == [["compiler.knobs", "compiler.sub.a", "compiler.sub.b"]]
+
+
+if __name__ == "__main__":
+    all_edges = import_edges()
+    g = runtime_graph(all_edges)
+    for comp in strongly_connected(g):
+        print(describe(g, comp))
+    print("function-level imports:", sum(e.function_level for e in all_edges))
+    print("deferred:", sum(e.deferred for e in all_edges))
+    for line in layer_violations(all_edges):
+        print("layer:", line)
+    sys.exit(0)
