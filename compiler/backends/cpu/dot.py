@@ -19,6 +19,7 @@ from ...ir.core import Block, Function, Value
 from ...passes.fold import splat_constant
 from ...passes.uses import replace_all_uses, use_counts
 from ..llvm.scalar import F32, I32, I64
+from .loops import loop_carry
 
 if TYPE_CHECKING:
     from .lower import Buf, Lowering
@@ -75,8 +76,6 @@ def blocked_shape(m: int, n: int) -> tuple[int, int, int] | None:
 def dot_blocked(lw: Lowering, A: Buf, B: Buf, C: Buf, bi: Idx, m: int, k: int, n: int,
                 shape: tuple[int, int, int]) -> None:
     """C[bi] += A[bi] @ B[bi] (fp32 buffers, row-major), blocked as `shape` = (MR, NV, VW)."""
-    from .compute import loop_carry
-
     mr_main, nv, vw = shape
     vt = ir.VectorType(F32, vw)
     name = f"llvm.fmuladd.v{vw}f32"

@@ -14,7 +14,7 @@ from ..llvm.scalar import I1, I32, I64, llvm_type
 if TYPE_CHECKING:
     from .lower import Lowering
 
-__all__ = ["eval_elementwise", "emit_load", "emit_scalar_op"]
+__all__ = ["eval_elementwise", "emit_load", "emit_scalar_op", "gather_element"]
 
 Idx = tuple[ir.Value, ...]
 
@@ -158,8 +158,6 @@ def eval_elementwise(lw: Lowering, op: Op, k: int, idx: Idx) -> ir.Value:
     if oc == "split":
         return lw.ev(op.operands[0], (*idx, ir.Constant(I64, k)))
     if oc == "gather":
-        from .ops import gather_element
-
         return gather_element(lw, op, idx)
     if oc == "load":
         ptr = lw.ev(op.operands[0], idx)
@@ -183,3 +181,16 @@ def _reindex(b: ir.IRBuilder, idx: Idx, out_shape: tuple[int, ...], in_shape: tu
 
 
 _ = I1
+
+
+def gather_element(lw: Lowering, op: Op, idx: Idx) -> ir.Value:
+    src = lw.vals[op.operands[0]]
+    ax = op.attrs["axis"]
+    b = lw.b
+    n = T.shape_of(op.operands[0].type)[ax]
+    iv = lw.ev(op.operands[1], idx)
+    iv = b.sext(iv, I64) if iv.type != I64 else iv
+    bad = b.icmp_unsigned(">=", iv, ir.Constant(I64, n))
+    safe = b.select(bad, lw.zero, iv)
+    v = b.load(src.addr(b, (*idx[:ax], safe, *idx[ax + 1:])), typ=llvm_type(src.elem))
+    return b.select(bad, ir.Constant(v.type, None), v)

@@ -20,6 +20,9 @@ from ...ir.core import Block, Function, Location, Op, Value
 from ...ir.ops import ELEMENTWISE, EXPENSIVE_BINARY, MOVEMENT
 from ...passes.provenance import pointer_roots
 from ..llvm.scalar import I1, I8, I32, I64, PTR, llvm_type
+from .buffers import Buf, contiguous_strides
+from .elementwise import eval_elementwise
+from .ops import lower_op
 from .versioning import all_true
 from .waits import WaitLoop, waiting_loops
 
@@ -40,41 +43,11 @@ _MAX_FUSED_DEPTH = 64  # elementwise ops fused into one expression along a chain
 
 
 @dataclass
-class Buf:
-    """A materialized tile: `ptr` to elements with the given strides (in elements)."""
-
-    ptr: ir.Value
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    elem: T.ElemType
-    alloc: int  # identity of the underlying allocation
-
-    def addr(self, b: ir.IRBuilder, idx: tuple[ir.Value, ...]) -> ir.Value:
-        off: ir.Value | None = None
-        for i, s in zip(idx, self.strides, strict=True):
-            if s == 0:
-                continue
-            term = i if s == 1 else b.mul(i, ir.Constant(I64, s))
-            off = term if off is None else b.add(off, term)
-        if off is None:
-            return self.ptr
-        return b.gep(self.ptr, [off], inbounds=True, source_etype=llvm_type(self.elem))
-
-
-@dataclass
 class KernelABI:
     """The kernel's LLVM parameters: Tile IR args, then program ids and grid size (i32 each)."""
 
     arg_types: list[T.Type]
     debug: bool
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc if d > 1 else 0)
-        acc *= d
-    return tuple(reversed(out))
 
 
 class Lowering:
@@ -321,8 +294,6 @@ class Lowering:
         return r
 
     def ev_op(self, op: Op, k: int, idx: tuple[ir.Value, ...]) -> ir.Value:
-        from .elementwise import eval_elementwise
-
         return eval_elementwise(self, op, k, idx)
 
     def materialize(self, v: Value) -> Buf:
@@ -353,8 +324,6 @@ class Lowering:
 
     # ------------------------------------------------------------------ ops
     def lower_block(self, block: Block) -> None:
-        from .ops import lower_op
-
         for op in block.ops:
             if op.opcode in ("yield", "condition"):
                 continue

@@ -13,13 +13,14 @@ from ...ir.core import Op
 from ...ir.ops import ELEMENTWISE, MOVEMENT
 from ..llvm import scalar as S
 from ..llvm.scalar import I1, I8, I32, I64, PTR, llvm_type
+from . import compute, control
 from .elementwise import bounds_ok, emit_scalar_op, eval_elementwise
 from .waits import cas_changes, note_write, rmw_changes
 
 if TYPE_CHECKING:
     from .lower import Buf, Lowering
 
-__all__ = ["lower_op", "LOWER", "gather_element"]
+__all__ = ["lower_op", "LOWER"]
 
 Idx = tuple[ir.Value, ...]
 _ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
@@ -255,19 +256,6 @@ def _atomic_cas(lw: Lowering, op: Op) -> None:
     lw.vals[op.result] = out if out is not None else (scalar_result[0] if scalar_result else ir.Constant(rt, None))
 
 
-def gather_element(lw: Lowering, op: Op, idx: Idx) -> ir.Value:
-    src = lw.vals[op.operands[0]]
-    ax = op.attrs["axis"]
-    b = lw.b
-    n = T.shape_of(op.operands[0].type)[ax]
-    iv = lw.ev(op.operands[1], idx)
-    iv = b.sext(iv, I64) if iv.type != I64 else iv
-    bad = b.icmp_unsigned(">=", iv, ir.Constant(I64, n))
-    safe = b.select(bad, lw.zero, iv)
-    v = b.load(src.addr(b, (*idx[:ax], safe, *idx[ax + 1:])), typ=llvm_type(src.elem))
-    return b.select(bad, ir.Constant(v.type, None), v)
-
-
 def _cat(lw: Lowering, op: Op) -> None:
     a, c = op.operands
     out = lw.alloc(op.result.type.shape, op.result.type.elem)  # type: ignore[union-attr]
@@ -427,8 +415,6 @@ def _noop(lw: Lowering, op: Op) -> None:
 
 def _control(name: str) -> Callable[[Lowering, Op], None]:
     def f(lw: Lowering, op: Op) -> None:
-        from . import control
-
         getattr(control, name)(lw, op)
 
     return f
@@ -436,8 +422,6 @@ def _control(name: str) -> Callable[[Lowering, Op], None]:
 
 def _compute(name: str) -> Callable[[Lowering, Op], None]:
     def f(lw: Lowering, op: Op) -> None:
-        from . import compute
-
         getattr(compute, name)(lw, op)
 
     return f
