@@ -12,14 +12,17 @@ chosen.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tools.bench import describe_config, run_configs, summarize
+from tools.bench_configs import describe_config, run_configs, summarize
 from tools.device import describe_device, device_ceilings
 from tools.errors import ToolInputError
+from tools.executor import Progress
 from tools.launch import resolve_kernel
 from tools.models import BenchConfig, BenchmarkRequest, BenchmarkResult, ConfigResult
-from tools.runtime import Progress, Runtime
+
+if TYPE_CHECKING:
+    from tools.runtime import Runtime
 
 MIN_BLOCK, MAX_BLOCK = 16, 8192
 MAX_TILE_ELEMENTS = 1 << 16  # the product of any two block sizes of one config (a 2-D tile)

@@ -11,16 +11,19 @@ import importlib.metadata
 import re
 import time
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from tools.arg_kinds import argument_kind_mistake
 from tools.errors import ToolInputError
+from tools.executor import Progress, Report, WorkerState, noop_progress, resolve_target
 from tools.models import ArtifactPage, CompileRequest, CompileResult, Diagnostic, KernelEntry, KernelList, Resources
-from tools.runtime import Progress, Report, Runtime, WorkerState, noop_progress, resolve_target
 from tools.specs import Scalar, check_signature_type
 from tools.store import CompileSpec, KernelRecord
+
+if TYPE_CHECKING:
+    from tools.runtime import Runtime
 
 # Artifact names agents may ask for, and the compiler's ``asm`` keys that can satisfy each.
 ARTIFACT_KEYS: dict[str, tuple[str, ...]] = {

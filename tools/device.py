@@ -21,12 +21,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from tools.compile import compiler_version
+from tools.executor import Progress, Report, WorkerState, gpu_available, noop_progress, resolve_target
 from tools.models import DeviceEntry, DeviceInfo, TargetEntry
-from tools.runtime import Progress, Report, Runtime, WorkerState, gpu_available, noop_progress, resolve_target
+
+if TYPE_CHECKING:
+    from tools.runtime import Runtime
 
 _VERSIONED = ("anvil", "torch", "llvmlite", "numpy", "pydantic", "fastmcp", "mcp", "cuda-bindings", "triton")
 
@@ -185,8 +189,6 @@ def machine_key(device: str) -> str:
     """What identifies a device's description and ceilings on this machine: the host, its CPU and memory,
     the torch and Anvil versions, and for GPUs the driver and the boards it reports (read from /proc,
     without touching the driver). A change in any of them measures again."""
-    from tools.compile import compiler_version
-
     parts = [device, platform.node(), _cpu_name(), str(os.cpu_count()), str(_memory_bytes()), torch.__version__,
              compiler_version(), sys.version.split()[0]]
     if device != "cpu":

@@ -12,18 +12,18 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from tools.checks import compare, reference_shape_error, tensor_stats
-from tools.compile import ensure_compiled, get_record, load_kernel, plan_compile
+from tools.compile import compile_error, ensure_compiled, get_record, load_kernel, plan_compile
 from tools.errors import ToolInputError
+from tools.executor import Progress, Report, WorkerState, device_for, noop_progress, resolve_target
 from tools.grid import evaluate_grid
 from tools.models import LaunchRequest, LaunchResult
 from tools.reference import DEFAULT_MAX_BYTES, evaluate, parse_reference
 from tools.reference_sizes import SizeLimits
-from tools.runtime import Progress, Report, Runtime, WorkerState, device_for, noop_progress, resolve_target
 from tools.specs import (
     BY_TRITON,
     Scalar,
@@ -36,6 +36,9 @@ from tools.specs import (
     signature_of,
 )
 from tools.store import KernelRecord
+
+if TYPE_CHECKING:
+    from tools.runtime import Runtime
 
 
 async def resolve_kernel(rt: Runtime, req: LaunchRequest, progress: Progress | None = None) -> KernelRecord:
@@ -323,8 +326,6 @@ def launch_once(
         import compiler
 
         if isinstance(exc, compiler.CompilationError):
-            from tools.compile import compile_error
-
             raise compile_error(exc) from None
         if isinstance(exc, compiler.errors.OutOfBoundsError | compiler.errors.DeviceAssertError):
             raise runtime_report(exc, kernel) from None

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tools.runtime import WorkerState, device_for
+from tools.executor import WorkerState, device_for
 
 WARM_KERNEL = """\
 import triton

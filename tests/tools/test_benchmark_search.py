@@ -115,7 +115,7 @@ def test_timed_runs_stop_when_flushes_outlast_the_kernel() -> None:
 def test_the_summary_says_when_timings_are_noisy() -> None:
     """A spread past NOISY_PCT (another process on the device) is said in the one-line summary; a quiet run's
     summary says nothing of it."""
-    from tools.bench import NOISY_PCT, summarize
+    from tools.bench_configs import NOISY_PCT, summarize
 
     def timing(median: float, noise: float) -> dict[str, Any]:
         return {"median_us": median, "p10_us": median, "p90_us": median * (1 + noise / 100), "min_us": median,

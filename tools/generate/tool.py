@@ -15,7 +15,7 @@ import ast
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -27,6 +27,7 @@ from compiler.torch.runner import layout_values, pointwise_config, rows_config
 from tools.bench import benchmark
 from tools.compile import compile_kernel
 from tools.errors import ToolInputError
+from tools.executor import Progress, gpu_available, noop_progress, resolve_target
 from tools.generate.group import Fused, build_group
 from tools.generate.lowerings import LOWERINGS
 from tools.generate.models import GeneratedLaunch, GenerateRequest, GenerateResult
@@ -34,8 +35,10 @@ from tools.generate.program import Program, inline, parse_program
 from tools.generate.translate import Translator
 from tools.launch import launch_kernel
 from tools.models import BenchmarkRequest, CompileRequest, LaunchRequest
-from tools.runtime import Progress, Runtime, gpu_available, noop_progress, resolve_target
 from tools.specs import DTYPES, TensorSpec, check_args_limits, signature_of
+
+if TYPE_CHECKING:
+    from tools.runtime import Runtime
 
 __all__ = ["generate_kernel"]
 
