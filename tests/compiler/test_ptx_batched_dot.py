@@ -9,7 +9,7 @@ import pytest
 
 import compiler
 from compiler.backends.nvidia.dot import with_batch
-from compiler.backends.nvidia.lower import num_regs
+from compiler.backends.nvidia.tiles import num_regs
 from compiler.backends.nvidia.toolchain import find_ptxas
 from compiler.layouts import LANE, REGISTER, WARP, blocked_layout
 from compiler.layouts.distributed import mma_v2_accumulator

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.backends.nvidia.lower import blocked_for
+from compiler.backends.nvidia.tiles import blocked_for
 from compiler.layouts import LANE, REGISTER, WARP, fill_blocked
 
 SHAPES = [(1024,), (64,), (16,), (4, 256), (32, 32), (128, 64), (2, 8, 16), (1, 2048)]

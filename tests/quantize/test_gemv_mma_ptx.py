@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from compiler.backends.nvidia.lower import blocked_for
+from compiler.backends.nvidia.tiles import blocked_for
 from compiler.backends.nvidia.toolchain import find_ptxas
 from compiler.layouts import LANE, REGISTER, WARP
 from compiler.layouts.distributed import mma_v2_accumulator, mma_v2_operand

@@ -46,7 +46,7 @@ from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..llvm.scalar import I8, I32, I64
 from ..nvidia_targets import nv_target
-from .lower import GPUTile, SharedOperand, blocked_for, num_regs, nv_type
+from .tiles import GPUTile, SharedOperand, blocked_for, num_regs, nv_type
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -15,7 +15,7 @@ from ...ir import types as T
 from ...ir.core import Op, Value
 from ..llvm.scalar import loop_continues
 from ..nvidia_targets import nv_target
-from .lower import GPUTile, nv_type
+from .tiles import GPUTile, nv_type
 from .wgmma import wait_tiles
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from llvmlite import ir
 from ...ir import types as T
 from ...layouts import LANE, REGISTER, WARP, LinearLayout
 from ..llvm.scalar import I32, I64
-from .lower import GPUTile, num_regs, reg_coords
+from .tiles import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -108,8 +108,6 @@ def spill(lw: NvLowering, x: GPUTile, shape: tuple[int, ...], elem: T.ElemType) 
 def through_shared(lw: NvLowering, x: GPUTile, src_shape: tuple[int, ...], dst: LinearLayout,
                    elem: T.ElemType) -> GPUTile:
     """`x` re-read in layout `dst` (same elements in row-major order; the shapes may differ)."""
-    from .lower import nv_type
-
     base = spill(lw, x, src_shape, elem)
     ty = nv_type(elem)
     shape = dst.out_shape

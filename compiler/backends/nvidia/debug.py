@@ -23,8 +23,8 @@ from ...ir import types as T
 from ...ir.core import Location, Op
 from ..llvm import scalar as S
 from ..llvm.scalar import I1, I8, I32, I64
-from .lower import GPUTile, reg_coords
 from .ownership import owned_registers, owner_predicate
+from .tiles import GPUTile, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -15,7 +15,7 @@ from ...layouts import REGISTER, LinearLayout, dim_names
 from ..llvm import scalar as S
 from ..llvm.scalar import I32
 from .convert import linear_index, smem_load, smem_store
-from .lower import GPUTile, SharedOperand, num_regs, nv_type, reg_coords
+from .tiles import GPUTile, SharedOperand, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -16,8 +16,8 @@ from ...ir import types as T
 from ...ir.core import Op
 from ..llvm.scalar import I32, I64
 from .convert import linear_index, smem_load, smem_store
-from .lower import GPUTile, num_regs
 from .ownership import owned_registers, owner_predicate
+from .tiles import GPUTile, num_regs
 
 if TYPE_CHECKING:
     from .lower import NvLowering

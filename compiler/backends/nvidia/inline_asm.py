@@ -18,7 +18,7 @@ from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import REGISTER, LinearLayout
 from ..llvm.scalar import I32
-from .lower import GPUTile, blocked_for, num_regs, nv_type
+from .tiles import GPUTile, blocked_for, num_regs, nv_type
 
 if TYPE_CHECKING:
     from .lower import NvLowering

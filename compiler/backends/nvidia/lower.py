@@ -10,7 +10,6 @@ Scalars are uniform: every thread holds the same value.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
@@ -19,87 +18,18 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Block, Function, Op, Value
 from ...ir.ops import ELEMENTWISE
-from ...layouts import LANE, REGISTER, WARP, LinearLayout, blocked_layout
+from ...layouts import LANE, WARP, LinearLayout, slice_layout
 from ...passes.axis_info import AxisInfo, analyze_axis_info
-from ..llvm import scalar as S
 from ..llvm.scalar import I1, I8, I32, I64
+from .async_copy import carried_copy_layouts
+from .convert import convert, register_map
+from .dot import dot_layout
+from .ops import lower_op
+from .remat import is_cheap, rematerialize
+from .tiles import GPTR, SPTR, GPUTile, SharedOperand, blocked_for, num_regs, nv_type
+from .wgmma import wait_tiles
 
 __all__ = ["GPUTile", "NvLowering", "GPTR", "SPTR"]
-
-GPTR = ir.PointerType(addrspace=1)
-SPTR = ir.PointerType(addrspace=3)
-
-
-def nv_type(t: T.Type) -> ir.Type:
-    e = T.elem_of(t)
-    if isinstance(e, T.PointerType):
-        return GPTR
-    return S.llvm_type(e)
-
-
-@dataclass
-class GPUTile:
-    layout: LinearLayout
-    regs: list[ir.Value]
-
-
-@dataclass
-class SharedOperand:
-    """A tile that lives in shared memory in the layout its consumer (a wgmma dot) reads: the
-    i32 shared address of its first byte (async_copy.py)."""
-
-    addr: ir.Value
-
-
-def blocked_for(shape: tuple[int, ...], vec: int, num_warps: int, fast: int = -1) -> LinearLayout:
-    """Blocked layout: `vec` consecutive elements per thread along dim `fast` (default the last),
-    lanes then warps filling the dims from that one, then from the last dim down; what is left
-    over repeats along the slowest dim."""
-    rank = len(shape)
-    fast %= rank
-    order = [fast] + [d for d in reversed(range(rank)) if d != fast]
-    spt = [1] * rank
-    spt[fast] = vec
-    rem = [s // p for s, p in zip(shape, spt, strict=True)]
-    tpw, lanes = [1] * rank, 32
-    for d in order:
-        t = min(lanes, rem[d])
-        tpw[d], lanes, rem[d] = t, lanes // t, rem[d] // t
-    tpw[order[-1]] *= lanes
-    wpc, warps = [1] * rank, num_warps
-    for d in order:
-        w = min(warps, max(1, rem[d]))
-        wpc[d], warps, rem[d] = w, warps // w, max(1, rem[d] // w)
-    wpc[order[-1]] *= warps
-    return blocked_layout(shape, spt, tpw, wpc, order)
-
-
-def reg_coords(layout: LinearLayout, r: int) -> tuple[int, ...]:
-    out = [0] * len(layout.out_dims)
-    for k, basis in enumerate(layout.bases(REGISTER)):
-        if (r >> k) & 1:
-            out = [a ^ b for a, b in zip(out, basis, strict=True)]
-    return tuple(out)
-
-
-def num_regs(layout: LinearLayout) -> int:
-    return layout.in_dim_size(REGISTER)
-
-
-def constant_runs(info: AxisInfo | None, layout: LinearLayout) -> list[int] | None:
-    """For a tile whose values come in runs of equal values (axis info constancy), the register
-    each register of `layout` can copy (the first of its run in this thread), or None when every
-    register is its own. A run is aligned, so the lane and warp bits of a coordinate never move an
-    element across a run boundary: registers whose coordinates agree above the run bits agree in
-    every thread. A mask `cols < N` with N a multiple of 16 is computed once per 16 columns."""
-    if info is None or len(info.constancy) != len(layout.out_dims) or all(k == 1 for k in info.constancy):
-        return None
-    shifts = [k.bit_length() - 1 for k in info.constancy]
-    first: dict[tuple[int, ...], int] = {}
-    out = [first.setdefault(tuple(c >> s for c, s in zip(reg_coords(layout, r), shifts, strict=True)), r)
-           for r in range(num_regs(layout))]
-    return None if len(first) == len(out) else out
-
 
 class NvLowering:
     """Lowers one Tile IR function into an NVPTX kernel in `module`."""
@@ -287,9 +217,6 @@ class NvLowering:
             return x
         if v.op is not None and v.op.opcode == "splat":  # the same value in every register
             return GPUTile(target, [x.regs[0]] * num_regs(target))
-        from .convert import convert, register_map
-        from .remat import rematerialize
-
         m = register_map(x.layout, target, set())
         if m is not None:
             return GPUTile(target, [x.regs[i] for i in m])
@@ -303,9 +230,6 @@ class NvLowering:
         layout when the body feeds `arg` to a tensor-core dot, so the loop moves no data; for the
         addresses of a pipelined copy, the layout the copy takes them in."""
         if self.dot_layouts is None:
-            from .async_copy import carried_copy_layouts
-            from .dot import dot_layout
-
             self.dot_layouts = carried_copy_layouts(self)  # addresses of pipelined copies
             for op in self.fn.walk():
                 if op.opcode == "dot":
@@ -330,9 +254,6 @@ class NvLowering:
         """Loop-carried vectors updated from reductions of a dot result in the body (attention's
         running max and sum): carried in the reduction's layout (the dot layout, sliced), so the
         body neither converts them nor broadcasts them back through shared memory."""
-        from ...layouts import slice_layout
-        from .dot import dot_layout
-
         body = loop.regions[0]
         y = body.terminator
         dots = {op.result: op for op in body.ops if op.opcode == "dot"}
@@ -390,8 +311,6 @@ class NvLowering:
         """Elementwise results keep their operands' layout when they all agree; otherwise the
         layout of the first operand that cannot be recomputed cheaply (a dot's accumulator, a
         loaded tile, a loop-carried value), so only the cheap operands move."""
-        from .remat import is_cheap
-
         shape = T.shape_of(op.results[0].type)
         tiles = [(o, self.vals[o]) for o in op.operands if isinstance(self.vals.get(o), GPUTile)]
         layouts = {t.layout for _, t in tiles}
@@ -406,8 +325,6 @@ class NvLowering:
 
     # ------------------------------------------------------------------ ops
     def lower_block(self, block: Block) -> None:
-        from .ops import lower_op
-
         for op in block.ops:
             if op.opcode == "yield" and self._carry_pending(op):
                 continue
@@ -460,8 +377,6 @@ class NvLowering:
 
     def wait_inflight(self) -> None:
         """Complete the carried wgmma groups before their values are read (or a region is entered)."""
-        from .wgmma import wait_tiles
-
         if self.pending is not None:
             self.flush()  # a wgmma wait: it completes the carried groups too
         held = self.take_inflight()

@@ -22,8 +22,8 @@ from ...ir.core import Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..llvm.scalar import I1, I8, I16, I32, I64
 from .cache_hints import PLAIN, Hint, load_hint, store_hint
-from .lower import GPUTile, num_regs, nv_type
 from .ownership import owned_registers, owner_predicate
+from .tiles import GPUTile, num_regs, nv_type
 
 if TYPE_CHECKING:
     from ...passes.axis_info import AxisInfo

@@ -29,8 +29,8 @@ from ...layouts.distributed import mma_v2_accumulator
 from ..llvm import scalar as S
 from ..llvm.scalar import I8, I16, I32
 from ..nvidia_targets import nv_target
-from .lower import GPUTile, num_regs, reg_coords
 from .staging import Offset, stage
+from .tiles import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ...layouts import LANE, REGISTER, WARP, LinearLayout
 from ..llvm.scalar import I32
-from .lower import num_regs
+from .tiles import num_regs
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -13,7 +13,7 @@ from ...ir.ops import ASSOCIATIVE
 from ...layouts import LANE, REGISTER, WARP, slice_layout
 from ..llvm.scalar import I16, I32, I64
 from .convert import fold_add, fold_mul, fold_or, smem_load, smem_store
-from .lower import GPUTile, num_regs, nv_type, reg_coords
+from .tiles import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -18,7 +18,8 @@ from ...ir.core import Op, Value
 from ...ir.ops import ELEMENTWISE, SPECS
 from ...layouts import LinearLayout, dim_names
 from ..llvm.scalar import I32
-from .lower import GPUTile, num_regs, reg_coords
+from .elementwise import elementwise_regs
+from .tiles import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -108,8 +109,6 @@ def _emit(lw: NvLowering, v: Value, layout: LinearLayout, memo: dict[tuple[Value
         src = _emit(lw, op.operands[0], collapse(layout, dims) if dims else layout, memo)
         out = GPUTile(layout, list(src.regs))
     else:
-        from .ops import elementwise_regs
-
         ins = [_emit(lw, o, layout, memo) if isinstance(o.type, T.TileType) else None for o in op.operands]
         out = GPUTile(layout, elementwise_regs(lw, op, layout, lambda i: [
             t.regs[i] if t is not None else lw.scalar(o) for t, o in zip(ins, op.operands, strict=True)]))

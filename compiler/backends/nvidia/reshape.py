@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LinearLayout, dim_names
-from .lower import GPUTile, num_regs
+from .tiles import GPUTile, num_regs
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -17,8 +17,8 @@ from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP
 from ..llvm.scalar import I1, I32
 from .convert import smem_load, smem_store
-from .lower import GPUTile, num_regs, nv_type
 from .reduce import _byte_offset, _combine, _shfl_xor
+from .tiles import GPUTile, num_regs, nv_type
 
 if TYPE_CHECKING:
     from .lower import NvLowering

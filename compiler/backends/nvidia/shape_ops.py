@@ -17,7 +17,7 @@ from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP, LinearLayout, dim_names
 from ..llvm.scalar import I32, I64
 from .convert import smem_load, spill
-from .lower import GPUTile, num_regs, nv_type, reg_coords
+from .tiles import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -21,8 +21,8 @@ from ...layouts import LANE, REGISTER, WARP, LinearLayout
 from ..llvm import scalar as S
 from ..llvm.scalar import I32
 from .convert import linear_index, smem_load, spill
-from .lower import GPUTile, num_regs, nv_type, reg_coords
 from .reduce import _shfl_xor
+from .tiles import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -11,7 +11,7 @@ from llvmlite import ir
 
 from ...layouts import REGISTER, LinearLayout
 from ..llvm.scalar import I8, I32
-from .lower import GPUTile, num_regs, reg_coords
+from .tiles import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering

@@ -35,9 +35,9 @@ from ...layouts.distributed import wgmma_accumulator
 from ..llvm import scalar as S
 from ..llvm.scalar import I32, I64
 from ..nvidia_targets import nv_target
-from .lower import GPUTile, num_regs, reg_coords
 from .math import pack_pair
 from .staging import Offset, stage
+from .tiles import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import NvLowering
