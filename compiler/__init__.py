@@ -6,9 +6,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from . import language  # noqa: E402
+from . import language
 from .errors import (  # noqa: E402
     AnvilError,
     ArgumentError,
@@ -22,26 +20,17 @@ from .errors import (  # noqa: E402
     UndefinedNameError,
     UnsupportedError,
 )
+from .frontend.textmodule import compile_source
+from .helpers import cdiv, next_power_of_2
 from .runtime.autotune import Config, autotune, heuristics  # noqa: E402
 from .runtime.compiled import CompiledKernel  # noqa: E402
 from .runtime.jit import (  # noqa: E402
     ConstexprFunction,
     JITFunction,
-    compile_source,
     constexpr_function,
     jit,
 )
-
-
-def cdiv(x: int, y: int) -> int:
-    """Ceiling division: cdiv(10, 4) == 3."""
-    return (x + y - 1) // y
-
-
-def next_power_of_2(n: int) -> int:
-    """The smallest power of two >= n (1 for n <= 1)."""
-    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
-
+from .version import __version__
 
 __all__ = [
     "jit", "JITFunction", "compile_source", "constexpr_function", "ConstexprFunction", "autotune", "Config",

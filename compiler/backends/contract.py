@@ -18,12 +18,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from .. import errors as E
+from ..ir import types as T
+
 if TYPE_CHECKING:
     from ..ir.core import Function
     from ..runtime.compiled import CompiledKernel
     from ..runtime.specialize import LaunchOptions
 
-__all__ = ["Stage", "StageContext", "Artifacts", "Backend", "Launcher", "TILE_IR_PREFIX", "type_from_text"]
+__all__ = ["Stage", "StageContext", "Artifacts", "Backend", "Launcher", "TILE_IR_PREFIX", "type_from_text",
+           "parse_signature_type"]
 
 TILE_IR_PREFIX = "tir."  # the artifacts of Tile IR stages are named "tir.<pass>"
 
@@ -143,9 +147,19 @@ class Backend(ABC):
 
 def type_from_text(s: str) -> Any:
     """A kernel argument's type from its printed form (`str(t)`): how metadata stores types."""
-    from ..ir import types as T
-    from ..runtime.specialize import parse_signature_type
-
     if s.startswith("!ptr<"):
         return T.PointerType(T.scalar(s[5:-1]))
     return parse_signature_type(s)
+
+
+def parse_signature_type(s: str) -> T.Type:
+    """Triton signature syntax: '*fp32' (pointer), 'i32', 'fp16', ..."""
+    s = s.strip()
+    try:
+        if s.startswith("*"):
+            inner = s[1:].strip().removeprefix("k")
+            return T.PointerType(T.scalar(inner))
+        return T.scalar(s)
+    except KeyError:
+        raise E.ArgumentError(f"unknown type {s!r} in signature; use e.g. '*fp32', '*fp16', '*bf16', "
+                              "'*i32', 'i32', 'i64', 'fp32'") from None

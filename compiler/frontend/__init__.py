@@ -2,65 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-from .. import errors as E
-from ..ir import types as T
-from ..ir.builder import Builder
-from ..ir.core import Block, Function
-from ..language import core as lc
-from .closed import LimitError, check_value
-from .codegen import GenContext, GenOptions, Returned
-from .descriptor import DescriptorArg, from_packed
-from .semantic import Semantic
+from .codegen import GenOptions
+from .kernel import ParamSpec, generate_kernel
 from .source import FunctionSource, parse_function
-from .statements import KernelGenerator
 
 __all__ = ["ParamSpec", "GenOptions", "generate_kernel", "FunctionSource", "parse_function"]
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """How one kernel parameter is specialised: a constant, or a runtime value of `type`."""
-
-    name: str
-    constant: bool
-    value: Any = None
-    type: T.Type | None = None
-    divisibility: int = 1
-
-
-def generate_kernel(src: FunctionSource, params: list[ParamSpec], options: GenOptions,
-                    resolve_jit: Callable[[Any], FunctionSource | None]) -> Function:
-    """Specialise `src` on `params` and generate its Tile IR function."""
-    body = Block()
-    builder = Builder(body, src.loc(src.tree))
-    sem = Semantic(builder)
-    ctx = GenContext(builder, sem, options, resolve_jit)
-    gen = KernelGenerator(ctx, src, {})
-    sem.gen = gen  # type: ignore[attr-defined]
-    arg_names: list[str] = []
-    arg_attrs: list[dict[str, Any]] = []
-    for p in params:
-        if p.constant:
-            try:
-                gen.scope[p.name] = check_value(p.value)
-            except LimitError as e:
-                loc = src.loc(src.tree)
-                raise LimitError(f"constexpr {p.name!r}: {e.message}", loc, src.source_line(loc), e.hint) from None
-            continue
-        assert p.type is not None
-        v = body.add_arg(p.type, p.name)
-        arg_names.append(p.name)
-        arg_attrs.append({"divisibility": p.divisibility} if p.divisibility > 1 else {})
-        gen.scope[p.name] = lc.Tensor(v)
-        if isinstance(p.value, DescriptorArg):  # a host tensor descriptor: its packed words
-            gen.scope[p.name] = from_packed(sem, lc.Tensor(v), p.value)
-    r = gen.visit_body(src.tree.body)
-    if isinstance(r, Returned) and r.value is not None:
-        loc = src.loc(r.node or src.tree)
-        raise E.UnsupportedError("a kernel cannot return a value", loc, src.source_line(loc),
-                                 "store results through an output pointer with tl.store")
-    return Function(src.name, body, arg_names, arg_attrs, src.loc(src.tree))

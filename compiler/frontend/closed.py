@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors as E
+from ..helpers import cdiv, next_power_of_2
 from ..language import core as lc
 
 __all__ = ["LimitError", "Budget", "MAX_INT_BITS", "MAX_ITEMS", "MAX_UNROLL", "MAX_STEPS", "MAX_OPS",
@@ -195,13 +196,10 @@ _PURE: dict[int, Any] | None = None
 def _pure_functions() -> dict[int, Any]:
     global _PURE
     if _PURE is None:
-        import compiler
-        import compiler.triton_compat as tc
-
         from ..language import standard
 
-        fns = [getattr(math, n) for n in MATH_FUNCTIONS] + [compiler.cdiv, compiler.next_power_of_2, tc.cdiv,
-                                                           standard._log2, standard._is_power_of_two]
+        fns = [getattr(math, n) for n in MATH_FUNCTIONS] + [cdiv, next_power_of_2, standard._log2,
+                                                           standard._is_power_of_two]
         _PURE = {id(f): f for f in fns}
     return _PURE
 

@@ -7,11 +7,13 @@ import importlib
 import operator
 from typing import Any
 
+from .. import errors as E
 from ..ir.core import Location
+from ..runtime.jit import JITFunction, register_source_lines
 from .closed import LimitError, bounded_binary, check_value, module_export
 from .source import parse_text
 
-__all__ = ["load_text_module", "MODULE_MAP"]
+__all__ = ["load_text_module", "compile_source", "MODULE_MAP"]
 
 # What imports in kernel source text resolve to (everything else stays undefined).
 MODULE_MAP = {
@@ -107,7 +109,6 @@ def _literal(node: ast.expr, ns: dict[str, Any]) -> Any:
 
 def load_text_module(text: str, filename: str) -> dict[str, Any]:
     """Parse `text` and return its @jit functions by name (each sees the module's names)."""
-    from ..runtime.jit import JITFunction, register_source_lines
 
     tree = parse_text(text, filename)
     register_source_lines(filename, text)
@@ -165,3 +166,22 @@ def load_text_module(text: str, filename: str) -> dict[str, Any]:
             if jit:
                 funcs[node.name] = fn
     return funcs
+
+
+def compile_source(source: str, kernel: str | None = None, *, filename: str = "<kernel>") -> JITFunction:
+    """A kernel from source text. The text is parsed, never executed: imports of `triton`,
+    `triton.language`, `compiler`, `compiler.language` and `math` are understood; other
+    `@jit` functions in the text can be called; module-level constants must be literals."""
+    funcs = load_text_module(source, filename)
+    if not funcs:
+        raise E.UnsupportedError("the source defines no @jit / @triton.jit function", None, "",
+                                 "decorate the kernel with @triton.jit (or @jit)")
+    if kernel is None:
+        if len(funcs) > 1:
+            raise E.ArgumentError(f"the source defines several kernels ({', '.join(funcs)}); "
+                                  "say which one with kernel=...")
+        return next(iter(funcs.values()))
+    if kernel not in funcs:
+        raise E.ArgumentError(f"no @jit function named {kernel!r} in the source "
+                              f"(found: {', '.join(funcs) or 'none'})")
+    return funcs[kernel]

@@ -4,21 +4,21 @@ and the one kernel type every backend launches through."""
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, knobs
 from .. import errors as E
+from .. import knobs
 from ..backends.contract import Artifacts, Backend, StageContext
 from ..backends.registry import backend_for
+from ..collector import collector_paused
 from ..ir import types as T
+from ..version import __version__
 from . import disk_cache
 from .specialize import LaunchOptions
 
@@ -139,40 +139,6 @@ def _remember(key: str, ck: Any) -> None:
         _MEMORY.pop(next(iter(_MEMORY)))
 
 
-_gc_lock = threading.Lock()
-_gc_depth = 0  # compiles in flight (any thread)
-_gc_ours = False  # the collector was on when the first of them started, and they turned it off
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """No automatic garbage collection while kernels compile. A compile allocates 10^4-10^5 objects
-    (Tile IR, llvmlite IR); with torch and triton loaded, a full collection that they trigger walks
-    the whole heap (~100 ms during a layer norm compile, measured). Afterwards the young generations
-    are collected explicitly (the compile's garbage: llvmlite modules are cyclic): that costs what
-    the automatic young collections would have, and it leaves the counters at zero, so the launch
-    that follows the compile starts no collection either. Full collections still happen, between
-    compiles, when Python's own thresholds call for them. A collector the program turned off stays off."""
-    global _gc_depth, _gc_ours
-    with _gc_lock:
-        if _gc_depth == 0 and gc.isenabled():
-            gc.disable()
-            _gc_ours = True
-        _gc_depth += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_depth -= 1
-            last = _gc_depth == 0 and _gc_ours
-        if last:
-            gc.collect(1)
-            with _gc_lock:
-                if _gc_depth == 0 and _gc_ours:
-                    _gc_ours = False
-                    gc.enable()
-
-
 _IN_FLIGHT: dict[str, threading.Event] = {}  # compiles under way, by cache key
 _in_flight_lock = threading.Lock()
 
@@ -231,7 +197,8 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
 def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str,
            t0: float) -> tuple[Artifacts, dict[str, float]]:
     """Frontend, then every stage (stages.py) for one specialization (the disk cache missed)."""
-    from ..frontend import GenOptions, generate_kernel
+    from ..frontend.codegen import GenOptions
+    from ..frontend.kernel import generate_kernel
     from ..passes.unmasked import unmasked_program_accesses
     from .jit import as_jit
     from .stages import check, run_stages, tile_ir_passes

@@ -48,9 +48,10 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from .. import errors as E
 from .specialize import _FakeTensor, _Parameter, _Tensor, arg_key
 
-__all__ = ["make_front", "bind_grid", "constexpr_token", "raw_value", "MISSING"]
+__all__ = ["make_front", "bind_grid", "constexpr_token", "raw_value", "MISSING", "grid3"]
 
 _FAST_OPTIONS = ("num_warps", "num_stages", "maxnreg", "cluster_dims")
 _OPTION_VARS = {"num_warps": "_Anw", "num_stages": "_Ans", "maxnreg": "_Amr", "cluster_dims": "_Acd"}
@@ -239,8 +240,6 @@ def _general_front(launcher: Any) -> Callable[..., Any]:
 
 
 def _grid3_of(launcher: Any) -> Callable[[Any, tuple[Any, ...]], tuple[int, int, int]]:
-    from .launch import grid3
-
     names = launcher.names
 
     def norm(grid: Any, params: tuple[Any, ...]) -> tuple[int, int, int]:
@@ -249,3 +248,20 @@ def _grid3_of(launcher: Any) -> Callable[[Any, tuple[Any, ...]], tuple[int, int,
         return grid3(grid)
 
     return norm
+
+
+def grid3(g: Any) -> tuple[int, int, int]:
+    if isinstance(g, int):
+        g = (g,)
+    try:
+        dims = [int(x) for x in g]
+    except (TypeError, ValueError):
+        raise E.LaunchError(f"grid must be a tuple of 1-3 integers (or a function returning one), got {g!r}") from None
+    if not 1 <= len(dims) <= 3:
+        raise E.LaunchError(f"grid must have 1 to 3 dimensions, got {len(dims)}")
+    if any(d < 0 for d in dims):
+        raise E.LaunchError(f"grid dimensions must be non-negative, got {dims}")
+    if any(d >= 2**31 for d in dims):
+        raise E.LaunchError(f"grid dimension too large: {dims} (limit 2**31 - 1)")
+    dims += [1] * (3 - len(dims))
+    return dims[0], dims[1], dims[2]

@@ -22,7 +22,7 @@ import torch
 from .. import errors as E
 from .dynamo import outside_graph
 
-__all__ = ["JITFunction", "jit", "compile_source", "KernelInterface", "ConstexprFunction", "constexpr_function"]
+__all__ = ["JITFunction", "jit", "KernelInterface", "ConstexprFunction", "constexpr_function"]
 
 
 class KernelInterface:
@@ -365,27 +365,6 @@ def jit(fn: Callable[..., Any] | None = None, *, debug: bool | None = None,
         return JITFunction(f, debug=debug, do_not_specialize=do_not_specialize, noinline=noinline)
 
     return wrap(fn) if fn is not None else wrap
-
-
-def compile_source(source: str, kernel: str | None = None, *, filename: str = "<kernel>") -> JITFunction:
-    """A kernel from source text. The text is parsed, never executed: imports of `triton`,
-    `triton.language`, `compiler`, `compiler.language` and `math` are understood; other
-    `@jit` functions in the text can be called; module-level constants must be literals."""
-    from ..frontend.textmodule import load_text_module
-
-    funcs = load_text_module(source, filename)
-    if not funcs:
-        raise E.UnsupportedError("the source defines no @jit / @triton.jit function", None, "",
-                                 "decorate the kernel with @triton.jit (or @jit)")
-    if kernel is None:
-        if len(funcs) > 1:
-            raise E.ArgumentError(f"the source defines several kernels ({', '.join(funcs)}); "
-                                  "say which one with kernel=...")
-        return next(iter(funcs.values()))
-    if kernel not in funcs:
-        raise E.ArgumentError(f"no @jit function named {kernel!r} in the source "
-                              f"(found: {', '.join(funcs) or 'none'})")
-    return funcs[kernel]
 
 
 def register_source_lines(filename: str, text: str) -> None:

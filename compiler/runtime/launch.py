@@ -10,9 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import errors as E
+from ..collector import collector_paused
 from ..ir import types as T
-from .compiled import CompiledKernel, collector_paused, compile_kernel
-from .fastpath import MISSING, Unchecked, bind_grid, grid_of, make_front
+from .compiled import CompiledKernel, compile_kernel
+from .fastpath import MISSING, Unchecked, bind_grid, grid3, grid_of, make_front
 from .specialize import (
     LaunchOptions,
     ParamInfo,
@@ -328,23 +329,6 @@ def clean_error(e: E.AnvilError) -> E.AnvilError:
 _MISSING = object()
 
 
-def grid3(g: Any) -> tuple[int, int, int]:
-    if isinstance(g, int):
-        g = (g,)
-    try:
-        dims = [int(x) for x in g]
-    except (TypeError, ValueError):
-        raise E.LaunchError(f"grid must be a tuple of 1-3 integers (or a function returning one), got {g!r}") from None
-    if not 1 <= len(dims) <= 3:
-        raise E.LaunchError(f"grid must have 1 to 3 dimensions, got {len(dims)}")
-    if any(d < 0 for d in dims):
-        raise E.LaunchError(f"grid dimensions must be non-negative, got {dims}")
-    if any(d >= 2**31 for d in dims):
-        raise E.LaunchError(f"grid dimension too large: {dims} (limit 2**31 - 1)")
-    dims += [1] * (3 - len(dims))
-    return dims[0], dims[1], dims[2]
-
-
 def _target_for(vals: list[Any], name: str) -> str:
     devices = set()
     for v in vals:
@@ -374,7 +358,7 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
                           num_warps: int, num_stages: int, debug: bool,
                           maxnreg: int | None = None, cluster_dims: Any = None) -> CompiledKernel:
     """Compile for an explicit signature (no tensors needed): what the tools use."""
-    from ..frontend import ParamSpec
+    from ..frontend.kernel import ParamSpec
 
     names = list(fn.source.params)
     cexpr = fn.constexpr_names

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors as E
-from ..frontend import ParamSpec
+from ..backends.contract import parse_signature_type
+from ..frontend.kernel import ParamSpec
 from ..ir import types as T
 from ..language import core as lc
 
@@ -217,16 +218,3 @@ def spec_for(p: ParamInfo, v: Any, kernel: str) -> ParamSpec:
         return ParamSpec(p.name, False, None, T.PointerType(torch_elem(v.dtype)), div)
     raise E.LaunchError(f"argument {p.name!r} of {kernel} has unsupported type {type(v).__name__}; "
                         "pass torch tensors, ints, floats, bools or None")
-
-
-def parse_signature_type(s: str) -> T.Type:
-    """Triton signature syntax: '*fp32' (pointer), 'i32', 'fp16', ..."""
-    s = s.strip()
-    try:
-        if s.startswith("*"):
-            inner = s[1:].strip().removeprefix("k")
-            return T.PointerType(T.scalar(inner))
-        return T.scalar(s)
-    except KeyError:
-        raise E.ArgumentError(f"unknown type {s!r} in signature; use e.g. '*fp32', '*fp16', '*bf16', "
-                              "'*i32', 'i32', 'i64', 'fp32'") from None

@@ -195,7 +195,7 @@ class GroupRunner:
         key = (part, tuple(lay.key() for lay in layouts), wide, even, tuple(values.items()) if values else None)
         k = self.kernels.get(key)
         if k is None:
-            from ..runtime.jit import compile_source
+            from ..frontend.textmodule import compile_source
 
             group = self.group if not part else getattr(self._split(), part)
             # Named by content: groups (and graphs) computing the same thing share one kernel.

@@ -17,7 +17,8 @@ import importlib
 import sys
 from typing import Any
 
-from .. import next_power_of_2 as next_power_of_2
+from ..helpers import cdiv as cdiv
+from ..helpers import next_power_of_2 as next_power_of_2
 from ..runtime.autotune import Config, autotune, heuristics
 from ..runtime.jit import constexpr_function as constexpr_function
 from .errors import CompilationError, InterpreterError, OutOfResources, TritonError
@@ -32,11 +33,6 @@ __all__ = [
     "InterpreterError", "TensorWrapper", "reinterpret", "MockTensor", "set_allocator", "must_use_result",
     "__version__", "language", "testing", "runtime", "compiler", "tools", "knobs", "errors",
 ]
-
-
-def cdiv(x: Any, y: Any) -> Any:
-    """Ceiling division: cdiv(10, 4) == 3 (also works on torch tensors, as Triton's does)."""
-    return (x + y - 1) // y
 
 
 def set_allocator(allocator: Any) -> None:

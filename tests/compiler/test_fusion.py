@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from compiler import compile_source
 from compiler.fusion.emit import emit
 from compiler.fusion.graph import FULL, ROW, Group, Layout, Op, Ref
-from compiler.runtime.jit import compile_source
 from compiler.torch.runner import layout_of, layout_values
 
 

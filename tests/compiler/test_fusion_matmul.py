@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from compiler import compile_source
 from compiler.fusion.emit import Names
 from compiler.fusion.graph import FULL, Group, Layout, Op, Ref
 from compiler.fusion.matmul import emit_matmul, matmul_config
-from compiler.runtime.jit import compile_source
 from compiler.torch.runner import layout_of, layout_values
 
 

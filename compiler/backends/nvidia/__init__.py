@@ -16,13 +16,13 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ...ir import types as T
+from ..llvm.lock import llvm_lock
 from ..nvidia_targets import nv_target
 from .jitlink import warm_up as _warm_up_assembler
 from .toolchain import PtxasReport
 
 __all__ = ["CudaBinary", "ptx_version_for", "emit_ptx", "optimise", "with_launch_bound", "warm_up"]
 
-_llvm_lock = threading.Lock()
 _llvm_initialised = False
 _target_machines: dict[str, llvm.TargetMachine] = {}
 
@@ -51,7 +51,7 @@ def ptx_version_for(arch: str) -> str:
 
 def _new_target_machine(arch: str) -> llvm.TargetMachine:
     global _llvm_initialised
-    with _llvm_lock:  # target registration is not thread-safe, and the warm-up thread does it too
+    with llvm_lock:  # target registration is not thread-safe, and the warm-up thread does it too
         if not _llvm_initialised:
             llvm.initialize_all_targets()
             llvm.initialize_all_asmprinters()
@@ -119,7 +119,7 @@ def warm_up() -> None:
     LLVM's NVPTX initialisation, and loading libnvJitLink (see jitlink.py). Called when this
     backend is imported, i.e. at the first launch with CUDA tensors or the first CUDA compile."""
     global _warm_started
-    with _llvm_lock:
+    with llvm_lock:
         if _warm_started:
             return
         _warm_started = True

@@ -31,6 +31,9 @@ from typing import Any
 
 from llvmlite import ir
 
+from ...collector import collector_paused
+from ..llvm.lock import llvm_lock
+
 __all__ = ["native_entry", "supported", "build_later", "drain", "failures"]
 
 _PTR = ir.PointerType()
@@ -80,8 +83,6 @@ _worker: threading.Thread | None = None
 
 
 def _work() -> None:
-    from ...runtime.compiled import collector_paused
-
     while True:
         job = _jobs.get()
         try:
@@ -142,9 +143,8 @@ def native_entry(codes: str, positions: list[int], n_raw: int, n_params: int, la
 
     from ..cpu import optimize_parsed
     from ..cpu.engine import jit_engine
-    from . import _llvm_lock
 
-    with _llvm_lock:  # the host JIT's first use registers LLVM targets, as the NVPTX warm-up thread does
+    with llvm_lock:  # the host JIT's first use registers LLVM targets, as the NVPTX warm-up thread does
         engine = jit_engine()
     with _lock:
         _register_api()
