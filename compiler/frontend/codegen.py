@@ -22,6 +22,7 @@ from ..ir.core import Block, Location
 from ..language import TENSOR_METHODS
 from ..language import core as lc
 from ..runtime.jit import ConstexprFunction, python_helper
+from . import descriptor
 from .closed import (
     MAX_INLINE_DEPTH,
     MISSING,
@@ -41,6 +42,16 @@ from .closed import (
 from .pybuiltins import PY_BUILTIN_IDS, PY_BUILTINS, REFUSED_BUILTINS, python_builtin
 from .semantic import Semantic
 from .source import FunctionSource, is_constexpr_annotation
+from .values import (
+    UNKNOWN,
+    BlockPointer,
+    Returned,
+    Shape,
+    _BoundMethod,
+    _normalize_global,
+    _unwrap,
+    is_tensor,
+)
 
 __all__ = ["GenOptions", "GenContext", "CodeGenerator", "Returned"]
 
@@ -60,16 +71,12 @@ class GenContext:
     sem: Semantic
     options: GenOptions
     resolve_jit: Callable[[Any], FunctionSource | None]
+    # compile-time calls (compiletime.py, which builds on this module): a constexpr_function of
+    # source text, and a Python kernel's own helper; each (generator, callee, args, kwargs, node)
+    call_compile_time: Callable[..., Any]
+    call_python_helper: Callable[..., Any]
     depth: int = 0
     budget: Budget = field(default_factory=Budget)
-
-
-@dataclass
-class Returned:
-    """A `return` was reached; `value` is what it returned (None for a bare return)."""
-
-    value: Any
-    node: ast.AST | None = None
 
 
 _BINOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
@@ -85,17 +92,6 @@ _CMPOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt), ast.GtE: ("ge", operator.ge),
 }
 
-
-
-class _Unknown:
-    """The value of a name while a test is settled ahead of the code that assigns it (statements.py)."""
-
-
-UNKNOWN = _Unknown()
-
-
-def is_tensor(x: Any) -> bool:
-    return isinstance(x, lc.Tensor)
 
 
 class CodeGenerator(ast.NodeVisitor):
@@ -247,10 +243,8 @@ class CodeGenerator(ast.NodeVisitor):
             return _BoundMethod(fn, base)
         if isinstance(base, BlockPointer):
             return base.attribute(attr)
-        from .descriptor import TensorDescriptor, attribute
-
-        if isinstance(base, TensorDescriptor):
-            return attribute(self, base, attr)
+        if isinstance(base, descriptor.TensorDescriptor):
+            return descriptor.attribute(self, base, attr)
         if isinstance(base, types.ModuleType):
             ok, value = module_export(base, attr)
             if ok:
@@ -442,14 +436,10 @@ class CodeGenerator(ast.NodeVisitor):
         src = self.ctx.resolve_jit(fn)
         if src is not None:
             if src.compile_time:  # a constexpr_function of source text, evaluated (compiletime.py)
-                from .compiletime import call_compile_time
-
-                return call_compile_time(self, src, args, kwargs, node)
+                return self.ctx.call_compile_time(self, src, args, kwargs, node)
             return self.inline(src, args, kwargs, node)
         if isinstance(fn, ConstexprFunction):  # a Python kernel's own compile-time helper
-            from .compiletime import call_python_helper
-
-            return call_python_helper(self, fn, args, kwargs, node)
+            return self.ctx.call_python_helper(self, fn, args, kwargs, node)
         compile_time = not any(is_tensor(a) for a in [*args, *kwargs.values()])
         if fn is lc.constexpr:
             return _unwrap(args[0]) if args else None
@@ -642,139 +632,23 @@ class CodeGenerator(ast.NodeVisitor):
         ptr, mask = self._block_ptr_tile(p, boundary_check)
         self.sem.store(ptr, value, mask, cache, eviction)
 
+    # tensor descriptors (descriptor.py), for the language's builtins: they reach the frontend
+    # through the generator they are called with, never by importing it
+    def make_tensor_descriptor(self, base: Any, shape: Any, strides: Any, block_shape: Any, padding: str) -> Any:
+        return descriptor.make_tensor_descriptor(self.sem, base, shape, strides, block_shape, padding)
+
+    def load_tensor_descriptor(self, desc: Any, offsets: Any) -> lc.Tensor:
+        return descriptor.load(self.sem, desc, offsets)
+
+    def store_tensor_descriptor(self, desc: Any, offsets: Any, value: Any) -> None:
+        descriptor.store(self.sem, desc, offsets, value)
+
+    def atomic_tensor_descriptor(self, desc: Any, kind: str, offsets: Any, value: Any) -> None:
+        descriptor.atomic(self.sem, desc, kind, offsets, value)
+
     def visit_body(self, stmts: list[ast.stmt]) -> Returned | None:
         """Visit a statement list; see statements.KernelGenerator."""
         raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class BlockPointer:
-    """A `tl.make_block_ptr` value: base pointer, per-dimension shape/strides/offsets (runtime)."""
-
-    base: lc.Tensor
-    shape: tuple[lc.Tensor, ...]
-    strides: tuple[lc.Tensor, ...]
-    offsets: tuple[lc.Tensor, ...]
-    block_shape: tuple[int, ...]
-    order: tuple[int, ...]
-
-    def attribute(self, attr: str) -> Any:
-        """What kernels read of a block pointer, as of Triton's: `type` and `dtype` are
-        pointer_type(block_type(element dtype, block_shape)), and `advance`, `load`, `store` are methods."""
-        from ..language import builtins as B
-
-        if attr in ("type", "dtype"):
-            elem = self.base.ir_elem
-            assert isinstance(elem, T.PointerType)
-            return lc.pointer_type(lc.block_type(lc.dtype(elem.elem), list(self.block_shape)))
-        if attr in ("advance", "load", "store"):
-            return _BoundMethod(getattr(B, attr), self)
-        raise E.UnsupportedError(f"block pointers have no attribute {attr!r}",
-                                 hint="a block pointer has type, dtype (dtype.element_ty is the block's type), "
-                                 "advance, load and store")
-
-
-class Shape(tuple):  # type: ignore[type-arg]
-    """`x.shape` inside a kernel: a tuple that also equals, and concatenates with, a list
-    (Triton's `tensor.shape` is a list, so Triton code writes `x.shape == [M, N]`)."""
-
-    def __eq__(self, other: object) -> bool:
-        return tuple(self) == (tuple(other) if isinstance(other, list) else other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return tuple.__hash__(self)
-
-    def __add__(self, other: Any) -> Shape:  # type: ignore[override]
-        return Shape(tuple(self) + tuple(other))
-
-    def __radd__(self, other: Any) -> Shape:
-        return Shape(tuple(other) + tuple(self))
-
-    def __getitem__(self, i: Any) -> Any:  # type: ignore[override]
-        r = tuple.__getitem__(self, i)
-        return Shape(r) if isinstance(i, slice) else r
-
-
-@dataclass(frozen=True)
-class _BoundMethod:
-    """`value.method`: calls `fn(value, *bound, *args)`."""
-
-    fn: Any
-    self: Any
-    bound: tuple[Any, ...] = ()
-
-
-def _unwrap(x: Any) -> Any:
-    if isinstance(x, lc.constexpr):
-        return x.value
-    if type(x).__name__ == "constexpr" and type(x).__module__.startswith("triton"):
-        return _normalize_global(x.value)
-    return x
-
-
-def _normalize_global(obj: Any) -> Any:
-    """Map objects of the real `triton` package that a Python kernel's module holds onto ours;
-    unwrap constexpr globals. (Source text never holds them: its imports resolve to ours.)"""
-    if isinstance(obj, type) and (getattr(obj, "__module__", "") or "").startswith("triton.language"):
-        ours = _TRITON_CLASSES.get(obj.__name__)
-        return ours if ours is not None else obj
-    if isinstance(obj, type(ast)) and obj.__name__ == "triton":
-        import importlib
-
-        return importlib.import_module("compiler.triton_compat")
-    mod = getattr(type(obj), "__module__", "") or ""
-    if mod.startswith("triton"):
-        tname = type(obj).__name__
-        if tname == "constexpr":
-            return _normalize_global(obj.value)
-        if tname in ("dtype", "pointer_type") or tname.endswith("_type") and hasattr(obj, "name"):
-            d = lc.to_dtype(obj)
-            if d is not None:
-                return d
-    if isinstance(obj, lc.constexpr):
-        return obj.value
-    if callable(obj) and not isinstance(obj, type):
-        fmod = getattr(obj, "__module__", "") or ""
-        if fmod.startswith("triton.language"):
-            return _triton_builtin(obj, fmod)
-    if isinstance(obj, type(ast)) and obj.__name__.startswith("triton.language"):
-        return _triton_module(obj.__name__)
-    return obj
-
-
-_TRITON_CLASSES: dict[str, Any] = {"constexpr": lc.constexpr, "tensor": lc.Tensor, "dtype": lc.dtype,
-                                   "pointer_type": lc.pointer_type, "block_type": lc.block_type,
-                                   "static_range": lc.static_range, "range": lc.range}
-
-
-def _triton_module(name: str) -> Any:
-    import importlib
-
-    ours = "compiler.language" + name[len("triton.language"):]
-    ours = ours.replace(".extra.cuda.libdevice", ".extra.libdevice").replace(".extra.cuda", ".extra")
-    try:
-        return importlib.import_module(ours)
-    except ImportError:
-        return importlib.import_module("compiler.language")
-
-
-def _triton_builtin(obj: Any, fmod: str) -> Any:
-    """Our function for a function of the real triton.language (matched by name)."""
-    from .. import language as tl
-
-    name = getattr(obj, "__name__", "")
-    if fmod.endswith("libdevice") or ".extra" in fmod:
-        return getattr(tl.extra.libdevice, name)
-    if fmod.endswith(".math") and hasattr(tl.math, name):
-        return getattr(tl.math, name)
-    if hasattr(tl, name):
-        return getattr(tl, name)
-    if hasattr(tl.math, name):
-        return getattr(tl.math, name)
-    return obj
 
 
 def _short(e: BaseException) -> str:

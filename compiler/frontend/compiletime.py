@@ -24,9 +24,9 @@ from .. import errors as E
 from ..ir.core import Block
 from ..language import core as lc
 from .closed import MAX_UNROLL, LimitError, check_value, is_closed
-from .codegen import BlockPointer, Returned, _normalize_global, _unwrap, is_tensor
 from .source import FunctionSource
 from .statements import KernelGenerator
+from .values import BlockPointer, Returned, _normalize_global, _unwrap, is_tensor
 
 __all__ = ["CompileTimeGenerator", "call_compile_time", "call_python_helper"]
 

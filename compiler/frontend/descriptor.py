@@ -14,7 +14,7 @@ from typing import Any
 from .. import errors as E
 from ..ir import types as T
 from ..language import core as lc
-from .codegen import BlockPointer, Shape, _BoundMethod, is_tensor
+from .values import BlockPointer, Shape, _BoundMethod, is_tensor
 
 __all__ = ["TensorDescriptor", "DescriptorArg", "make_tensor_descriptor", "from_packed", "load", "store",
            "attribute"]

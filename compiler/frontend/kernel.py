@@ -13,11 +13,13 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Function
 from ..language import core as lc
 from .closed import LimitError, check_value
-from .codegen import GenContext, GenOptions, Returned
+from .codegen import GenContext, GenOptions
+from .compiletime import call_compile_time, call_python_helper
 from .descriptor import DescriptorArg, from_packed
 from .semantic import Semantic
 from .source import FunctionSource
 from .statements import KernelGenerator
+from .values import Returned
 
 __all__ = ["ParamSpec", "generate_kernel"]
 
@@ -39,7 +41,7 @@ def generate_kernel(src: FunctionSource, params: list[ParamSpec], options: GenOp
     body = Block()
     builder = Builder(body, src.loc(src.tree))
     sem = Semantic(builder)
-    ctx = GenContext(builder, sem, options, resolve_jit)
+    ctx = GenContext(builder, sem, options, resolve_jit, call_compile_time, call_python_helper)
     gen = KernelGenerator(ctx, src, {})
     sem.gen = gen  # type: ignore[attr-defined]
     arg_names: list[str] = []

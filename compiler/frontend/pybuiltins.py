@@ -92,6 +92,6 @@ def _is_tensor(x: Any) -> bool:
 
 
 def _unwrap(x: Any) -> Any:
-    from .codegen import _unwrap as unwrap
+    from .values import _unwrap as unwrap
 
     return unwrap(x)

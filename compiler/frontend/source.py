@@ -87,7 +87,7 @@ def parse_function(text: str, filename: str, first_line: int, globals: Mapping[s
 def parse_text(text: str, filename: str, first_line: int = 1, lines: list[str] | None = None) -> ast.Module:
     """`ast.parse`, with every failure a located error and the tree's nesting bounded."""
     from ..errors import CompilationError
-    from .closed import MAX_AST_DEPTH, LimitError, too_deep
+    from .limits import MAX_AST_DEPTH, LimitError, too_deep
 
     lines = text.splitlines() if lines is None else lines
     try:

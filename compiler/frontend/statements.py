@@ -17,11 +17,12 @@ from ..ir import types as T
 from ..ir.core import Block
 from ..language import core as lc
 from ..language.builtins import item
-from .closed import MAX_UNROLL, LimitError, bounded_str_source
-from .codegen import UNKNOWN, BlockPointer, CodeGenerator, Returned, _unwrap, is_tensor
+from .codegen import CodeGenerator
+from .limits import MAX_UNROLL, LimitError, bounded_str_source
 from .livecode import Decide, assigned_names
 from .livecode import contains as _contains
 from .source import is_constexpr_annotation
+from .values import UNKNOWN, BlockPointer, Returned, _unwrap, is_tensor
 
 __all__ = ["KernelGenerator", "flatten", "assigned_names"]
 

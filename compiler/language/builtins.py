@@ -149,34 +149,26 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
                            _sem: Any = None) -> Any:
     """A tiled view of a strided tensor, read and written block by block with bounds checks.
     `d = tl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [BM, BN]); x = d.load([pid * BM, 0])`."""
-    from ..frontend import descriptor
-
-    return descriptor.make_tensor_descriptor(_sem, base, shape, strides, block_shape, str(padding_option))
+    return _sem.gen.make_tensor_descriptor(base, shape, strides, block_shape, str(padding_option))
 
 
 @builtin
 def load_tensor_descriptor(desc: Any, offsets: Any, _sem: Any = None) -> Tensor:
     """The block of `desc` at element `offsets`; outside the tensor reads 0 (or NaN). `desc.load([i, 0])`."""
-    from ..frontend import descriptor
-
-    return descriptor.load(_sem, desc, offsets)
+    return _sem.gen.load_tensor_descriptor(desc, offsets)
 
 
 @builtin
 def store_tensor_descriptor(desc: Any, offsets: Any, value: Any, _sem: Any = None) -> None:
     """Store a block through `desc` at `offsets`; nothing outside the tensor is written. `desc.store([i, 0], y)`."""
-    from ..frontend import descriptor
-
-    descriptor.store(_sem, desc, offsets, value)
+    _sem.gen.store_tensor_descriptor(desc, offsets, value)
 
 
 @builtin
 def atomic_tensor_descriptor(desc: Any, kind: str, offsets: Any, value: Any, _sem: Any = None) -> None:
     """An atomic (add, min, max, and, or, xor) of `value` into the block of `desc` at `offsets`; nothing
     outside the tensor is touched. `desc.atomic_add([i, 0], partial)`."""
-    from ..frontend import descriptor
-
-    descriptor.atomic(_sem, desc, str(kind), offsets, value)
+    _sem.gen.atomic_tensor_descriptor(desc, str(kind), offsets, value)
 
 
 # ------------------------------------------------------------------------- elementwise
@@ -549,7 +541,7 @@ def static_assert(cond: Any, msg: str = "", _sem: Any = None) -> None:
         raise ConstexprError("static_assert needs a compile-time condition",
                              hint="use tl.device_assert for runtime checks")
     if not cond:
-        from ..frontend.closed import bounded_str_source
+        from ..frontend.limits import bounded_str_source
 
         msg = str(bounded_str_source(msg)) if msg else ""
         raise ArgumentError(f"static_assert failed: {msg}" if msg else "static_assert failed")
@@ -560,7 +552,7 @@ def static_print(*values: Any, sep: str = " ", end: str = "\n", _sem: Any = None
     """Print compile-time values while compiling. `tl.static_print(BLOCK)`."""
     import sys
 
-    from ..frontend.closed import bounded_str_source
+    from ..frontend.limits import bounded_str_source
 
     sys.stderr.write(str(sep).join(str(bounded_str_source(v)) for v in values) + str(end))
 
