@@ -74,10 +74,12 @@ def serve(args: argparse.Namespace) -> int:
         # cores: then once the compile worker is ready): each imports torch and the compiler and warms up while
         # this process imports the server, so the first calls find them ready. The device is guessed from the
         # device nodes; the server starts the right one if it differs.
+        # deferred: start-up cost: the CLI parses its arguments before loading the server (fastmcp, torch, the compiler)
         from server.worker import ProcessExecutor, default_compile_targets
 
         executor = ProcessExecutor(limits)
         executor.prestart(["cuda:0" if "cuda" in default_compile_targets() else "cpu"], compiler=True)
+    # deferred: start-up cost: the CLI parses its arguments before loading the server (fastmcp, torch, the compiler)
     from server.app import create_app, env_allowed_paths
 
     if not args.verbose:
@@ -147,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    # deferred: start-up cost: only the demo command needs it
     from server.demo import run_demo
 
     return run_demo(verbose=not args.quiet)

@@ -340,6 +340,7 @@ def _target_for(vals: list[Any], name: str) -> str:
                             "move them to one device (e.g. .cpu() or .cuda())")
     dev = devices.pop() if devices else "cpu"
     if dev == "cuda":
+        # deferred: the NVIDIA backend loads on the first CUDA launch (backends load on first use)
         from ..backends.nvidia.driver import device_arch
 
         return f"cuda:{device_arch()}"

@@ -185,6 +185,7 @@ class Mark:
             rows.append(xs + row)
         table: Any = _Table(columns, rows)
         try:
+            # deferred: optional dependency, only for perf_report tables
             import pandas as pd
 
             table = pd.DataFrame(rows, columns=columns)
@@ -218,6 +219,7 @@ class Mark:
 
 def _plot(bench: Benchmark, columns: list[str], rows: list[list[Any]], x_names: list[str], save_path: str) -> None:
     try:
+        # deferred: optional dependency, only for perf_report plots
         import matplotlib.pyplot as plt
     except ImportError:
         return

@@ -50,6 +50,7 @@ _LAUNCHES: weakref.WeakKeyDictionary[Any, _Launch] = weakref.WeakKeyDictionary()
 
 def _global(module: Any, name: str = ERR_GLOBAL) -> tuple[int, int] | None:
     """(device address, size) of a module global; None when the kernel has none."""
+    # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
     from cuda.bindings import driver as cu
 
     err, ptr, size = cu.cuModuleGetGlobal(module, name.encode())
@@ -75,6 +76,7 @@ def tensor_extent(a: Any) -> tuple[int, int] | None:
 def write_debug_bounds(kernel: Any, params: Any) -> None:
     """Before a debug launch of `kernel` with `params` (a value for every parameter): give the
     kernel its tensor arguments' bounds (a no-op for a kernel without bounds checks)."""
+    # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
     from cuda.bindings import driver as cu
 
     from ...runtime.cuda import current_stream
@@ -106,6 +108,8 @@ def write_debug_bounds(kernel: Any, params: Any) -> None:
 def read_debug_record(kernel: Any, clear: bool = True) -> list[int] | None:
     """The record's words (zeros: nothing recorded), or None if the kernel has no record."""
     import torch
+
+    # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
     from cuda.bindings import driver as cu
 
     g = _global(kernel.function.module)

@@ -58,6 +58,7 @@ def _libcuda() -> ctypes.CDLL:
 
 
 def _check(res: Any, what: str) -> Any:
+    # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
     from cuda.bindings import driver as cu
 
     err = res[0] if isinstance(res, tuple) else res
@@ -69,6 +70,8 @@ def _check(res: Any, what: str) -> Any:
 
 def _ensure_context() -> None:
     import torch
+
+    # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
     from cuda.bindings import driver as cu
 
     torch.cuda.init()
@@ -95,6 +98,7 @@ class CudaFunction:
 
     def __init__(self, cubin: bytes, symbol: str, arg_types: list[T.Type], num_warps: int, shared: int,
                  name: str) -> None:
+        # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
         from cuda.bindings import driver as cu
 
         _ensure_context()
@@ -238,6 +242,7 @@ class CudaFunction:
 
     def _raise(self, err: int, grid: tuple[int, int, int]) -> NoReturn:
         try:
+            # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
             from cuda.bindings import driver as cu
 
             name = cu.cuGetErrorName(cu.CUresult(err))[1]

@@ -30,6 +30,7 @@ def _library_candidates() -> list[str]:
         return [env]
     cands: list[str] = []
     try:
+        # deferred: optional dependency (NVIDIA wheels), only to find libnvJitLink
         import nvidia  # the namespace package of NVIDIA's wheels (torch's CUDA dependencies)
 
         for root in list(nvidia.__path__):

@@ -72,12 +72,14 @@ def _ptxas_candidates() -> Iterator[str]:
     yield shutil.which("ptxas") or ""
     yield from sorted(glob.glob("/usr/local/cuda*/bin/ptxas"), reverse=True)
     try:
+        # deferred: optional dependency, only to find the ptxas it bundles
         import triton
 
         yield str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas")
     except Exception:  # noqa: BLE001 - triton is optional
         pass
     try:
+        # deferred: optional dependency (nvidia-cuda-nvcc wheel)
         import nvidia.cuda_nvcc as nvcc  # type: ignore[import-not-found]
 
         yield str(Path(list(nvcc.__path__)[0]) / "bin" / "ptxas")
@@ -106,12 +108,14 @@ def _libdevice_candidates() -> Iterator[str]:
         yield str(Path(ptxas).resolve().parent.parent / rel)
     yield from sorted(glob.glob(f"/usr/local/cuda*/{rel}"), reverse=True)
     try:
+        # deferred: optional dependency, only to find the ptxas it bundles
         import triton
 
         yield str(Path(triton.__file__).parent / "backends" / "nvidia" / "lib" / "libdevice.10.bc")
     except Exception:  # noqa: BLE001 - triton is optional
         pass
     try:
+        # deferred: optional dependency (nvidia-cuda-nvcc wheel)
         import nvidia.cuda_nvcc as nvcc  # type: ignore[import-not-found]
 
         yield str(Path(list(nvcc.__path__)[0]) / rel)
