@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import errors as E
 from .closed import LimitError, bounded_str_source, check_value, is_closed, leaves
+from .values import _unwrap as unwrap
 
 __all__ = ["PY_BUILTINS", "PY_BUILTIN_IDS", "REFUSED_BUILTINS", "python_builtin"]
 
@@ -92,6 +93,4 @@ def _is_tensor(x: Any) -> bool:
 
 
 def _unwrap(x: Any) -> Any:
-    from .values import _unwrap as unwrap
-
     return unwrap(x)

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import UnsupportedError
+from ..errors import CompilationError, UnsupportedError
 from ..ir.core import Location
+from .limits import MAX_AST_DEPTH, LimitError, too_deep
 
 __all__ = ["FunctionSource", "parse_function", "is_constexpr_annotation"]
 
@@ -86,9 +87,6 @@ def parse_function(text: str, filename: str, first_line: int, globals: Mapping[s
 
 def parse_text(text: str, filename: str, first_line: int = 1, lines: list[str] | None = None) -> ast.Module:
     """`ast.parse`, with every failure a located error and the tree's nesting bounded."""
-    from ..errors import CompilationError
-    from .limits import MAX_AST_DEPTH, LimitError, too_deep
-
     lines = text.splitlines() if lines is None else lines
     try:
         tree = ast.parse(text, filename)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import errors as E
-from .jit import KernelInterface
+from .jit import KernelInterface, as_jit
 from .specialize import without_data
 
 __all__ = ["Config", "Autotuner", "Heuristics", "autotune", "heuristics", "precompile", "exceeds", "device_limits"]
@@ -349,8 +349,6 @@ def autotune(configs: list[Config], key: list[str], prune_configs_by: Mapping[st
     """Pick the fastest of `configs` for each value of the `key` arguments."""
 
     def decorator(fn: Any) -> Autotuner:
-        from .jit import as_jit
-
         inner = fn if isinstance(fn, KernelInterface) else as_jit(fn)
         if inner is None:
             inner = __import__("compiler").jit(fn)
@@ -389,8 +387,6 @@ def heuristics(values: Mapping[str, Callable[[dict[str, Any]], Any]]) -> Any:
     """Compute meta-parameters from the arguments: `@heuristics({"EVEN": lambda a: a["n"] % 128 == 0})`."""
 
     def decorator(fn: Any) -> Heuristics:
-        from .jit import as_jit
-
         inner = fn if isinstance(fn, KernelInterface) else as_jit(fn)
         if inner is None:
             inner = __import__("compiler").jit(fn)

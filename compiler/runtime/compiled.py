@@ -18,8 +18,11 @@ from ..backends.contract import Artifacts, Backend, StageContext
 from ..backends.registry import backend_for
 from ..collector import collector_paused
 from ..ir import types as T
+from ..passes.unmasked import unmasked_program_accesses
 from ..version import __version__
 from . import disk_cache
+from . import stages as stage_loop  # its functions looked up at each call: tests wrap them
+from .jit import as_jit
 from .specialize import LaunchOptions
 
 __all__ = ["CompiledKernel", "KernelMetadata", "compile_kernel"]
@@ -199,10 +202,6 @@ def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str
     """Frontend, then every stage (stages.py) for one specialization (the disk cache missed)."""
     from ..frontend.codegen import GenOptions
     from ..frontend.kernel import generate_kernel
-    from ..passes.unmasked import unmasked_program_accesses
-    from .jit import as_jit
-    from .stages import check, run_stages, tile_ir_passes
-
     def resolve(obj: Any) -> Any:
         j = as_jit(obj)
         return j.source if j is not None else None
@@ -216,11 +215,11 @@ def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str
     ctx.metadata.update(arg_types=[str(a.type) for a in ir_fn.args], arg_names=list(ir_fn.arg_names),
                         checked=opts.checked)
     if knobs.verify_ir():
-        check(ctx, "the frontend")
-    run_stages(ctx, tile_ir_passes())
+        stage_loop.check(ctx, "the frontend")
+    stage_loop.run_stages(ctx, stage_loop.tile_ir_passes())
     # facts for the tools' messages, read before the backend's stages rewrite the function
     ctx.metadata["unmasked_accesses"] = [a.to_dict() for a in unmasked_program_accesses(ir_fn)]
-    run_stages(ctx, stages)
+    stage_loop.run_stages(ctx, stages)
     artifacts = Artifacts(target, ctx.name, ctx.symbol, ctx.outputs, ctx.metadata, ctx.live)
     if knobs.dump_ir():
         sys.stderr.write(artifacts.tile_ir)

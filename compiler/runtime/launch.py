@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import errors as E
+from .. import knobs
 from ..collector import collector_paused
 from ..ir import types as T
 from .compiled import CompiledKernel, compile_kernel
@@ -36,8 +37,6 @@ _pool_lock = threading.Lock()
 
 @functools.cache
 def _threads() -> int:
-    from .. import knobs
-
     return max(1, knobs.cpu_threads())
 
 
@@ -321,8 +320,6 @@ def general_entry(ck: Any, n_raw: int, name: str) -> Callable[..., Any]:
 
 def clean_error(e: E.AnvilError) -> E.AnvilError:
     """Drop the compiler's internal frames unless ANVIL_TRACEBACK=1 asks for them."""
-    from .. import knobs
-
     return e if knobs.traceback() else e.with_traceback(None)
 
 

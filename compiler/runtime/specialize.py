@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors as E
+from .. import knobs
 from ..backends.contract import parse_signature_type
 from ..frontend.kernel import ParamSpec
 from ..ir import types as T
@@ -71,8 +72,6 @@ class LaunchOptions:
 
     @staticmethod
     def from_kwargs(kw: dict[str, Any], fn_debug: bool | None) -> LaunchOptions:
-        from .. import knobs
-
         debug = kw.get("debug")
         if debug is None:
             debug = fn_debug if fn_debug is not None else knobs.debug()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from .. import knobs
+from .. import knobs, passes
 from ..backends.contract import TILE_IR_PREFIX, Stage, StageContext
 from ..ir.printer import print_function
 from ..ir.verifier import VerificationError, verify
@@ -26,8 +26,6 @@ class StageVerificationError(VerificationError):
 
 def tile_ir_passes() -> list[Stage]:
     """The target-independent Tile IR passes (compiler/passes: PIPELINE, read at each compile) as stages."""
-    from .. import passes
-
     def stage(p: object) -> Stage:
         def run(ctx: StageContext) -> None:
             p(ctx.fn)  # type: ignore[operator]

@@ -31,6 +31,7 @@ from .. import errors as E
 from .. import knobs
 from ..backends.cpu.waits import ABORT, DONE, NEXT, RECORD_SLOTS, WAIT_LOC, WAITING
 from ..ir.core import Location
+from .launch import _threads
 
 __all__ = ["new_record", "run_waiting"]
 
@@ -48,8 +49,6 @@ def run_waiting(run: Callable[[], None], total: int, record: Any, name: str, loc
                 source_line: Callable[[Location], str]) -> None:
     """Run the `total` programs of a launch through `run()` (the grid function with `record`, which
     claims programs until none is left), starting workers as waiting programs need them."""
-    from .launch import _threads
-
     limit = knobs.cpu_concurrent_programs()
     timeout = knobs.cpu_wait_timeout()
     workers: list[threading.Thread] = []

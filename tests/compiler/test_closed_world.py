@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import compiler
-from compiler.frontend import closed
+from compiler.frontend import closed, limits
 
 HEADER = "import triton\nimport triton.language as tl\nimport math\n\n@triton.jit\ndef k(x_ptr, n):\n"
 
@@ -137,7 +137,7 @@ def test_module_level_bomb_is_located() -> None:
 
 
 def test_exponential_call_tree_hits_the_step_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(closed, "MAX_STEPS", 20_000)
+    monkeypatch.setattr(limits, "MAX_STEPS", 20_000)
     src = HEADER.replace("@triton.jit\ndef k(x_ptr, n):\n", "") + (
         "@triton.jit\ndef f(d: tl.constexpr):\n    if d > 0:\n        f(d - 1)\n        f(d - 1)\n\n"
         "@triton.jit\ndef k(x_ptr, n):\n    f(40)\n")

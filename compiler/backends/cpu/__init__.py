@@ -22,7 +22,7 @@ from ...ir import types as T
 from ...ir.core import Function, Location
 from ..llvm.scalar import I32, I64, PTR, llvm_type
 from . import waits
-from .engine import host, jit_engine
+from .engine import host, jit_engine, target_machine
 from .lower import Lowering
 
 __all__ = ["CPUBinary", "CPUKernel", "build_module", "load_binary", "ctype_of"]
@@ -151,8 +151,6 @@ def load_binary(binary: CPUBinary) -> CPUKernel:
 
 def optimize_parsed(text: str) -> Any:
     import llvmlite.binding as llvm
-
-    from .engine import target_machine
 
     mod = llvm.parse_assembly(text)
     mod.triple = host().triple

@@ -15,7 +15,9 @@ from ... import errors as E
 from ...ir import types as T
 from ...ir.core import Location
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
-from . import CPUBinary, CPUKernel, build_module, load_binary, optimize_parsed
+from . import CPUBinary, CPUKernel, build_module, engine, load_binary, optimize_parsed
+from .dot import fold_dot_add
+from .libcalls import scalar_library_calls
 
 if TYPE_CHECKING:
     from ...runtime.compiled import CompiledKernel
@@ -34,22 +36,18 @@ class CpuOptions:
 
 
 def _fold_dot_add(ctx: StageContext) -> None:
-    from .dot import fold_dot_add
-
     fold_dot_add(ctx.fn)
     return None
 
 
 def _llir(checked: bool) -> Any:
     def run(ctx: StageContext) -> str:
-        from .engine import optimize
-
         t0 = time.perf_counter()
         locs: list[Location] = []
         loc_args: list[int | None] = []
         text, arena, claims = build_module(ctx.fn, ctx.symbol, checked, locs, loc_args)
         t1 = time.perf_counter()
-        mod = optimize(text)
+        mod = engine.optimize(text)  # through the module: tests substitute it
         t2 = time.perf_counter()
         ctx.scratch["module"] = mod
         ctx.timings["llvm_ir_ms"] = (t1 - t0) * 1e3
@@ -63,10 +61,7 @@ def _llir(checked: bool) -> Any:
 
 def _machine_code(ctx: StageContext) -> bytes | None:
     """Machine code, added to the process's JIT (its address is kept for the load that follows)."""
-    from .engine import jit_engine
-    from .libcalls import scalar_library_calls
-
-    addr, obj = jit_engine().add(ctx.scratch.pop("module"), ctx.symbol, ctx.symbol, None)
+    addr, obj = engine.jit_engine().add(ctx.scratch.pop("module"), ctx.symbol, ctx.symbol, None)
     ctx.live["addr"] = addr
     llir = ctx.outputs["llir"]
     assert isinstance(llir, str)
@@ -95,9 +90,7 @@ class CpuBackend(Backend):
         return "cpu"
 
     def options(self, target: str, launch: LaunchOptions) -> CpuOptions:
-        from .engine import host
-
-        h = host()
+        h = engine.host()
         return CpuOptions(launch.checked, h.cpu, h.features)
 
     def stages(self, options: CpuOptions) -> list[Stage]:
@@ -150,9 +143,7 @@ class _Asm(dict):  # type: ignore[type-arg]
         if key in ("asm", "x86", "ptx"):
             if key == "ptx":
                 raise KeyError("ptx exists only for CUDA targets; this kernel was compiled for the CPU")
-            from .engine import jit_engine
-
-            text = jit_engine().asm(optimize_parsed(self["llir"]))
+            text = engine.jit_engine().asm(optimize_parsed(self["llir"]))
             self[key] = text
             return text
         raise KeyError(key)

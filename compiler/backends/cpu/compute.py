@@ -14,6 +14,7 @@ from ..llvm import scalar as S
 from ..llvm.scalar import I64, llvm_type
 from .buffers import Buf, contiguous_strides
 from .dot import blocked_shape, dot_blocked
+from .engine import vector_bits
 from .loops import SHORT_TRIPS, loop_carry, loop_metadata
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ def _forced_width(region: Block, elems: list[T.ElemType]) -> int:
 
     if not any(o.opcode in ("max", "min") and is_float(o.results[0].type) for o in region.ops):
         return 0
-    from .engine import vector_bits
 
     bits = vector_bits()
     return max(1, bits // max(e.bits if isinstance(e, T.ScalarType) else 64 for e in elems))

@@ -19,6 +19,7 @@ from ...ir.core import Block, Function, Value
 from ...passes.fold import splat_constant
 from ...passes.uses import replace_all_uses, use_counts
 from ..llvm.scalar import F32, I32, I64
+from .engine import vector_bits
 from .loops import loop_carry
 
 if TYPE_CHECKING:
@@ -64,8 +65,6 @@ Idx = tuple[ir.Value, ...]
 def blocked_shape(m: int, n: int) -> tuple[int, int, int] | None:
     """(MR, NV, VW) for an m x n fp32 tile: MR rows of NV vectors of VW lanes per block (the rows
     past the last full block: one block of fewer rows); None: N not a multiple of the vector width."""
-    from .engine import vector_bits
-
     vw = 16 if vector_bits() == 512 else 8  # fp32 lanes (8: two 128-bit halves without AVX2)
     nv = 2 if n % (2 * vw) == 0 else 1 if n % vw == 0 else 0
     if not nv:

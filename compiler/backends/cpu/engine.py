@@ -8,6 +8,8 @@ from functools import cache
 
 import llvmlite.binding as llvm
 
+from ... import knobs
+
 __all__ = ["Host", "host", "vector_bits", "optimize", "JIT", "jit_engine"]
 
 
@@ -28,8 +30,6 @@ def _init() -> None:
 @cache
 def host() -> Host:
     """The CPU to generate code for: the host's, or ANVIL_CPU_TARGET ("cpu-name[,+feature,...]")."""
-    from ... import knobs
-
     _init()
     override = knobs.cpu_target()
     if override:

@@ -14,7 +14,8 @@ from typing import Any, TypeAlias
 from llvmlite import ir
 
 from ...ir import types as T
-from . import bf16
+from . import bf16, mathlib
+from .fp8 import f32_to_fp8, fp8_to_f32
 
 __all__ = ["llvm_type", "BINARY", "CMP", "emit_math", "emit_cast", "emit_bitcast", "const", "I1", "I8",
            "I32", "I64", "PTR", "F32"]
@@ -224,8 +225,6 @@ _LIBM = {"tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh"
 
 
 def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
-    from . import mathlib
-
     if len(args) == 2 and name in mathlib.ANY_BINARY and isinstance(ty, (ir.HalfType, ir.FloatType, ir.DoubleType)):
         return mathlib.ANY_BINARY[name](b, args[0], args[1])
     if isinstance(ty, (ir.HalfType,)) or (BF16 is not None and isinstance(ty, type(BF16))):
@@ -352,8 +351,6 @@ def _is_fp8(t: T.ElemType) -> bool:
 
 
 def emit_cast(b: B, src: T.ElemType, dst: T.ElemType, x: V, rounding: str | None = None) -> V:
-    from .fp8 import f32_to_fp8, fp8_to_f32
-
     if src == dst:
         return x
     if isinstance(src, T.PointerType) or isinstance(dst, T.PointerType):

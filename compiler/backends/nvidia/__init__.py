@@ -19,7 +19,7 @@ from ...ir import types as T
 from ..llvm.lock import llvm_lock
 from ..nvidia_targets import nv_target
 from .jitlink import warm_up as _warm_up_assembler
-from .toolchain import PtxasReport
+from .toolchain import PtxasReport, libdevice_bitcode
 
 __all__ = ["CudaBinary", "ptx_version_for", "emit_ptx", "optimise", "with_launch_bound", "warm_up"]
 
@@ -192,8 +192,6 @@ def _libdevice_part(names: frozenset[str]) -> bytes:
     """libdevice's functions `names` and what they call, as bitcode: parsing the whole library
     (about 40 ms), linking it (20 ms) and dropping the rest is done once per set of functions a
     process's kernels call."""
-    from .toolchain import libdevice_bitcode
-
     with _libdevice_lock:
         lib = llvm.parse_bitcode(libdevice_bitcode(), context=llvm.create_context())
         for f in lib.functions:

@@ -44,9 +44,14 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Function, Op, Value
 from ...layouts import REGISTER, LinearLayout
+from ...passes.axis_info import analyze_axis_info
 from ..llvm.scalar import I8, I32, I64
 from ..nvidia_targets import nv_target
+from .memory import _vec, access_width, load_tile
+from .mma import plan_mma
+from .staging import runs
 from .tiles import GPUTile, SharedOperand, blocked_for, num_regs, nv_type
+from .wgmma import WgmmaPlan, operand_smem, register_a_layout, wait_tied
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -83,9 +88,6 @@ def private_sizer(lw: NvLowering, fn: Function) -> Callable[[Op], int]:
     not be (booleans, pointers, sub-byte types; runs under 4 bytes, which cp.async cannot copy).
     Runs before lowering, so the layout is estimated from the shape (the canonical layout's
     elements per thread) and the runs from axis info of the function as it is."""
-    from ...passes.axis_info import analyze_axis_info
-    from .memory import access_width
-
     axis: dict[Value, Any] | None = None
     threads = 32 * lw.num_warps
 
@@ -111,8 +113,6 @@ def private_sizer(lw: NvLowering, fn: Function) -> Callable[[Op], int]:
 def mark_kmajor_b(fn: Function) -> None:
     """Mark the dots whose B operand is loaded with K contiguous in global memory (`b_kmajor`): a
     16-bit B is then stored K-major, so its copies move 16-byte runs instead of single elements."""
-    from ...passes.axis_info import analyze_axis_info
-
     axis = None
     for op in fn.walk():
         if op.opcode != "dot" or len(T.shape_of(op.result.type)) != 2:
@@ -132,17 +132,11 @@ def mark_kmajor_b(fn: Function) -> None:
 def reads_shared(lw: NvLowering, dot: Op, operand: int) -> bool:
     """Whether the lowering of `dot` reads operand A (0) or B (1) straight from shared memory (a
     wgmma dot): passes/pipeline.py may then copy it there asynchronously."""
-    from .mma import plan_mma
-    from .wgmma import WgmmaPlan
-
     return knobs.pipeline() and len(T.shape_of(dot.result.type)) == 2 and isinstance(plan_mma(lw, dot), WgmmaPlan)
 
 
 def pipeline_stages(lw: NvLowering, fn: Function, wanted: int) -> int:
     """`wanted` stages, or fewer if the slots of the largest pipelined dot would not fit in shared memory."""
-    from .mma import plan_mma
-    from .wgmma import WgmmaPlan, operand_smem, register_a_layout
-
     per_stage = staged = 0
     for op in fn.walk():
         if op.opcode != "dot" or op.parent is None or not reads_shared(lw, op, 0):
@@ -182,9 +176,6 @@ def plan_buffers(lw: NvLowering) -> dict[int, PipeBuffer]:
     """Shared-memory placement of every pipelined buffer of the function (from its consumer dot).
     The buffers of one loop lie one after the other from the bottom; another loop's reuse the same
     bytes (a loop's buffers are dead after its async_drain, and pipelined loops do not nest)."""
-    from .mma import plan_mma
-    from .wgmma import WgmmaPlan, operand_smem
-
     out: dict[int, PipeBuffer] = {}
     uses: dict[Value, list[tuple[Op, int]]] | None = None
     tops: dict[int, int] = {}  # per loop (the for op holding the waits): bytes placed so far
@@ -238,8 +229,6 @@ def _plan_private(lw: NvLowering, privates: dict[int, list[Op]]) -> dict[int, Pi
 def _private_vecs(lw: NvLowering) -> dict[int, int]:
     """Per private buffer, the elements per run every copy into it can move at once (the widest
     vector all its copies' addresses and masks allow: the prologue's and the loop's alike)."""
-    from .memory import _vec
-
     out: dict[int, int] = {}
     for op in lw.fn.walk():
         if op.opcode != "async_copy" or not op.attrs.get("private"):
@@ -362,8 +351,6 @@ def _const_offset(ptr: ir.Value) -> tuple[ir.Value, int]:
 
 
 def _lower_private_copy(lw: NvLowering, op: Op, buf: PipeBuffer) -> None:
-    from .memory import load_tile
-
     layout = buf.layout
     assert layout is not None
     b = lw.b
@@ -454,7 +441,6 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
             # generic-proxy stores, read by wgmma's async proxy after the waiter's barrier
             lw.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", ir.VoidType(), [])
             return
-        from .staging import runs
 
         b = lw.b
         for r0, i, j in runs(lw, layout, vec):
@@ -517,8 +503,6 @@ def lower_async_wait(lw: NvLowering, op: Op) -> None:
 def lower_async_drain(lw: NvLowering, op: Op) -> None:
     """After a pipelined loop: no copy in flight, the slots free again, and the dot groups its last
     iteration left in flight complete (the operands, passed through to the results)."""
-    from .wgmma import wait_tied
-
     lw.wait_inflight()
     lw.copy_barrier = False  # the barrier below
     for v, r in zip(op.operands, op.results, strict=True):

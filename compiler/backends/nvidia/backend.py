@@ -210,8 +210,9 @@ class NvidiaBackend(Backend):
         in loops (passes/pipeline.py; at most what fits in shared memory; none in checked mode).
         `maxnreg`: `.maxnreg` (more programs per SM, ptxas may spill). `cluster_dims`:
         `.reqnctapercluster` (sm_90 and newer: a cluster's programs run at once on one GPC)."""
-        from . import async_copy, lower  # noqa: F401 - the lowering's modules, imported before the stages run (a
-        # kernel loaded from the disk cache never needs them)
+        # deferred: start-up cost: the lowering's modules, imported before the stages run (a kernel
+        # loaded from the disk cache never needs them)
+        from . import async_copy, lower  # noqa: F401
 
         o = options
         passes = [Stage("tir.mark_kmajor_b", _mark_kmajor_b, tile_ir=True, timing="passes_ms")]

@@ -15,8 +15,9 @@ from ...ir import types as T
 from ...ir.core import Op, Value
 from ..llvm.scalar import loop_continues
 from ..nvidia_targets import nv_target
+from .dot import wgmma_plan_2d
 from .tiles import GPUTile, nv_type
-from .wgmma import wait_tiles
+from .wgmma import stage_invariant_a, wait_tiles
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -51,9 +52,6 @@ def _stage_invariant_operands(lw: NvLowering, body: Any) -> list[Value]:
     loop into shared memory held while it runs, instead of in every iteration (measured on the
     H200: faster than holding A in registers, which also spills at 128x128 attention tiles).
     Returns the values staged (lw.staged_a), which the caller drops after the loop."""
-    from .dot import wgmma_plan_2d
-    from .wgmma import stage_invariant_a
-
     inside = {id(o) for o in body.walk()}
     staged: list[Value] = []
     for op in body.ops:

@@ -15,7 +15,9 @@ from ...layouts import REGISTER, LinearLayout, dim_names
 from ..llvm import scalar as S
 from ..llvm.scalar import I32
 from .convert import linear_index, smem_load, smem_store
+from .mma import MmaPlan, mma_tiles, plan_mma
 from .tiles import GPUTile, SharedOperand, num_regs, nv_type, reg_coords
+from .wgmma import WgmmaPlan, wgmma_tiles
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -25,8 +27,6 @@ __all__ = ["lower_dot", "dot_layout"]
 
 def dot_layout(lw: NvLowering, op: Op) -> LinearLayout:
     """The layout `op`'s result (and accumulator) lives in."""
-    from .mma import plan_mma
-
     shape = T.shape_of(op.result.type)
     plan = plan_mma(lw, op)
     per_batch = plan.layout if plan is not None else lw.canonical(shape[-2:])
@@ -43,8 +43,6 @@ def with_batch(layout: LinearLayout, nb: int) -> LinearLayout:
 
 
 def lower_dot(lw: NvLowering, op: Op) -> None:
-    from .mma import plan_mma
-
     a_v, b_v, acc_v = op.operands
     ashape, bshape = T.shape_of(a_v.type), T.shape_of(b_v.type)
     m, k = ashape[-2:]
@@ -103,9 +101,6 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
 
 def wgmma_plan_2d(lw: NvLowering, op: Op) -> Any:
     """The wgmma plan of a 2-D dot, or None (another instruction, or batched)."""
-    from .mma import plan_mma
-    from .wgmma import WgmmaPlan
-
     if len(T.shape_of(op.result.type)) != 2:
         return None
     plan = plan_mma(lw, op)
@@ -121,9 +116,6 @@ def _operand(lw: NvLowering, v: Value, layout: LinearLayout | None = None) -> GP
 
 def _dot_2d(lw: NvLowering, plan: Any, a: GPUTile | ir.Value, b_: GPUTile | ir.Value, acc: GPUTile, m: int, n: int,
             k: int, ae: T.ScalarType, be: T.ScalarType, oe: T.ScalarType) -> GPUTile:
-    from .mma import MmaPlan, mma_tiles
-    from .wgmma import WgmmaPlan, wgmma_tiles
-
     if isinstance(plan, WgmmaPlan):
         return wgmma_tiles(lw, plan, a, b_, acc, m, n, k, oe)
     assert isinstance(a, GPUTile) and isinstance(b_, GPUTile), "shared-memory operands are for wgmma"

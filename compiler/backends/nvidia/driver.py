@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 
 from ...errors import LaunchError, ResourceError
 from ...ir import types as T
+from . import native_launch
 
 __all__ = ["CudaFunction", "device_arch", "load_cubin", "pack_codes", "CONFIG_FORMAT"]
 
@@ -206,7 +207,6 @@ class CudaFunction:
             native = knobs.native_launch()
         if not native:
             return fn
-        from . import native_launch
 
         if not native_launch.supported(self.codes):
             return fn

@@ -21,7 +21,9 @@ from ...ir import types as T
 from ...ir.core import Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..llvm.scalar import I1, I8, I16, I32, I64
+from .bounds import checked_predicates
 from .cache_hints import PLAIN, Hint, load_hint, store_hint
+from .convert import smem_load, smem_store
 from .ownership import owned_registers, owner_predicate
 from .tiles import GPUTile, num_regs, nv_type
 
@@ -69,8 +71,6 @@ def _debug_mask(lw: NvLowering, op: Op, ptr_v: Value, ptr: GPUTile, mask: GPUTil
                 active: ir.Value | None = None, regs: list[int] | None = None) -> GPUTile | None:
     """Debug mode: `mask` with the bounds check of each of `regs` (default: all) folded in
     (bounds.py); unchanged when the pointer's provenance is unknown."""
-    from .bounds import checked_predicates
-
     n = num_regs(ptr.layout)
     which = list(range(n)) if regs is None else regs
     preds = [mask.regs[r] if mask is not None else None for r in which]
@@ -87,8 +87,6 @@ def _debug_mask(lw: NvLowering, op: Op, ptr_v: Value, ptr: GPUTile, mask: GPUTil
 def _debug_pred(lw: NvLowering, op: Op, ptr_v: Value, p: ir.Value, m: ir.Value | None,
                 active: ir.Value | None = None) -> ir.Value | None:
     """Debug mode: the predicate of a scalar access with its bounds check folded in."""
-    from .bounds import checked_predicates
-
     return checked_predicates(lw, op, ptr_v, [p], [m], active)[0]
 
 
@@ -353,8 +351,6 @@ def _guarded(lw: NvLowering, pred: ir.Value | None, make: Callable[[], ir.Value]
 def _scalar_atomic(lw: NvLowering, op: Op, make: Callable[[], ir.Value], ety: ir.Type,
                    pred: ir.Value | None) -> None:
     """A scalar atomic runs once (thread 0); every thread receives the old value."""
-    from .convert import smem_load, smem_store
-
     b = lw.b
     first = b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0))
     p = first if pred is None else b.and_(first, pred)

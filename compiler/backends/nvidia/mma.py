@@ -31,6 +31,7 @@ from ..llvm.scalar import I8, I16, I32
 from ..nvidia_targets import nv_target
 from .staging import Offset, stage
 from .tiles import GPUTile, num_regs, reg_coords
+from .wgmma import plan_wgmma
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -119,7 +120,6 @@ def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | None:
         acc = T.fp32
     warps = _warps(m, n, lw.num_warps)
     plan = MmaPlan(kind, bits, instr_k, warps, mma_v2_accumulator((m, n), warps), acc)
-    from .wgmma import plan_wgmma
 
     return plan_wgmma(lw, m, n, k, plan, bool(op.attrs.get("b_kmajor"))) or plan
 

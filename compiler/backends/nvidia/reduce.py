@@ -12,7 +12,7 @@ from ...ir.core import Block, Op
 from ...ir.ops import ASSOCIATIVE
 from ...layouts import LANE, REGISTER, WARP, slice_layout
 from ..llvm.scalar import I16, I32, I64
-from .convert import fold_add, fold_mul, fold_or, smem_load, smem_store
+from .convert import fold_add, fold_mul, fold_or, linear_index, smem_load, smem_store
 from .tiles import GPUTile, num_regs, nv_type, reg_coords
 
 if TYPE_CHECKING:
@@ -96,8 +96,6 @@ def lower_reduce(lw: NvLowering, op: Op) -> None:
 
 def _across_warps(lw: NvLowering, region: Block, acc: dict[int, list[ir.Value]], warp_bits: list[int],
                   out_layout: object, out_shape: tuple[int, ...], elems: list[T.ElemType]) -> None:
-    from .convert import linear_index
-
     b = lw.b
     nw = 1 << len(warp_bits)
     n_out = 1

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LinearLayout, dim_names
+from .convert import through_shared
 from .tiles import GPUTile, num_regs
 
 if TYPE_CHECKING:
@@ -56,6 +57,5 @@ def lower_reshape(lw: NvLowering, op: Op) -> None:
     if layout is not None:
         lw.vals[op.result] = GPUTile(layout, list(x.regs))
         return
-    from .convert import through_shared
 
     lw.vals[op.result] = through_shared(lw, x, T.shape_of(src.type), lw.canonical(shape), T.elem_of(op.result.type))
