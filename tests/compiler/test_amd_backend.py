@@ -196,8 +196,9 @@ def dot_kernel(a_ptr, c_ptr, BLOCK: tl.constexpr):
 
 
 @jit
-def atomic_kernel(x_ptr, n):
-    tl.atomic_add(x_ptr, n)
+def histogram_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    tl.store(out_ptr + r, tl.histogram(tl.load(x_ptr + r), BLOCK))
 
 
 @jit
@@ -208,7 +209,8 @@ def exp64_kernel(x_ptr, BLOCK: tl.constexpr):
 
 @pytest.mark.parametrize(("kernel", "sig", "consts", "what", "line"), [
     (dot_kernel, {"a_ptr": "*fp16", "c_ptr": "*fp32"}, {"BLOCK": 32}, "tl.dot", "tl.dot(a, a)"),
-    (atomic_kernel, {"x_ptr": "*i32", "n": "i32"}, {}, "tl.atomic_add", "tl.atomic_add(x_ptr, n)"),
+    (histogram_kernel, {"x_ptr": "*i32", "out_ptr": "*i32"}, {"BLOCK": 64}, "tl.histogram",
+     "tl.histogram(tl.load(x_ptr + r), BLOCK)"),
     (exp64_kernel, {"x_ptr": "*fp64"}, {"BLOCK": 64}, "tl.exp on float64", "tl.exp(tl.load(x_ptr + r))"),
 ])
 def test_unsupported_ops_are_located_errors(kernel: Any, sig: dict[str, str], consts: dict[str, Any], what: str,
