@@ -50,6 +50,8 @@ CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     "cross_entropy": ("cross_entropy_fwd_kernel", lambda m: m.cross_entropy(_x(), torch.randint(0, 300, (37,)))),
     "block_ptr": ("transpose_kernel", lambda m: m.transpose(torch.randn(64, 48))),
     # atomics: a scatter of atomic adds; a spin lock of atomic_cas / atomic_xchg around partial sums
+    # scans: a row scanned block by block (1024 wide: lanes and 4 waves), forward and reverse
+    "cumsum": ("cumsum_kernel", lambda m: (m.cumsum(torch.randn(5, 3000)), m.cumsum(torch.randn(5, 300), True))),
     "histogram": ("histc_kernel", lambda m: m.histc(torch.randn(5000), 50, -2.0, 2.0)),
     "layer_norm_bwd": (("_layer_norm_bwd_dx_fused", "_layer_norm_bwd_dwdb"), lambda m: m.layer_norm_bwd(
         torch.randn(37, 300), torch.randn(37, 300), torch.randn(300), torch.randn(37), torch.rand(37) + 0.5)),

@@ -262,6 +262,7 @@ LOWER: dict[str, Callable[[AmdLowering, Op], None]] = {
     "reduce": _lazy("reduce", "lower_reduce"),
     "atomic_rmw": _lazy("atomic", "lower_atomic_rmw"),
     "atomic_cas": _lazy("atomic", "lower_atomic_cas"),
+    "scan": _lazy("scan", "lower_scan"),
     "assume": _noop,
     "barrier": _barrier,
 }
