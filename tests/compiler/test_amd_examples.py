@@ -55,9 +55,15 @@ CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     "histogram": ("histc_kernel", lambda m: m.histc(torch.randn(5000), 50, -2.0, 2.0)),
     "layer_norm_bwd": (("_layer_norm_bwd_dx_fused", "_layer_norm_bwd_dwdb"), lambda m: m.layer_norm_bwd(
         torch.randn(37, 300), torch.randn(37, 300), torch.randn(300), torch.randn(37), torch.rand(37) + 0.5)),
+    # tl.dot on MFMA: every autotuning config (32 / 64 blocks, 2 and 4 waves), fp16 and bf16
+    "matmul": ("matmul_kernel", lambda m: m.matmul(torch.randn(100, 70).half(), torch.randn(70, 90).half())),
+    "block_ptr_matmul": ("matmul_block_ptr_kernel", lambda m: m.matmul(torch.randn(80, 64).bfloat16(),
+                                                                      torch.randn(64, 96).bfloat16())),
 }
 # the example file of an entry whose name is not the file's
-_FILE = {"layer_norm_bwd": "layer_norm"}
+_FILE = {"layer_norm_bwd": "layer_norm", "block_ptr_matmul": "block_ptr"}
+# what the assembly of an entry's kernels must hold besides
+_ISA = {"matmul": r"v_mfma_f32_16x16x(16|32)_f16", "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16"}
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
@@ -80,6 +86,7 @@ def test_example_compiles_for_amd(name: str, monkeypatch: pytest.MonkeyPatch) ->
         asm = ck.asm["amdgcn"]
         assert f"amdgcn-amd-amdhsa--{arch}" in asm and "global_load" in asm
         assert re.search(r"global_store|global_atomic", asm)
+        assert re.search(_ISA.get(name, ""), asm)
         assert re.search(r"^\s*\.amdhsa_private_segment_fixed_size\s+0$", asm, re.M)
         assert ck.metadata["n_spills"] == 0 and ck.metadata["shared"] <= 64 * 1024
         if find_linker() is not None:
