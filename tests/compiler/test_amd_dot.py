@@ -157,3 +157,25 @@ def test_fp32_dot_uses_fma(arch: str) -> None:
     asm = _check_common(ck, arch)
     assert "v_mfma" not in asm and re.search(r"v_fmac_f32|v_fma_f32|v_pk_fma_f32", asm)
     assert "ds_read" in asm and ck.metadata["shared"] <= 64 * 1024
+
+
+def test_loop_carried_accumulator_stays_in_mfma_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the accumulator started in the MFMA layout, the K loop's only LDS round trips are the
+    operands' staging; starting it in the default layout would move it through LDS every
+    iteration (more barriers inside the loop)."""
+    import compiler.backends.amd.dot as dot
+    from compiler.runtime import compiled
+
+    monkeypatch.setenv("ANVIL_CACHE", "0")
+
+    def loop_barriers() -> int:
+        monkeypatch.setattr(compiled, "_MEMORY", {})
+        ck = mm.compile({"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "K": "i32"},
+                        {"BM": 64, "BN": 64, "BK": 32}, target="amd:gfx942", num_warps=4)
+        llir = ck.asm["llir"]
+        return llir[llir.index("\nfor:"):llir.index("\nfor.end:")].count("@llvm.amdgcn.s.barrier")
+
+    with_plan = loop_barriers()
+    monkeypatch.setattr(dot, "plan", lambda lw: None)
+    # without the plan: the accumulator into and out of the MFMA layout, two barriers each way
+    assert loop_barriers() == with_plan + 4

@@ -59,11 +59,14 @@ CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     "matmul": ("matmul_kernel", lambda m: m.matmul(torch.randn(100, 70).half(), torch.randn(70, 90).half())),
     "block_ptr_matmul": ("matmul_block_ptr_kernel", lambda m: m.matmul(torch.randn(80, 64).bfloat16(),
                                                                       torch.randn(64, 96).bfloat16())),
+    "flash_attention": ("_attn_fwd", lambda m: m.attention(*(torch.randn(1, 2, 64, 64).half() for _ in range(3)),
+                                                          causal=True)),
 }
 # the example file of an entry whose name is not the file's
 _FILE = {"layer_norm_bwd": "layer_norm", "block_ptr_matmul": "block_ptr"}
 # what the assembly of an entry's kernels must hold besides
-_ISA = {"matmul": r"v_mfma_f32_16x16x(16|32)_f16", "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16"}
+_ISA = {"flash_attention": r"v_mfma_f32_16x16x(16|32)_f16", "matmul": r"v_mfma_f32_16x16x(16|32)_f16",
+        "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16"}
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
