@@ -18,14 +18,14 @@ sequential fold).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op
-from ...layouts import LANE, REGISTER, WARP, LinearLayout
+from ...layouts import LANE
+from ...layouts.scan import doubling, scan_bits
 from ..llvm.scalar import I1, I8, I32
 from .convert import elem_bytes, lds_addr, lds_load, lds_store
 from .lower import WAVE, GPUTile, num_regs
@@ -34,25 +34,7 @@ from .reduce import _combine, lane_xor
 if TYPE_CHECKING:
     from .lower import AmdLowering
 
-__all__ = ["lower_scan", "scan_bits", "doubling"]
-
-
-def scan_bits(layout: LinearLayout, axis: int) -> list[tuple[int, str, int]] | None:
-    """(coordinate step, hardware dim, bit) of each bit of the axis coordinate in increasing
-    significance; None when some basis moves along the axis and another dim at once, or two
-    bases share a step (the recursive doubling needs one hardware bit per coordinate bit)."""
-    bits = []
-    for dim in (REGISTER, LANE, WARP):
-        for k, basis in enumerate(layout.bases(dim)):
-            if not basis[axis]:
-                continue
-            if any(v for d, v in enumerate(basis) if d != axis) or basis[axis] & (basis[axis] - 1):
-                return None
-            bits.append((basis[axis], dim, k))
-    steps = sorted(s for s, _, _ in bits)
-    if steps != [1 << i for i in range(len(steps))] or 1 << len(steps) != layout.out_shape[axis]:
-        return None
-    return sorted(bits)
+__all__ = ["lower_scan", "scan_bits", "doubling"]  # the last two from compiler/layouts/scan.py
 
 
 def lower_scan(lw: AmdLowering, op: Op) -> None:
@@ -81,49 +63,6 @@ def lower_scan(lw: AmdLowering, op: Op) -> None:
                       lambda a, c: _combine(lw, region, a, c), b.select, upper, exchange)
     for i, res in enumerate(op.results):
         lw.vals[res] = GPUTile(layout, [p[i] for p in prefix])
-
-
-def doubling(bits: list[tuple[int, str, int]], reverse: bool, regs: list[list[Any]],
-             comb: Callable[[list[Any], list[Any]], list[Any]], select: Callable[[Any, Any, Any], Any],
-             upper: Callable[[str, int], Any], exchange: Callable[[str, int, list[list[Any]]], list[list[Any]]],
-             ) -> list[list[Any]]:
-    """The recursive doubling of one thread: `regs[r]` its values (one per scanned input) in
-    register r; returns the inclusive prefixes. `upper(dim, k)`: whether this thread's lane or
-    wave bit k is set; `exchange(dim, k, totals)`: the totals as the partner thread across that
-    bit holds them. Independent of how values are represented, so tests run it on arrays that
-    hold every thread's value at once."""
-    n = len(regs)
-    prefix = [list(p) for p in regs]
-    total = [list(p) for p in regs]
-
-    def sel(cond: Any, a: list[Any], c: list[Any]) -> list[Any]:
-        return [select(cond, u, v) for u, v in zip(a, c, strict=True)]
-
-    for _, dim, k in bits:
-        if dim == REGISTER:
-            for r0 in range(n):
-                if r0 >> k & 1:
-                    continue
-                r1 = r0 | 1 << k
-                if reverse:  # the later half's total goes first
-                    merged = comb(total[r1], total[r0])
-                    prefix[r0] = comb(total[r1], prefix[r0])
-                else:
-                    merged = comb(total[r0], total[r1])
-                    prefix[r1] = comb(total[r0], prefix[r1])
-                total[r0], total[r1] = merged, list(merged)
-            continue
-        up = upper(dim, k)
-        partner = exchange(dim, k, total)
-        for r in range(n):
-            pt = partner[r]
-            if reverse:  # the upper half (later elements) is the partner of the lower half
-                prefix[r] = sel(up, prefix[r], comb(pt, prefix[r]))
-                total[r] = sel(up, comb(total[r], pt), comb(pt, total[r]))
-            else:
-                prefix[r] = sel(up, comb(pt, prefix[r]), prefix[r])
-                total[r] = sel(up, comb(pt, total[r]), comb(total[r], pt))
-    return prefix
 
 
 def _exchange_waves(lw: AmdLowering, op: Op, total: list[list[ir.Value]], k: int,
