@@ -195,9 +195,10 @@ def sort_kernel(a_ptr, BLOCK: tl.constexpr):
 
 
 @jit
-def histogram_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+def join_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     r = tl.arange(0, BLOCK)
-    tl.store(out_ptr + r, tl.histogram(tl.load(x_ptr + r), BLOCK))
+    x = tl.load(x_ptr + r)
+    tl.store(out_ptr + r[:, None] * 2 + tl.arange(0, 2)[None, :], tl.join(x, x + 1))
 
 
 @jit
@@ -208,8 +209,7 @@ def exp64_kernel(x_ptr, BLOCK: tl.constexpr):
 
 @pytest.mark.parametrize(("kernel", "sig", "consts", "what", "line"), [
     (sort_kernel, {"a_ptr": "*fp32"}, {"BLOCK": 64}, "tl.sort", "tl.sort(tl.load(a_ptr + r))"),
-    (histogram_kernel, {"x_ptr": "*i32", "out_ptr": "*i32"}, {"BLOCK": 64}, "tl.histogram",
-     "tl.histogram(tl.load(x_ptr + r), BLOCK)"),
+    (join_kernel, {"x_ptr": "*i32", "out_ptr": "*i32"}, {"BLOCK": 64}, "tl.join", "tl.join(x, x + 1)"),
     (exp64_kernel, {"x_ptr": "*fp64"}, {"BLOCK": 64}, "tl.exp on float64", "tl.exp(tl.load(x_ptr + r))"),
 ])
 def test_unsupported_ops_are_located_errors(kernel: Any, sig: dict[str, str], consts: dict[str, Any], what: str,

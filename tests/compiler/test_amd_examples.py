@@ -53,6 +53,8 @@ CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     # scans: a row scanned block by block (1024 wide: lanes and 4 waves), forward and reverse
     "cumsum": ("cumsum_kernel", lambda m: (m.cumsum(torch.randn(5, 3000)), m.cumsum(torch.randn(5, 300), True))),
     "histogram": ("histc_kernel", lambda m: m.histc(torch.randn(5000), 50, -2.0, 2.0)),
+    # tl.histogram: bins in LDS counted by LDS atomics, then added to global memory
+    "bincount": ("bincount_kernel", lambda m: m.bincount(torch.randint(-3, 300, (7000,)), 257)),
     "layer_norm_bwd": (("_layer_norm_bwd_dx_fused", "_layer_norm_bwd_dwdb"), lambda m: m.layer_norm_bwd(
         torch.randn(37, 300), torch.randn(37, 300), torch.randn(300), torch.randn(37), torch.rand(37) + 0.5)),
     # tl.dot on MFMA: every autotuning config (32 / 64 blocks, 2 and 4 waves), fp16 and bf16
@@ -63,10 +65,10 @@ CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
                                                           causal=True)),
 }
 # the example file of an entry whose name is not the file's
-_FILE = {"layer_norm_bwd": "layer_norm", "block_ptr_matmul": "block_ptr"}
+_FILE = {"layer_norm_bwd": "layer_norm", "block_ptr_matmul": "block_ptr", "bincount": "histogram"}
 # what the assembly of an entry's kernels must hold besides
 _ISA = {"flash_attention": r"v_mfma_f32_16x16x(16|32)_f16", "matmul": r"v_mfma_f32_16x16x(16|32)_f16",
-        "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16"}
+        "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16", "bincount": r"ds_add_u32"}
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))

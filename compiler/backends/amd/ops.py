@@ -263,6 +263,7 @@ LOWER: dict[str, Callable[[AmdLowering, Op], None]] = {
     "atomic_rmw": _lazy("atomic", "lower_atomic_rmw"),
     "atomic_cas": _lazy("atomic", "lower_atomic_cas"),
     "scan": _lazy("scan", "lower_scan"),
+    "histogram": _lazy("histogram", "lower_histogram"),
     "dot": _lazy("dot", "lower_dot"),
     "assume": _noop,
     "barrier": _barrier,
