@@ -80,9 +80,14 @@ def gpu_available() -> bool:
 
 
 def resolve_target(target: str) -> str:
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; other targets unchanged."""
+    """'auto' -> 'cuda' when a GPU is visible ('amd' under a ROCm build of torch), else 'cpu'; other
+    targets unchanged."""
     if target == "auto":
-        return "cuda" if gpu_available() else "cpu"
+        if not gpu_available():
+            return "cpu"
+        import torch
+
+        return "amd" if getattr(torch.version, "hip", None) else "cuda"  # ROCm builds call AMD GPUs "cuda"
     return target
 
 

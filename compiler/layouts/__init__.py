@@ -6,6 +6,7 @@
 - `swizzle`: the bank model and the conflict-free swizzle choice;
 - `convert`: conversion planning (no-op, register permutation, shuffles, shared memory);
 - `reduce`: reduction and scan planning;
+- `scan`: the recursive doubling of scans over a layout's bits, for every GPU backend;
 - `coalesce`: blocked layouts for coalesced global accesses.
 """
 

@@ -337,6 +337,9 @@ def _target_for(vals: list[Any], name: str) -> str:
                             "move them to one device (e.g. .cpu() or .cuda())")
     dev = devices.pop() if devices else "cpu"
     if dev == "cuda":
+        amd = _rocm_arch()
+        if amd is not None:  # a ROCm build of torch: its "cuda" tensors live on an AMD GPU
+            return f"amd:{amd}"
         # deferred: the NVIDIA backend loads on the first CUDA launch (backends load on first use)
         from ..backends.nvidia.driver import device_arch
 
@@ -344,6 +347,16 @@ def _target_for(vals: list[Any], name: str) -> str:
     if dev != "cpu":
         raise E.LaunchError(f"{name}: tensors on {dev!r} are not supported; use CPU or CUDA tensors")
     return "cpu"
+
+
+def _rocm_arch() -> str | None:
+    """The current device's AMD architecture (gfx942, ...) under a ROCm build of torch, else None."""
+    import torch
+
+    if not getattr(torch.version, "hip", None):
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return str(getattr(props, "gcnArchName", "") or "gfx942").split(":")[0]
 
 
 def _given_options(nw: Any, ns: Any, mr: Any, cd: Any = None) -> dict[str, Any]:

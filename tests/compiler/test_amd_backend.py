@@ -189,15 +189,16 @@ def test_code_objects(arch: str) -> None:
 
 
 @jit
-def dot_kernel(a_ptr, c_ptr, BLOCK: tl.constexpr):
+def sort_kernel(a_ptr, BLOCK: tl.constexpr):
     r = tl.arange(0, BLOCK)
-    a = tl.load(a_ptr + r[:, None] * BLOCK + r[None, :])
-    tl.store(c_ptr + r[:, None] * BLOCK + r[None, :], tl.dot(a, a))
+    tl.store(a_ptr + r, tl.sort(tl.load(a_ptr + r)))
 
 
 @jit
-def atomic_kernel(x_ptr, n):
-    tl.atomic_add(x_ptr, n)
+def join_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + r)
+    tl.store(out_ptr + r[:, None] * 2 + tl.arange(0, 2)[None, :], tl.join(x, x + 1))
 
 
 @jit
@@ -207,8 +208,8 @@ def exp64_kernel(x_ptr, BLOCK: tl.constexpr):
 
 
 @pytest.mark.parametrize(("kernel", "sig", "consts", "what", "line"), [
-    (dot_kernel, {"a_ptr": "*fp16", "c_ptr": "*fp32"}, {"BLOCK": 32}, "tl.dot", "tl.dot(a, a)"),
-    (atomic_kernel, {"x_ptr": "*i32", "n": "i32"}, {}, "tl.atomic_add", "tl.atomic_add(x_ptr, n)"),
+    (sort_kernel, {"a_ptr": "*fp32"}, {"BLOCK": 64}, "tl.sort", "tl.sort(tl.load(a_ptr + r))"),
+    (join_kernel, {"x_ptr": "*i32", "out_ptr": "*i32"}, {"BLOCK": 64}, "tl.join", "tl.join(x, x + 1)"),
     (exp64_kernel, {"x_ptr": "*fp64"}, {"BLOCK": 64}, "tl.exp on float64", "tl.exp(tl.load(x_ptr + r))"),
 ])
 def test_unsupported_ops_are_located_errors(kernel: Any, sig: dict[str, str], consts: dict[str, Any], what: str,

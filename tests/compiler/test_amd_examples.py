@@ -40,7 +40,7 @@ def _x() -> torch.Tensor:
     return torch.randn(37, 300)
 
 
-CALLS: dict[str, tuple[str, Callable[[ModuleType], Any]]] = {
+CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     "vector_add": ("add_kernel", lambda m: m.add(torch.randn(1000), torch.randn(1000))),
     "fused_softmax": ("softmax_kernel", lambda m: m.softmax(_x())),
     "layer_norm": ("_layer_norm_fwd", lambda m: m.layer_norm_fwd(_x(), torch.randn(300), torch.randn(300))),
@@ -49,7 +49,26 @@ CALLS: dict[str, tuple[str, Callable[[ModuleType], Any]]] = {
     "argmax": ("argmax_kernel", lambda m: m.argmax(_x())),
     "cross_entropy": ("cross_entropy_fwd_kernel", lambda m: m.cross_entropy(_x(), torch.randint(0, 300, (37,)))),
     "block_ptr": ("transpose_kernel", lambda m: m.transpose(torch.randn(64, 48))),
+    # atomics: a scatter of atomic adds; a spin lock of atomic_cas / atomic_xchg around partial sums
+    # scans: a row scanned block by block (1024 wide: lanes and 4 waves), forward and reverse
+    "cumsum": ("cumsum_kernel", lambda m: (m.cumsum(torch.randn(5, 3000)), m.cumsum(torch.randn(5, 300), True))),
+    "histogram": ("histc_kernel", lambda m: m.histc(torch.randn(5000), 50, -2.0, 2.0)),
+    # tl.histogram: bins in LDS counted by LDS atomics, then added to global memory
+    "bincount": ("bincount_kernel", lambda m: m.bincount(torch.randint(-3, 300, (7000,)), 257)),
+    "layer_norm_bwd": (("_layer_norm_bwd_dx_fused", "_layer_norm_bwd_dwdb"), lambda m: m.layer_norm_bwd(
+        torch.randn(37, 300), torch.randn(37, 300), torch.randn(300), torch.randn(37), torch.rand(37) + 0.5)),
+    # tl.dot on MFMA: every autotuning config (32 / 64 blocks, 2 and 4 waves), fp16 and bf16
+    "matmul": ("matmul_kernel", lambda m: m.matmul(torch.randn(100, 70).half(), torch.randn(70, 90).half())),
+    "block_ptr_matmul": ("matmul_block_ptr_kernel", lambda m: m.matmul(torch.randn(80, 64).bfloat16(),
+                                                                      torch.randn(64, 96).bfloat16())),
+    "flash_attention": ("_attn_fwd", lambda m: m.attention(*(torch.randn(1, 2, 64, 64).half() for _ in range(3)),
+                                                          causal=True)),
 }
+# the example file of an entry whose name is not the file's
+_FILE = {"layer_norm_bwd": "layer_norm", "block_ptr_matmul": "block_ptr", "bincount": "histogram"}
+# what the assembly of an entry's kernels must hold besides
+_ISA = {"flash_attention": r"v_mfma_f32_16x16x(16|32)_f16", "matmul": r"v_mfma_f32_16x16x(16|32)_f16",
+        "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16", "bincount": r"ds_add_u32"}
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
@@ -65,12 +84,14 @@ def test_example_compiles_for_amd(name: str, monkeypatch: pytest.MonkeyPatch) ->
         return ck
 
     monkeypatch.setattr(launch, "compile_kernel", also_amd)
-    call(_load(name))
-    assert {ck.name for _, ck in compiled} == {kernel_name}
+    call(_load(_FILE.get(name, name)))
+    assert {ck.name for _, ck in compiled} == ({kernel_name} if isinstance(kernel_name, str) else set(kernel_name))
     assert {arch for arch, _ in compiled} == set(ARCHS)
     for arch, ck in compiled:
         asm = ck.asm["amdgcn"]
-        assert f"amdgcn-amd-amdhsa--{arch}" in asm and "global_load" in asm and "global_store" in asm
+        assert f"amdgcn-amd-amdhsa--{arch}" in asm and "global_load" in asm
+        assert re.search(r"global_store|global_atomic", asm)
+        assert re.search(_ISA.get(name, ""), asm)
         assert re.search(r"^\s*\.amdhsa_private_segment_fixed_size\s+0$", asm, re.M)
         assert ck.metadata["n_spills"] == 0 and ck.metadata["shared"] <= 64 * 1024
         if find_linker() is not None:

@@ -160,3 +160,29 @@ def test_the_runtime_is_searched_where_rocm_puts_it(monkeypatch: pytest.MonkeyPa
     lib.write_bytes(b"")
     monkeypatch.setenv("ROCM_PATH", str(tmp_path))
     assert hip.find_hip_runtime() == str(lib)
+
+
+def test_rocm_tensors_pick_the_amd_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ROCm build of torch calls its devices "cuda": their tensors launch for amd:<the device's gfx>."""
+    import torch
+
+    from compiler.runtime.launch import _target_for
+    from tools import runtime
+
+    class Props:
+        gcnArchName = "gfx950:sramecc+:xnack-"
+
+    class OnGpu:
+        device = torch.device("cuda", 0)
+
+        def data_ptr(self) -> int:
+            return 0x1000
+
+    monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: Props())
+    assert _target_for([OnGpu(), 3], "k") == "amd:gfx950"
+    monkeypatch.setattr(runtime, "gpu_available", lambda: True)
+    assert runtime.resolve_target("auto") == "amd"
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    assert runtime.resolve_target("auto") == "cuda"

@@ -150,6 +150,58 @@ def test_scans(mn: tuple[int, int], num_warps: int) -> None:
 
 
 @jit
+def _affine(a, b, c, d):  # (a, b) then (c, d) of x -> a x + b: associative, not commutative
+    return a * c, b * c + d
+
+
+@jit
+def affine_scans(a_ptr, b_ptr, fa_ptr, fb_ptr, ra_ptr, rb_ptr, M: tl.constexpr, N: tl.constexpr,
+                 AXIS: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    a, b = tl.load(a_ptr + offs), tl.load(b_ptr + offs)
+    fa, fb = tl.associative_scan((a, b), AXIS, _affine)
+    ra, rb = tl.associative_scan((a, b), AXIS, _affine, reverse=True)
+    tl.store(fa_ptr + offs, fa)
+    tl.store(fb_ptr + offs, fb)
+    tl.store(ra_ptr + offs, ra)
+    tl.store(rb_ptr + offs, rb)
+
+
+@pytest.mark.parametrize("mn", [(1, 32), (4, 256), (64, 64), (128, 8)])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_non_commutative_scans_combine_in_element_order(mn: tuple[int, int], axis: int, num_warps: int) -> None:
+    """A reverse scan folds from the end, `acc = combine(acc, x[j])` for j going down, as Triton
+    defines it: an order-sensitive combine tells a swapped operand apart (checked against the CPU
+    backend and a float64 sequential fold)."""
+    m, n = mn
+
+    def make(dev: str):  # type: ignore[no-untyped-def]
+        g = torch.Generator().manual_seed(m * n + axis)
+        a = torch.rand(m, n, generator=g) * 0.5 + 0.75
+        b = torch.randn(m, n, generator=g)
+        return [a, b] + [torch.full((m, n), float("nan")) for _ in range(4)]
+
+    c, g = _both(affine_scans, (1,), make, M=m, N=n, AXIS=axis, num_warps=num_warps)
+    a, b = c[0].double().movedim(axis, 0), c[1].double().movedim(axis, 0)
+    fa, fb, ra, rb = (torch.empty_like(a) for _ in range(4))
+    acc = (a[0], b[0])
+    fa[0], fb[0] = acc
+    for j in range(1, a.shape[0]):
+        acc = (acc[0] * a[j], acc[1] * a[j] + b[j])
+        fa[j], fb[j] = acc
+    acc = (a[-1], b[-1])
+    ra[-1], rb[-1] = acc
+    for j in range(a.shape[0] - 2, -1, -1):
+        acc = (acc[0] * a[j], acc[1] * a[j] + b[j])
+        ra[j], rb[j] = acc
+    for got, cpu, want in zip(g[2:], c[2:], (fa, fb, ra, rb), strict=True):
+        want = want.movedim(0, axis).float()
+        torch.testing.assert_close(cpu, want, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+
+
+@jit
 def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     pm, pn = tl.program_id(0), tl.program_id(1)
     rm = pm * BM + tl.arange(0, BM)

@@ -29,7 +29,7 @@ def _flat(lw: AmdLowering, v: Value, like: Any) -> list[ir.Value]:
 
 
 def _like(lw: AmdLowering, v: Value) -> Any:
-    return lw.tile(v) if isinstance(v.type, T.TileType) else lw.scalar(v)
+    return lw.tile(v, lw.prefer.get(v)) if isinstance(v.type, T.TileType) else lw.scalar(v)
 
 
 def _head_phis(lw: AmdLowering, args: list[Value], like: list[Any], init: list[list[ir.Value]],

@@ -84,6 +84,8 @@ class AmdLowering:
         self.layout_cache: dict[tuple[int, ...], LinearLayout] = {}
         self.hw_cache: dict[LinearLayout, list[ir.Value]] = {}
         self.lds_bytes = 0
+        # layouts values should be created in, ahead of their use (dot.plan: MFMA accumulators)
+        self.prefer: dict[Value, LinearLayout] = {}
         self._lds: ir.GlobalVariable | None = None
         # fp add/sub/mul may fuse into fma, as hipcc and Triton do by default
         self.fmf: tuple[str, ...] = ("contract",)
@@ -144,6 +146,10 @@ class AmdLowering:
     def build(self) -> ir.Function:
         self.axis = analyze_axis_info(self.fn)
         self.vec_hint = _vector_hints(self.fn, self.axis)
+        if any(op.opcode == "dot" for op in self.fn.walk()):
+            from .dot import plan
+
+            plan(self)
         params = [amd_type(a.type) if a.type != T.i1 else I32 for a in self.fn.args]
         f = ir.Function(self.m, ir.FunctionType(ir.VoidType(), params), self.name)
         f.calling_convention = "amdgpu_kernel"

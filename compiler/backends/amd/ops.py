@@ -260,6 +260,11 @@ LOWER: dict[str, Callable[[AmdLowering, Op], None]] = {
     "if": _lazy("control", "lower_if"),
     "while": _lazy("control", "lower_while"),
     "reduce": _lazy("reduce", "lower_reduce"),
+    "atomic_rmw": _lazy("atomic", "lower_atomic_rmw"),
+    "atomic_cas": _lazy("atomic", "lower_atomic_cas"),
+    "scan": _lazy("scan", "lower_scan"),
+    "histogram": _lazy("histogram", "lower_histogram"),
+    "dot": _lazy("dot", "lower_dot"),
     "assume": _noop,
     "barrier": _barrier,
 }

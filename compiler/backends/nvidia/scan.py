@@ -1,9 +1,9 @@
 """Scans on NVIDIA GPUs by recursive doubling over the bits of the scanned coordinate.
 
-Each bit of the axis coordinate is held by one hardware bit (a register, lane or warp bit). In
-increasing significance, the half whose bit is set takes the other half's segment total into its
-prefix (the reverse for reverse scans), and both halves combine their totals: within a thread
-for register bits, by shuffles for lane bits, through shared memory for warp bits.
+Each bit of the axis coordinate is held by one hardware bit (a register, lane or warp bit); the
+doubling itself (compiler/layouts/scan.py, shared with the AMD backend) merges halves in
+increasing significance. Partners are found within a thread for register bits, by shuffles for
+lane bits, through shared memory for warp bits.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LANE, REGISTER, WARP
+from ...layouts.scan import doubling
 from ..llvm.scalar import I1, I32
 from .convert import smem_load, smem_store
 from .reduce import _byte_offset, _combine, _shfl_xor
@@ -34,8 +35,7 @@ def lower_scan(lw: NvLowering, op: Op) -> None:
     xs = [lw.tile(v, layout) for v in op.operands]
     elems = [T.elem_of(v.type) for v in op.operands]
     n = num_regs(layout)
-    prefix = [[x.regs[r] for x in xs] for r in range(n)]
-    total = [list(p) for p in prefix]
+    regs = [[x.regs[r] for x in xs] for r in range(n)]
     bits = []
     for dim in (REGISTER, LANE, WARP):
         for k, basis in enumerate(layout.bases(dim)):
@@ -43,40 +43,17 @@ def lower_scan(lw: NvLowering, op: Op) -> None:
                 bits.append((basis[axis], dim, k))
     b = lw.b
 
-    def comb(a: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
-        return _combine(lw, region, a, c)
+    def upper(dim: str, k: int) -> ir.Value:
+        src = lw.lane if dim == LANE else lw.warp
+        return b.trunc(b.and_(b.lshr(src, ir.Constant(I32, k)), ir.Constant(I32, 1)), I1)
 
-    def sel(cond: ir.Value, a: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
-        return [b.select(cond, u, v) for u, v in zip(a, c, strict=True)]
-
-    for _, dim, k in sorted(bits):
-        if dim == REGISTER:
-            for r0 in range(n):
-                if r0 >> k & 1:
-                    continue
-                r1 = r0 | 1 << k
-                t = comb(total[r0], total[r1])
-                if reverse:
-                    prefix[r0] = comb(prefix[r0], total[r1])
-                else:
-                    prefix[r1] = comb(total[r0], prefix[r1])
-                total[r0], total[r1] = t, list(t)
-            continue
+    def exchange(dim: str, k: int, total: list[list[ir.Value]]) -> list[list[ir.Value]]:
         if dim == LANE:
-            mine = b.trunc(b.and_(b.lshr(lw.lane, ir.Constant(I32, k)), ir.Constant(I32, 1)), I1)
-            partner = [[_shfl_xor(lw, v, 1 << k) for v in total[r]] for r in range(n)]
-        else:
-            mine = b.trunc(b.and_(b.lshr(lw.warp, ir.Constant(I32, k)), ir.Constant(I32, 1)), I1)
-            partner = _exchange_warps(lw, total, k, elems)
-        for r in range(n):
-            pt = partner[r]
-            upper = comb(pt, total[r])   # I am the upper half: the partner's segment comes first
-            lower = comb(total[r], pt)
-            if reverse:
-                prefix[r] = sel(mine, prefix[r], comb(prefix[r], pt))
-            else:
-                prefix[r] = sel(mine, comb(pt, prefix[r]), prefix[r])
-            total[r] = sel(mine, upper, lower)
+            return [[_shfl_xor(lw, v, 1 << k) for v in regs] for regs in total]
+        return _exchange_warps(lw, total, k, elems)
+
+    prefix = doubling(sorted(bits), reverse, regs, lambda a, c: _combine(lw, region, a, c), b.select, upper,
+                      exchange)
     for i, res in enumerate(op.results):
         lw.vals[res] = GPUTile(layout, [prefix[r][i] for r in range(n)])
 

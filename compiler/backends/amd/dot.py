@@ -1,0 +1,203 @@
+"""tl.dot on AMDGPU: MFMA for fp16, bf16 and int8 inputs (mfma.py), fused multiply-adds for
+the rest (fp32 inputs included: gfx942 has no tf32 MFMA in this slice, so fp32 dots are full
+fp32 products whatever `input_precision` says).
+
+Operands are staged through LDS: every thread writes its elements of A row-major (M x K) and of B
+transposed (N x K, K contiguous), each row padded by 16 bytes so that the 16 rows one instruction
+reads start in different banks; after a barrier each lane reads its fragments as one 8- or
+16-byte `ds_read` per instruction (kpl consecutive K elements). The accumulator stays in MFMA
+layout (mfma.accumulator_layout); `plan` makes loop-carried accumulators start in it, so a K
+loop converts nothing per iteration.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Op
+from ...layouts import LinearLayout
+from ..llvm import scalar as S
+from ..llvm.scalar import I8, I32
+from .convert import _index, elem_bytes, lds_addr, lds_load, lds_store
+from .lower import GPUTile, amd_type, num_regs, reg_coords
+from .mfma import BLOCK, Mfma, accumulator_layout, choose, wave_grid
+
+if TYPE_CHECKING:
+    from .lower import AmdLowering
+
+__all__ = ["lower_dot", "plan", "result_layout"]
+
+_PAD_BYTES = 16
+
+
+def _mfma_of(lw: AmdLowering, op: Op) -> Mfma | None:
+    a, b, acc = op.operands
+    shape = T.shape_of(acc.type)
+    k = T.shape_of(a.type)[-1]
+    if len(shape) != 2:
+        return None
+    return choose(lw.arch, T.elem_of(a.type), T.elem_of(b.type), T.elem_of(acc.type), (shape[0], shape[1]), k)
+
+
+def result_layout(lw: AmdLowering, op: Op) -> LinearLayout:
+    shape = T.shape_of(op.operands[2].type)
+    if _mfma_of(lw, op) is not None:
+        return accumulator_layout((shape[0], shape[1]), lw.num_warps)
+    return lw.canonical(shape)
+
+
+def plan(lw: AmdLowering) -> None:
+    """Layouts the lowering should give values it creates before their use: a dot's accumulator
+    operand its result's layout, and a loop's initial value the layout its carried argument has
+    as that accumulator (a splat of zeros is then free in the MFMA layout)."""
+    changed = True
+    for op in lw.fn.walk():
+        if op.opcode == "dot":
+            lw.prefer[op.operands[2]] = result_layout(lw, op)
+    while changed:
+        changed = False
+        for op in lw.fn.walk():
+            if op.opcode != "for":
+                continue
+            body = op.regions[0]
+            for arg, init, y in zip(body.args[1:], op.operands[3:], body.ops[-1].operands, strict=True):
+                lay = lw.prefer.get(arg) or lw.prefer.get(y)
+                if lay is not None and init not in lw.prefer:
+                    lw.prefer[init] = lay
+                    lw.prefer[arg] = lay
+                    changed = True
+
+
+def _stage(lw: AmdLowering, op: Op, kp: int) -> tuple[ir.Value, ir.Value]:
+    """A (row-major, row stride kp) and B (transposed, row stride kp) in LDS; returns their bases."""
+    a_v, b_v, acc_v = op.operands
+    m, n = T.shape_of(acc_v.type)
+    ea, eb = T.elem_of(a_v.type), T.elem_of(b_v.type)
+    a_bytes = -(-m * kp * elem_bytes(ea) // 16) * 16
+    area = lw.lds(a_bytes + n * kp * elem_bytes(eb), op)
+    b_base = lds_addr(lw, area, ir.Constant(I32, a_bytes), I8)
+    xa, xb = lw.tile(a_v), lw.tile(b_v)
+    lw.barrier()  # the scratch area's earlier readers are done
+    for x, base, strides, e in ((xa, area, (kp, 1), ea), (xb, b_base, (1, kp), eb)):
+        seen: set[tuple[int, ...]] = set()
+        for r in range(num_regs(x.layout)):
+            c = reg_coords(x.layout, r)
+            if c in seen:  # a register repeating another's element
+                continue
+            seen.add(c)
+            lds_store(lw, base, _index(lw, x.layout, r, strides), x.regs[r], e)
+    lw.barrier()
+    return area, b_base
+
+
+def lower_dot(lw: AmdLowering, op: Op) -> None:
+    a_v, b_v, acc_v = op.operands
+    inst = _mfma_of(lw, op)
+    layout = result_layout(lw, op)
+    acc = lw.tile(acc_v, layout)
+    k = T.shape_of(a_v.type)[-1]
+    ea = T.elem_of(a_v.type)
+    kp = k + _PAD_BYTES // elem_bytes(ea)
+    a_base, b_base = _stage(lw, op, kp)
+    if inst is None:
+        lw.vals[op.result] = _fma(lw, op, acc, a_base, b_base, k, kp)
+    else:
+        lw.vals[op.result] = _mfma(lw, op, inst, acc, a_base, b_base, k, kp)
+
+
+def _fragment(lw: AmdLowering, inst: Mfma, base: ir.Value, row: ir.Value, k0: int, kp: int,
+              elem: T.ElemType) -> ir.Value:
+    """This lane's operand of one instruction: kpl consecutive K elements of row `row` (A's row
+    or B's column) from K offset k0 + kpl * (lane // 16), one LDS read."""
+    b = lw.b
+    ety = amd_type(elem)
+    kq = b.mul(b.lshr(lw.lane, ir.Constant(I32, 4)), ir.Constant(I32, inst.kpl))
+    idx = b.add(b.add(b.mul(row, ir.Constant(I32, kp)), kq), ir.Constant(I32, k0))
+    vty = ir.VectorType(ety, inst.kpl)
+    v = b.load(lds_addr(lw, base, idx, ety), typ=vty)
+    v.align = inst.kpl * elem_bytes(elem)
+    if inst.operand.startswith("<8 x bfloat>"):
+        from .atomic import BF16
+
+        return b.bitcast(v, ir.VectorType(BF16, 8))
+    if inst.operand == "i64":
+        return b.bitcast(v, ir.IntType(64))
+    if inst.operand == "<4 x i32>":
+        return b.bitcast(v, ir.VectorType(I32, 4))
+    return v
+
+
+def _mfma(lw: AmdLowering, op: Op, inst: Mfma, acc: GPUTile, a_base: ir.Value, b_base: ir.Value, k: int,
+          kp: int) -> GPUTile:
+    b = lw.b
+    a_v, b_v, acc_v = op.operands
+    m, n = T.shape_of(acc_v.type)
+    wm, wn = wave_grid((m, n), lw.num_warps)
+    reps_m, reps_n = m // (BLOCK * wm), n // (BLOCK * wn)
+    # this wave's block row and column (uniform: the wave index is in a scalar register)
+    w_m = b.and_(lw.warp, ir.Constant(I32, wm - 1))
+    w_n = b.and_(b.lshr(lw.warp, ir.Constant(I32, wm.bit_length() - 1)), ir.Constant(I32, wn - 1))
+    l16 = b.and_(lw.lane, ir.Constant(I32, BLOCK - 1))
+    acc_ty = S.F32 if inst.acc == "float" else I32
+    vty = ir.VectorType(acc_ty, 4)
+    ea, eb = T.elem_of(a_v.type), T.elem_of(b_v.type)
+    regs = list(acc.regs)
+    rows = [b.add(b.add(b.mul(w_m, ir.Constant(I32, BLOCK)), l16), ir.Constant(I32, BLOCK * wm * i))
+            for i in range(reps_m)]
+    cols = [b.add(b.add(b.mul(w_n, ir.Constant(I32, BLOCK)), l16), ir.Constant(I32, BLOCK * wn * j))
+            for j in range(reps_n)]
+    accs: dict[tuple[int, int], ir.Value] = {}
+    for i in range(reps_m):
+        for j in range(reps_n):
+            r0 = 4 * (i * reps_n + j)
+            v: ir.Value = ir.Constant(vty, None)
+            for q in range(4):
+                v = b.insert_element(v, regs[r0 + q], ir.Constant(I32, q))
+            accs[i, j] = v
+    name = f"llvm.amdgcn.mfma.{inst.intrinsic}"
+    zero = ir.Constant(I32, 0)
+    for k0 in range(0, k, inst.k):
+        fa = [_fragment(lw, inst, a_base, rows[i], k0, kp, ea) for i in range(reps_m)]
+        fb = [_fragment(lw, inst, b_base, cols[j], k0, kp, eb) for j in range(reps_n)]
+        for i in range(reps_m):
+            for j in range(reps_n):
+                accs[i, j] = lw.intrinsic(name, vty, [fa[i], fb[j], accs[i, j], zero, zero, zero])
+    for (i, j), v in accs.items():
+        r0 = 4 * (i * reps_n + j)
+        for q in range(4):
+            regs[r0 + q] = b.extract_element(v, ir.Constant(I32, q))
+    return GPUTile(acc.layout, regs)
+
+
+def _fma(lw: AmdLowering, op: Op, acc: GPUTile, a_base: ir.Value, b_base: ir.Value, k: int, kp: int) -> GPUTile:
+    """Each thread computes its accumulator elements as K multiply-adds in the accumulator's type,
+    reading A's row and B's column from LDS."""
+    b = lw.b
+    a_v, b_v, acc_v = op.operands
+    ea, eb, ec = T.elem_of(a_v.type), T.elem_of(b_v.type), T.elem_of(acc_v.type)
+    assert isinstance(ec, T.ScalarType)
+    layout = acc.layout
+    hw = lw.hw_coords(layout)
+    regs: list[ir.Value] = []
+    done: dict[tuple[int, ...], int] = {}
+    for r in range(num_regs(layout)):
+        c = reg_coords(layout, r)
+        if c in done:
+            regs.append(regs[done[c]])
+            continue
+        done[c] = r
+        row = b.xor(hw[0], ir.Constant(I32, c[0])) if c[0] else hw[0]
+        col = b.xor(hw[1], ir.Constant(I32, c[1])) if c[1] else hw[1]
+        ra, rb = b.mul(row, ir.Constant(I32, kp)), b.mul(col, ir.Constant(I32, kp))
+        s = acc.regs[r]
+        for kk in range(k):
+            x = lds_load(lw, a_base, b.add(ra, ir.Constant(I32, kk)), ea)
+            y = lds_load(lw, b_base, b.add(rb, ir.Constant(I32, kk)), eb)
+            x, y = S.emit_cast(b, ea, ec, x), S.emit_cast(b, eb, ec, y)
+            s = S.BINARY["add"](b, ec, s, S.BINARY["mul"](b, ec, x, y, {"_fmf": lw.fmf}), {"_fmf": lw.fmf})
+        regs.append(s)
+    return GPUTile(layout, regs)
+
