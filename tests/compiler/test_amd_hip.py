@@ -167,7 +167,7 @@ def test_rocm_tensors_pick_the_amd_target(monkeypatch: pytest.MonkeyPatch) -> No
     import torch
 
     from compiler.runtime.launch import _target_for
-    from tools import runtime
+    from tools import executor
 
     class Props:
         gcnArchName = "gfx950:sramecc+:xnack-"
@@ -182,7 +182,7 @@ def test_rocm_tensors_pick_the_amd_target(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: Props())
     assert _target_for([OnGpu(), 3], "k") == "amd:gfx950"
-    monkeypatch.setattr(runtime, "gpu_available", lambda: True)
-    assert runtime.resolve_target("auto") == "amd"
+    monkeypatch.setattr(executor, "gpu_available", lambda: True)
+    assert executor.resolve_target("auto") == "amd"
     monkeypatch.setattr(torch.version, "hip", None, raising=False)
-    assert runtime.resolve_target("auto") == "cuda"
+    assert executor.resolve_target("auto") == "cuda"
