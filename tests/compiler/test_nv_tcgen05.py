@@ -70,6 +70,22 @@ def test_example_gemm_uses_tcgen05(arch: str, dtype: str) -> None:
     assert ck.metadata["n_spills"] == 0, f"spills {ck.metadata['n_spills']} bytes"
 
 
+@pytest.mark.parametrize(("dtype", "kind", "steps", "ab"), [
+    ("fp32", "tf32", 4, (2, 2)), ("fp8e4nv", "f8f6f4", 2, (0, 0)), ("fp8e5", "f8f6f4", 2, (1, 1))])
+def test_tf32_and_fp8_kinds(dtype: str, kind: str, steps: int, ab: tuple[int, int]) -> None:
+    """The benchmark GEMM (128 x 128 on 8 warps): fp32 inputs (rounded to tf32 when staged, K = 32
+    in 4 k8 steps) and fp8 (K = 64 in 2 k32 steps) on their kinds; B staged K-major (no transpose)."""
+    fn, sig, consts, warps, stages, _ = nv_target_cases.benchmark_cases()[f"gemm_{dtype}"]
+    ck = fn.compile(sig, consts, target="cuda:sm_100a", num_warps=warps, num_stages=stages)
+    ptx: str = ck.asm["ptx"]
+    assert ptx.count(f"tcgen05.mma.cta_group::1.kind::{kind}") == steps and "mma.sync" not in ptx
+    idesc = 1 << 4 | ab[0] << 7 | ab[1] << 10 | (128 >> 3) << 17 | (128 >> 4) << 24
+    assert re.search(rf"mov\.b32\s+%r\d+, {idesc};", ptx), "instruction descriptor"
+    if dtype == "fp32":
+        assert "cvt.rna.tf32.f32" in ptx
+    assert ck.metadata["n_spills"] == 0
+
+
 def test_eight_warps_split_the_columns() -> None:
     """8 warps: the two warpgroups read 64 columns each (2 loads of 32), the same 4 MMAs."""
     ptx = _matmul("sm_100a", warps=8, **BIG).asm["ptx"]

@@ -56,8 +56,12 @@ __all__ = ["Tcgen05Plan", "Tmem", "plan_tcgen05", "tcgen05_tiles", "finish_tmem"
 F32 = ir.FloatType()
 TMEM_PTR = ir.PointerType(ir.IntType(8), addrspace=6)
 
-# mma kind -> (the intrinsic's kind immediate, the A/B type code of the instruction descriptor)
-_KINDS: dict[str, tuple[int, int]] = {"f16": (0, 0), "bf16": (0, 1)}
+# mma kind -> (the intrinsic's kind immediate: 0 f16, 1 tf32, 2 f8f6f4; the A and B type codes of
+# the instruction descriptor). The PTX kind has K = 32 bytes per instruction for all of them.
+_KINDS: dict[str, tuple[int, int, int]] = {
+    "f16": (0, 0, 0), "bf16": (0, 1, 1), "tf32": (1, 2, 2),
+    "e4m3.e4m3": (2, 0, 0), "e4m3.e5m2": (2, 0, 1), "e5m2.e4m3": (2, 1, 0), "e5m2.e5m2": (2, 1, 1),
+}
 M_TILE = 128  # rows of D per block: the 128 TMEM lanes (cta_group::1)
 LD_CHUNK = 32  # columns per tcgen05.ld (registers per thread per load)
 smem_desc_bits = 1 << 46  # the shared-memory descriptor's fixed version field (0b001 at bits 46-48)
@@ -76,7 +80,8 @@ class Tcgen05Plan:
 def plan_tcgen05(lw: NvLowering, m: int, n: int, k: int, base: MmaPlan, b_kmajor: bool = False) -> Tcgen05Plan | None:
     """The tcgen05 plan for an [m, k] @ [k, n] dot, or None (mma.sync keeps it): M = 128 on 4 warps
     (or 8: two warpgroups reading half the columns each), N a multiple of 16 up to 256, K whole
-    32-byte steps laid out as the wgmma staging lays them out, fp16/bf16 inputs, fp32 accumulator."""
+    32-byte steps laid out as the wgmma staging lays them out; fp16/bf16 (kind::f16), fp32 rounded
+    to tf32 (kind::tf32) or fp8 e4m3/e5m2 (kind::f8f6f4) inputs, fp32 accumulator."""
     if not knobs.tcgen05() or not nv_target(lw.arch).tcgen05:
         return None
     if base.kind not in _KINDS or base.acc != T.fp32 or lw.num_warps not in (4, 8):
@@ -93,10 +98,11 @@ def plan_tcgen05(lw: NvLowering, m: int, n: int, k: int, base: MmaPlan, b_kmajor
 
 
 def instr_desc(plan: Tcgen05Plan, m: int, n: int) -> int:
-    """The 32-bit instruction descriptor: f32 D, A K-major, B N-major in "nmajor" mode."""
-    ab = _KINDS[plan.kind][1]
+    """The 32-bit instruction descriptor: f32 D, A K-major, B N-major in "nmajor" mode (16-bit
+    types only: 8- and 32-bit B is staged K-major, as for wgmma)."""
+    _, a, b = _KINDS[plan.kind]
     trans_b = 1 if plan.b_mode == "nmajor" else 0
-    return 1 << 4 | ab << 7 | ab << 10 | trans_b << 16 | (n >> 3) << 17 | (m >> 4) << 24
+    return 1 << 4 | a << 7 | b << 10 | trans_b << 16 | (n >> 3) << 17 | (m >> 4) << 24
 
 
 # ---------------------------------------------------------------------------------------- TMEM
