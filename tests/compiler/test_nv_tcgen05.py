@@ -86,6 +86,41 @@ def test_tf32_and_fp8_kinds(dtype: str, kind: str, steps: int, ab: tuple[int, in
     assert ck.metadata["n_spills"] == 0
 
 
+def _loop_span(ptx: str) -> tuple[int, int]:
+    """(start, end) offsets of the K loop: from the label the loop's back edge branches to, which
+    precedes the first tcgen05.mma, to that branch."""
+    first = ptx.index("tcgen05.mma")
+    labels = [(m.start(), m.group(1)) for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M) if m.start() < first]
+    for start, name in reversed(labels):
+        back = [m.start() for m in re.finditer(rf"bra(?:\.uni)?\s+{re.escape(name)};", ptx) if m.start() > first]
+        if back:
+            return start, back[-1]
+    raise AssertionError("no loop around the MMAs")
+
+
+def test_k_loop_keeps_the_accumulator_in_tensor_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the K loop's accumulator stays in tensor memory: the loop issues the MMAs (the
+    first of the first iteration overwrites D, predicated on the induction variable) and reads
+    nothing back; tcgen05.ld runs once after the loop, and the 128 accumulator registers are not
+    live in it. ANVIL_TCGEN05=readback reads back and adds after every dot, inside the loop."""
+    resident = _matmul("sm_100a", **BIG)
+    ptx: str = resident.asm["ptx"]
+    start, end = _loop_span(ptx)
+    assert "tcgen05.mma" in ptx[start:end] and "tcgen05.ld" not in ptx[start:end]
+    assert ptx.index("tcgen05.ld") > end and ptx.count("tcgen05.ld.sync.aligned.32x32b.x32.b32") == 4
+    # the first MMA's enable-input-d is a predicate computed in the loop, the others a constant true
+    preds = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16\.collector::a::discard \[%r\d+\], %rd\d+, %rd\d+, "
+                       r"%r\d+, (%p\d+);", ptx)
+    assert len(preds) == 4 and preds[0] != preds[1] and len(set(preds[1:])) == 1
+    monkeypatch.setenv("ANVIL_TCGEN05", "readback")
+    readback = _matmul("sm_100a", **BIG)
+    rptx: str = readback.asm["ptx"]
+    start, end = _loop_span(rptx)
+    assert "tcgen05.ld" in rptx[start:end]
+    assert resident.metadata["n_regs"] + 64 <= readback.metadata["n_regs"], \
+        (resident.metadata["n_regs"], readback.metadata["n_regs"])
+
+
 def test_eight_warps_split_the_columns() -> None:
     """8 warps: the two warpgroups read 64 columns each (2 loads of 32), the same 4 MMAs."""
     ptx = _matmul("sm_100a", warps=8, **BIG).asm["ptx"]

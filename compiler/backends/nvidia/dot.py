@@ -69,6 +69,13 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
         else:
             a_layout = None
         b = _operand(lw, b_v)
+        first = lw.resident.get(op)
+        if first is not None:  # the accumulator stays in tensor memory (control.lower_for reads it back)
+            from .tcgen05 import Tcgen05Plan, tcgen05_resident
+
+            assert isinstance(plan, Tcgen05Plan) and isinstance(a, GPUTile) and isinstance(b, GPUTile)
+            lw.vals[op.result] = tcgen05_resident(lw, plan, a, b, m, n, k, first)
+            return
 
         if isinstance(plan, WgmmaPlan) and (a_layout is not None or not isinstance(a, GPUTile)) \
                 and not isinstance(b, GPUTile):

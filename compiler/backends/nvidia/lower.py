@@ -147,6 +147,9 @@ class NvLowering:
         self.dot_layouts: dict[Value, LinearLayout] | None = None
         self.uses_libdevice = False  # a math function calls libdevice (linked at emission)
         self.tmem: Any = None  # tcgen05.Tmem: the kernel's tensor memory, set up by its first tcgen05 dot
+        # tcgen05 dots whose accumulator stays in tensor memory through the loop being lowered
+        # (control.lower_for), each with the i1 that holds in the loop's first iteration
+        self.resident: dict[Op, ir.Value] = {}
 
     # ------------------------------------------------------------------ layouts
     def canonical(self, shape: tuple[int, ...]) -> LinearLayout:

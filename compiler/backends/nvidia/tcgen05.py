@@ -21,6 +21,14 @@ commits of successive dots complete phases in order), read D with `tcgen05.ld.32
 32 * (w % 4) + t), and add it to the incoming accumulator in registers. The result then lives in
 registers like any other dot's, so loops, epilogues and stores are unchanged.
 
+A K loop's accumulator stays in TMEM instead (`resident_accumulators`, control.lower_for): when
+the loop's only dot sits at the top of its body, accumulates into the carried value that nothing
+else reads, and the loop starts from zeros, each iteration issues its MMAs with enable-input-d
+false only on the first MMA of the loop's first iteration (a predicate on the induction
+variable), waits for them (the staged operands are overwritten by the next iteration), and reads
+nothing back; D is read once on the loop's way out. The 128 x N accumulator is then not live in
+registers during the loop. ANVIL_TCGEN05=readback keeps the per-dot read-back.
+
 Descriptors: the shared-memory descriptor is wgmma's plus the fixed version field (bits 46-48 =
 0b001); wgmma's 2-bit swizzle code at bits 62-63 (1: 128 B, 2: 64 B, 3: 32 B) is the same bit
 pattern as tcgen05's 3-bit code at bits 61-63 (2, 4, 6). The instruction descriptor (kinds f16,
@@ -43,15 +51,17 @@ from ...layouts.distributed import tcgen05_accumulator
 from ..llvm import scalar as S
 from ..llvm.scalar import I1, I32, I64
 from ..nvidia_targets import nv_target
-from .lower import GPUTile
+from .lower import GPUTile, num_regs
 from .staging import stage
 from .wgmma import _SWIZZLE_MODE, _desc, _desc_at, _swizzle_width, operand_smem
 
 if TYPE_CHECKING:
+    from ...ir.core import Op, Value
     from .lower import NvLowering
     from .mma import MmaPlan
 
-__all__ = ["Tcgen05Plan", "Tmem", "plan_tcgen05", "tcgen05_tiles", "finish_tmem", "instr_desc", "smem_desc_bits"]
+__all__ = ["Tcgen05Plan", "Tmem", "plan_tcgen05", "tcgen05_tiles", "tcgen05_resident", "read_acc",
+           "resident_accumulators", "finish_tmem", "instr_desc", "smem_desc_bits"]
 
 F32 = ir.FloatType()
 TMEM_PTR = ir.PointerType(ir.IntType(8), addrspace=6)
@@ -215,6 +225,28 @@ def tcgen05_tiles(lw: NvLowering, plan: Tcgen05Plan, a_tile: GPUTile, b_tile: GP
     result in `plan.layout` with element type `oe`."""
     b = lw.b
     cur = [S.emit_cast(b, oe, plan.acc, v) for v in acc_tile.regs]
+    _issue(lw, plan, a_tile, b_tile, m, n, k, None)
+    d_vals = read_acc(lw, plan, n)
+    b = lw.b
+    out = [d if _is_zero(c) else b.fadd(c, d, flags=lw.fmf) for c, d in zip(cur, d_vals, strict=True)]
+    return GPUTile(plan.layout, [S.emit_cast(b, plan.acc, oe, v) for v in out])
+
+
+def tcgen05_resident(lw: NvLowering, plan: Tcgen05Plan, a_tile: GPUTile, b_tile: GPUTile, m: int, n: int, k: int,
+                     first: ir.Value) -> GPUTile:
+    """D += a @ b with D kept in tensor memory across the iterations of a loop (lower_for's
+    `resident_accumulators`): the first MMA of the iteration where `first` (i1) holds overwrites D
+    (the loop's initial accumulator is zero), every other one accumulates. The registers returned
+    are undefined: the loop reads D back once, after its last iteration (read_acc)."""
+    _issue(lw, plan, a_tile, b_tile, m, n, k, first)
+    return GPUTile(plan.layout, [ir.Constant(F32, None)] * num_regs(plan.layout))
+
+
+def _issue(lw: NvLowering, plan: Tcgen05Plan, a_tile: GPUTile, b_tile: GPUTile, m: int, n: int, k: int,
+           first: ir.Value | None) -> None:
+    """Stage a and b, issue the MMAs into D from thread 0 and wait (every thread) until they are
+    complete. `first` None: the first MMA overwrites D; else it does so where `first` holds."""
+    b = lw.b
     bits = plan.elem_bits
     es = bits // 8
     wa = _swizzle_width(k * es)
@@ -250,12 +282,23 @@ def tcgen05_tiles(lw: NvLowering, plan: Tcgen05Plan, a_tile: GPUTile, b_tile: GP
             blk, kin = divmod(kk * es, wa)  # column block of K-major operands, byte offset in it
             da = _desc_at(lw, a_desc, blk * m * wa + kin)
             db = _desc_at(lw, b_desc, blk * n * wa + kin if plan.b_mode == "kmajor" else (kk // 8) * 1024)
+            enable: ir.Value = ir.Constant(I1, int(kk > 0 or first is not None))
+            if kk == 0 and first is not None:
+                enable = bb.not_(first)
             _call(lw, bb, "llvm.nvvm.tcgen05.mma.shared",
-                  [d, da, db, idesc, ir.Constant(I1, int(kk > 0)), kind, ir.Constant(I32, 1), ir.Constant(I32, 0)])
+                  [d, da, db, idesc, enable, kind, ir.Constant(I32, 1), ir.Constant(I32, 0)])
         _call(lw, bb, "llvm.nvvm.tcgen05.commit.shared.cg1", [tm.bar])
 
     lw.when(b.icmp_unsigned("==", lw.tid, ir.Constant(I32, 0)), issue)
     _wait(lw, tm)
+
+
+def read_acc(lw: NvLowering, plan: Tcgen05Plan, n: int) -> list[ir.Value]:
+    """D from tensor memory into `plan.layout`'s registers (fp32), after the MMAs that wrote it
+    completed (_issue waited for them)."""
+    tm = lw.tmem
+    assert tm is not None
+    e = lw.entry
     b = lw.b
     _call(lw, b, "llvm.nvvm.tcgen05.fence.after.thread.sync", [])
     # this warp's 32 lanes (32 * (warp % 4)) and, with 8 warps, its warpgroup's half of the columns
@@ -274,11 +317,49 @@ def tcgen05_tiles(lw: NvLowering, plan: Tcgen05Plan, a_tile: GPUTile, b_tile: GP
     _call(lw, b, "llvm.nvvm.tcgen05.wait.ld", [])
     # the loads are complete: the next MMA (after a barrier) may overwrite these columns
     _call(lw, b, "llvm.nvvm.tcgen05.fence.before.thread.sync", [])
-    d_vals = [b.bitcast(v, F32) for v in got]
-    assert len(d_vals) == len(cur)
-    out = [d if _is_zero(c) else b.fadd(c, d, flags=lw.fmf) for c, d in zip(cur, d_vals, strict=True)]
-    return GPUTile(plan.layout, [S.emit_cast(b, plan.acc, oe, v) for v in out])
+    return [b.bitcast(v, F32) for v in got]
 
 
 def _is_zero(v: ir.Value) -> bool:
     return isinstance(v, ir.Constant) and v.type == F32 and v.constant == 0.0
+
+
+def resident_accumulators(lw: NvLowering, loop: Op) -> dict[int, Op]:
+    """Carried values of the `for` op `loop` whose accumulation can stay in tensor memory, by index
+    among the carried values: the fp32 result of a tcgen05 dot at the top level of the body, whose
+    accumulator is the carried value itself, which nothing else reads (neither the carried value in
+    the body nor the dot's result but the yield), starting from zeros; and the only dot under the
+    body (the tensor memory holds one accumulator). The loop reads D back once, on its way out."""
+    from .mma import plan_mma
+
+    if not knobs.tcgen05_resident() or not nv_target(lw.arch).tcgen05:
+        return {}
+    body = loop.regions[0]
+    dots = [o for o in body.walk() if o.opcode == "dot"]
+    if len(dots) != 1 or not any(o is dots[0] for o in body.ops):
+        return {}
+    d = dots[0]
+    ys = body.ops[-1].operands
+    uses: dict[Value, int] = {}
+    for o in body.walk():
+        for v in o.operands:
+            uses[v] = uses.get(v, 0) + 1
+    for k, y in enumerate(ys):
+        arg = body.args[1 + k]
+        if y is not d.result or d.operands[2] is not arg or uses.get(arg) != 1 or uses.get(y) != 1:
+            continue
+        if T.elem_of(y.type) != T.fp32 or len(T.shape_of(y.type)) != 2:
+            return {}
+        if not isinstance(plan_mma(lw, d), Tcgen05Plan) or not _zero_init(loop.operands[3 + k]):
+            return {}
+        return {k: d}
+    return {}
+
+
+def _zero_init(v: Value) -> bool:
+    """`v` is a splat of the constant 0 (tl.zeros)."""
+    op = v.op
+    while op is not None and op.opcode in ("splat", "broadcast"):
+        v = op.operands[0]
+        op = v.op
+    return op is not None and op.opcode == "constant" and op.attrs.get("value") == 0
