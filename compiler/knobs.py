@@ -18,6 +18,10 @@
   (default: the host's, as LLVM detects it), e.g. "x86-64-v3".
 - ANVIL_NATIVE_LAUNCH=0: launch GPU kernels through ctypes instead of a generated native entry.
 - ANVIL_WGMMA=0: on Hopper (sm_90a), lower tl.dot to mma.sync instead of wgmma (default: wgmma).
+- ANVIL_TCGEN05=0: on datacenter Blackwell (sm_100a, sm_103a), lower tl.dot to mma.sync instead of
+  tcgen05.mma (default: tcgen05 for the dots its planner takes, compiler/backends/nvidia/tcgen05.py,
+  a K loop's accumulator kept in tensor memory); =readback: tcgen05, the accumulator read back into
+  registers after every dot.
 - ANVIL_PIPELINE=0: do not pipeline the loads feeding wgmma dots through cp.async into shared
   memory (default: pipelined `num_stages` deep, a dot's wgmma group left in flight into the next
   iteration where its accumulator allows); =sync: pipelined, each group waited for in its iteration.
@@ -45,7 +49,8 @@ from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "cpu_concurrent_programs", "cpu_wait_timeout",
            "dump_ir", "dump_llir", "traceback", "verify_ir", "cpu_target",
-           "wgmma", "f32_default", "ptxas", "ptxas_fd", "nvjitlink", "libdevice", "ld_lld", "fusion_dump"]
+           "wgmma", "tcgen05", "tcgen05_resident", "f32_default", "ptxas", "ptxas_fd", "nvjitlink", "libdevice",
+           "ld_lld", "fusion_dump"]
 
 
 def _flag(name: str) -> bool:
@@ -109,6 +114,15 @@ def wgmma() -> bool:
     return os.environ.get("ANVIL_WGMMA", "1").lower() not in ("0", "false", "no", "off")
 
 
+def tcgen05() -> bool:
+    return os.environ.get("ANVIL_TCGEN05", "1").lower() not in ("0", "false", "no", "off")
+
+
+def tcgen05_resident() -> bool:
+    """A K loop's tcgen05 accumulator stays in tensor memory (ANVIL_TCGEN05 not 0 nor readback)."""
+    return tcgen05() and os.environ.get("ANVIL_TCGEN05", "1").lower() != "readback"
+
+
 F32_PRECISIONS = ("tf32", "tf32x3", "ieee")
 
 
@@ -120,7 +134,10 @@ def f32_default() -> str:
 
 def codegen_key() -> str:
     """The knobs that change generated GPU code (part of the compile cache key)."""
-    return f"wgmma={int(wgmma())},pipeline={int(pipeline())}{int(pipeline_in_flight())}"
+    # tcgen05 is named only when not the default: the default key (and so every kernel's symbol) stays
+    # what it was before the knob existed
+    off = "" if tcgen05_resident() else f",tcgen05={int(tcgen05())}"
+    return f"wgmma={int(wgmma())},pipeline={int(pipeline())}{int(pipeline_in_flight())}{off}"
 
 
 def pipeline() -> bool:

@@ -35,6 +35,9 @@ class NvTarget:
     clusters: bool  # thread block clusters (`.reqnctapercluster`)
     max_shared_bytes: int  # dynamic shared memory a block may ask for (the opt-in maximum)
     verified_on: str | None = None  # the GPU the GPU tests ran on; None: compiled and assembled only
+    # fifth-generation tensor cores (`tcgen05.mma` into tensor memory): the datacenter Blackwell
+    # parts only; consumer Blackwell (sm_120a) has none
+    tcgen05: bool = False
 
     @property
     def ptx_feature(self) -> str:
@@ -55,8 +58,9 @@ NV_TARGETS: dict[str, NvTarget] = {t.arch: t for t in (
     NvTarget("sm_89", 89, (8, 4), "Ada (RTX 40xx, L4, L40)", False, False, 99 * _KB),
     NvTarget("sm_90", 90, (8, 4), "Hopper without its arch-specific instructions", False, True, 227 * _KB),
     NvTarget("sm_90a", 90, (8, 4), "Hopper (H100, H200, GH200)", True, True, 227 * _KB, verified_on="H200"),
-    NvTarget("sm_100a", 100, (8, 6), "Blackwell datacenter (B200, GB200)", False, True, 227 * _KB),
-    NvTarget("sm_103a", 103, (8, 8), "Blackwell Ultra datacenter (B300, GB300)", False, True, 227 * _KB),
+    NvTarget("sm_100a", 100, (8, 6), "Blackwell datacenter (B200, GB200)", False, True, 227 * _KB, tcgen05=True),
+    NvTarget("sm_103a", 103, (8, 8), "Blackwell Ultra datacenter (B300, GB300)", False, True, 227 * _KB,
+             tcgen05=True),
     NvTarget("sm_120a", 120, (8, 7), "Blackwell consumer and workstation (RTX 50xx, RTX PRO 6000)", False, True,
              99 * _KB),
 )}
@@ -86,6 +90,6 @@ def describe_targets() -> list[dict[str, object]]:
     """The table as plain values, for device_info and the docs: each target with whether it ran on
     hardware."""
     return [{"target": f"cuda:{t.arch}", "family": t.family, "ptx_version": f"{t.ptx[0]}.{t.ptx[1]}",
-             "wgmma": t.wgmma, "clusters": t.clusters, "max_shared_bytes": t.max_shared_bytes,
+             "wgmma": t.wgmma, "tcgen05": t.tcgen05, "clusters": t.clusters, "max_shared_bytes": t.max_shared_bytes,
              "verified_on_hardware": t.verified_on is not None, "verified_on": t.verified_on}
             for t in NV_TARGETS.values()]

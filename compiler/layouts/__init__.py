@@ -1,7 +1,7 @@
 """Linear layouts over GF(2) for the GPU lowering (see docs/layouts.md).
 
 - `linear`: the `LinearLayout` value type and its algebra;
-- `distributed`: blocked, slice, mma.sync and wgmma register layouts;
+- `distributed`: blocked, slice, mma.sync, wgmma and tcgen05 register layouts;
 - `shared`: unswizzled, swizzled and NVMMA shared-memory layouts;
 - `swizzle`: the bank model and the conflict-free swizzle choice;
 - `convert`: conversion planning (no-op, register permutation, shuffles, shared memory);
@@ -36,6 +36,7 @@ from .distributed import (
     mma_v2_accumulator,
     mma_v2_operand,
     slice_layout,
+    tcgen05_accumulator,
     wgmma_accumulator,
 )
 from .linear import BLOCK, LANE, OFFSET, REGISTER, WARP, Basis, LinearLayout, Vectorisation, dim_names
@@ -87,5 +88,6 @@ __all__ = [
     "slice_layout",
     "swizzled_shared",
     "unswizzled_shared",
+    "tcgen05_accumulator",
     "wgmma_accumulator",
 ]

@@ -233,6 +233,30 @@ def wgmma_accumulator(shape: Sequence[int], warps_per_cta: Sequence[int], instr_
     return builder.build(shape, (1, 0))
 
 
+def tcgen05_accumulator(shape: Sequence[int], num_warps: int) -> LinearLayout:
+    """An M = 128 accumulator of ``tcgen05.mma`` (cta_group::1) read from tensor memory with
+    ``tcgen05.ld.32x32b``, over a [128, N] tile.
+
+    Row i of the accumulator is tensor-memory lane i and column j is column j (32-bit cells). A
+    warp may only read the 32 lanes of its quarter, 32 · (warp mod 4), and ``32x32b`` gives
+    thread t of the warp lane 32 · (warp mod 4) + t, with its ``.xN`` registers the N consecutive
+    columns. So: register bases along N, lane bases along M (rows 1..16), the first two warp
+    bases along M (rows 32, 64); with 8 warps the second warpgroup reads the right half of the
+    columns (a third warp basis along N). Every thread holds whole runs of one row.
+    """
+    _check_2d(shape, (1, 1))
+    m, n = shape
+    if m != 128 or num_warps not in (4, 8):
+        raise ValueError(f"tcgen05 accumulators are 128 rows on 4 or 8 warps, got {m} rows, {num_warps} warps")
+    groups = num_warps // 4
+    builder = _TileBuilder(2)
+    builder.extend(REGISTER, 1, n // groups)
+    builder.extend(LANE, 0, 32)
+    builder.extend(WARP, 0, 4)
+    builder.extend(WARP, 1, groups)
+    return builder.build(shape, (1, 0))
+
+
 def _check_2d(shape: Sequence[int], warps_per_cta: Sequence[int]) -> None:
     if len(shape) != 2 or len(warps_per_cta) != 2:
         raise ValueError(f"mma layouts are 2-D, got shape {list(shape)}, warps {list(warps_per_cta)}")
@@ -247,5 +271,6 @@ __all__ = [
     "mma_v2_accumulator",
     "mma_v2_operand",
     "slice_layout",
+    "tcgen05_accumulator",
     "wgmma_accumulator",
 ]

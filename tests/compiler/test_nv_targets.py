@@ -1,9 +1,10 @@
 """The Blackwell targets (sm_100a, sm_103a, sm_120a) compile and assemble with ptxas, no GPU needed:
 every example kernel, the op kernels and the benchmark kernels, each compiled once per target
 (nv_target_cases.py), with the ISA that matters checked: no wgmma (sm_90a only), mma.sync for
-`tl.dot` (the fp8 forms for fp8 dots), the PTX ISA version each target needs, no spills in the
-hot kernels (ptxas's report), a cubin for that SM. These targets are compiled only; sm_90a is the
-one verified on hardware (docs/targets.md)."""
+`tl.dot` (the fp8 forms for fp8 dots) or tcgen05 where its planner takes the dot (sm_100a and
+sm_103a), the PTX ISA version each target needs, no spills in the hot kernels (ptxas's report), a
+cubin for that SM. These targets are compiled only; sm_90a is the one verified on hardware
+(docs/targets.md)."""
 
 from __future__ import annotations
 
@@ -51,10 +52,15 @@ def test_kernel_compiles_and_assembles(name: str, arch: str) -> None:
     target = nv_target(arch)
     assert f".target {arch}" in ptx and f".version {target.ptx[0]}.{target.ptx[1]}" in ptx
     assert _cubin_sm(ck.asm["cubin"]) == target.number
-    assert "wgmma" not in ptx and "tcgen05" not in ptx  # Hopper's MMA does not exist past sm_90a
+    assert "wgmma" not in ptx  # Hopper's MMA does not exist past sm_90a
     tags = CASES[name][-1]
+    if not target.tcgen05:
+        assert "tcgen05" not in ptx  # consumer Blackwell has no tcgen05
     if "dot" in tags:
-        assert "mma.sync.aligned" in ptx and "ldmatrix.sync.aligned" in ptx
+        # the dots tcgen05's planner takes (128-row tiles, not int8) use it on sm_100a/sm_103a
+        # (test_nv_tcgen05.py); every other dot is mma.sync
+        assert ("mma.sync.aligned" in ptx and "ldmatrix.sync.aligned" in ptx) or \
+            (target.tcgen05 and "tcgen05.mma.cta_group::1.kind::" in ptx and "mma.sync" not in ptx)
     if "hot" in tags:
         assert ck.metadata["n_spills"] == 0, f"{name} spills {ck.metadata['n_spills']} bytes on {arch}"
     assert ck.metadata["n_regs"]
@@ -63,20 +69,31 @@ def test_kernel_compiles_and_assembles(name: str, arch: str) -> None:
 @pytest.mark.parametrize("arch", BLACKWELL)
 @pytest.mark.parametrize("dtype", sorted(FP8_MMA))
 def test_fp8_dot_uses_the_fp8_mma_form(dtype: str, arch: str) -> None:
-    """An fp8 dot is the m16n8k32 fp8 mma.sync (sm_120a's tensor cores take these forms, as Ada's
-    and Hopper's do): 128 x 128 tile on 8 warps of 64 x 32, k64 = two k32 steps -> 4 x 4 x 2."""
+    """An fp8 dot is the m16n8k32 fp8 mma.sync on sm_120a (its tensor cores take these forms, as
+    Ada's and Hopper's do): 128 x 128 tile on 8 warps of 64 x 32, k64 = two k32 steps -> 4 x 4 x 2;
+    tcgen05's f8f6f4 kind on sm_100a/sm_103a. Never an upcast to fp16."""
     ptx = _compiled(f"gemm_{dtype}", arch).asm["ptx"]
-    assert ptx.count(FP8_MMA[dtype]) == 32
+    if nv_target(arch).tcgen05:  # tcgen05 takes it there: kind::f8f6f4, two k32 steps
+        assert ptx.count("tcgen05.mma.cta_group::1.kind::f8f6f4") == 2 and "mma.sync" not in ptx
+    else:
+        assert ptx.count(FP8_MMA[dtype]) == 32
     assert "cvt.rn.f16x2.e4m3x2" not in ptx and "cvt.rn.f16x2.e5m2x2" not in ptx  # no upcast to fp16
 
 
 @pytest.mark.parametrize("arch", BLACKWELL)
 def test_tensor_core_forms_of_each_dtype(arch: str) -> None:
-    """fp16, bf16, tf32 (fp32 inputs) and int8 dots take their mma.sync forms on every target."""
+    """fp16, bf16, tf32 (fp32 inputs) and int8 dots take their mma.sync forms on every target, except
+    the 128 x 128 GEMMs on sm_100a/sm_103a, which take tcgen05 (kind::f16, kind::tf32) but for int8
+    (kind::i8 is not lowered)."""
     forms = {"fp16": "m16n8k16.row.col.f32.f16.f16.f32", "bf16": "m16n8k16.row.col.f32.bf16.bf16.f32",
              "fp32": "m16n8k8.row.col.f32.tf32.tf32.f32", "i8": "m16n8k32.row.col.s32.s8.s8.s32"}
     for dtype, form in forms.items():
-        assert f"mma.sync.aligned.{form}" in _compiled(f"gemm_{dtype}", arch).asm["ptx"], dtype
+        ptx = _compiled(f"gemm_{dtype}", arch).asm["ptx"]
+        if nv_target(arch).tcgen05 and dtype != "i8":
+            kind = "tf32" if dtype == "fp32" else "f16"
+            assert f"tcgen05.mma.cta_group::1.kind::{kind}" in ptx and "mma.sync" not in ptx, dtype
+        else:
+            assert f"mma.sync.aligned.{form}" in ptx, dtype
 
 
 @pytest.mark.parametrize("arch", BLACKWELL)

@@ -17,6 +17,7 @@ from compiler.layouts import (
     mma_v2_accumulator,
     mma_v2_operand,
     slice_layout,
+    tcgen05_accumulator,
     wgmma_accumulator,
 )
 
@@ -240,6 +241,27 @@ def test_wgmma_accumulator_matches_ptx(n: int) -> None:
         i, lane, w = x[REGISTER], x[LANE], x[WARP]
         g, t = lane >> 2, lane % 4
         assert layout.apply(x) == (16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1))
+
+
+@pytest.mark.parametrize(("n", "warps"), [(16, 4), (64, 4), (128, 4), (256, 4), (64, 8), (128, 8), (256, 8)])
+def test_tcgen05_accumulator_matches_the_32x32b_data_path(n: int, warps: int) -> None:
+    # tcgen05.ld.32x32b.xN of an M = 128 (cta_group::1) accumulator: warp w reads TMEM lanes
+    # 32 * (w % 4) + lane (= rows), register i is column i of the warp's run; with 8 warps the
+    # second warpgroup reads columns n/2 onwards. Every (row, column) exactly once.
+    layout = tcgen05_accumulator((128, n), warps)
+    per = n // (warps // 4)
+    assert layout.in_dim_size(REGISTER) == per and layout.is_invertible
+    seen = set()
+    for x in all_inputs(layout):
+        i, lane, w = x[REGISTER], x[LANE], x[WARP]
+        want = (32 * (w % 4) + lane, (w // 4) * per + i)
+        assert layout.apply(x) == want
+        seen.add(want)
+    assert len(seen) == 128 * n
+    with pytest.raises(ValueError):
+        tcgen05_accumulator((64, 64), 4)
+    with pytest.raises(ValueError):
+        tcgen05_accumulator((128, 64), 2)
 
 
 def test_wgmma_ground_truth_and_more_warps() -> None:

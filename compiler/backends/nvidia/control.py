@@ -16,6 +16,8 @@ from ...ir.core import Op, Value
 from ..llvm.scalar import loop_continues
 from ..nvidia_targets import nv_target
 from .dot import wgmma_plan_2d
+from .mma import plan_mma
+from .tcgen05 import Tcgen05Plan, read_acc, resident_accumulators
 from .tiles import GPUTile, nv_type
 from .wgmma import stage_invariant_a, wait_tiles
 
@@ -98,6 +100,11 @@ def lower_for(lw: NvLowering, op: Op) -> None:
         phis.append(ps)
         lw.vals[arg] = GPUTile(x.layout, list(ps)) if isinstance(x, GPUTile) else ps[0]
     lw.vals[body.args[0]] = iv
+    resident = resident_accumulators(lw, op, plan_mma)  # accumulators kept in tensor memory: read back on exit
+    if resident:
+        first = b.icmp_unsigned("==", iv, lb)
+        for d in resident.values():
+            lw.resident[d] = first
     carry = _carriable(lw, body, like)
     outer = lw.carry
     lw.carry = {body.ops[-1].operands[k]: like[k].layout for k in carry}
@@ -105,6 +112,8 @@ def lower_for(lw: NvLowering, op: Op) -> None:
         lw.inflight[body.args[1 + k]] = None
     lw.lower_block(body)
     lw.carry = outer
+    for d in resident.values():
+        del lw.resident[d]
     ys = body.ops[-1].operands
     carried = [k for k in carry if ys[k] in lw.inflight]
     for k in carry:
@@ -128,6 +137,19 @@ def lower_for(lw: NvLowering, op: Op) -> None:
         done = dict(zip(carried, wait_tiles(lw, [new[k] for k in carried], 0), strict=True))
         last = [done.get(k, regs) for k, regs in enumerate(new)]
         latch = drain_bb
+        b.branch(exit_bb)
+    elif resident:
+        # after the last iteration (whose MMAs every thread waited for), D comes out of tensor
+        # memory once; a loop that never ran leaves the initial zeros
+        read_bb = b.append_basic_block("for.tmem")
+        b.cbranch(loop_continues(b, ity, sign, nxt, ub, step), body_bb, read_bb)
+        b.position_at_end(read_bb)
+        last = list(new)
+        for kk, d in resident.items():
+            plan = plan_mma(lw, d)
+            assert isinstance(plan, Tcgen05Plan) and like[kk].layout == plan.layout
+            last[kk] = read_acc(lw, plan, T.shape_of(d.result.type)[1])
+        latch = b.block
         b.branch(exit_bb)
     else:
         b.cbranch(loop_continues(b, ity, sign, nxt, ub, step), body_bb, exit_bb)

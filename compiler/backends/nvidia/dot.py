@@ -1,7 +1,7 @@
-"""`tl.dot` on NVIDIA GPUs: the dispatcher (wgmma on Hopper, mma.sync on sm_80+, CUDA cores
-otherwise), batched (3-D) dots as one 2-D dot per batch, and the CUDA-core path itself: operands
-staged in shared memory, each thread accumulating its own output elements with FMAs. The CUDA-core
-path is correct for every dtype pair the language allows."""
+"""`tl.dot` on NVIDIA GPUs: the dispatcher (wgmma on Hopper, tcgen05 on datacenter Blackwell,
+mma.sync on sm_80+, CUDA cores otherwise), batched (3-D) dots as one 2-D dot per batch, and the
+CUDA-core path itself: operands staged in shared memory, each thread accumulating its own output
+elements with FMAs. The CUDA-core path is correct for every dtype pair the language allows."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..llvm import scalar as S
 from ..llvm.scalar import I32
 from .convert import linear_index, smem_load, smem_store
 from .mma import MmaPlan, mma_tiles, plan_mma
+from .tcgen05 import Tcgen05Plan, tcgen05_tiles
 from .tiles import GPUTile, SharedOperand, num_regs, nv_type, reg_coords
 from .wgmma import WgmmaPlan, wgmma_tiles
 
@@ -67,6 +68,13 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
         else:
             a_layout = None
         b = _operand(lw, b_v)
+        first = lw.resident.get(op)
+        if first is not None:  # the accumulator stays in tensor memory (control.lower_for reads it back)
+            from .tcgen05 import Tcgen05Plan, tcgen05_resident
+
+            assert isinstance(plan, Tcgen05Plan) and isinstance(a, GPUTile) and isinstance(b, GPUTile)
+            lw.vals[op.result] = tcgen05_resident(lw, plan, a, b, m, n, k, first)
+            return
 
         if isinstance(plan, WgmmaPlan) and (a_layout is not None or not isinstance(a, GPUTile)) \
                 and not isinstance(b, GPUTile):
@@ -119,6 +127,8 @@ def _dot_2d(lw: NvLowering, plan: Any, a: GPUTile | ir.Value, b_: GPUTile | ir.V
     if isinstance(plan, WgmmaPlan):
         return wgmma_tiles(lw, plan, a, b_, acc, m, n, k, oe)
     assert isinstance(a, GPUTile) and isinstance(b_, GPUTile), "shared-memory operands are for wgmma"
+    if isinstance(plan, Tcgen05Plan):
+        return tcgen05_tiles(lw, plan, a, b_, acc, m, n, k, oe)
     if isinstance(plan, MmaPlan):
         return mma_tiles(lw, plan, a, b_, acc, m, n, k, oe)
     return fma_tiles(lw, a, b_, acc, m, n, k, ae, be, oe)

@@ -26,6 +26,7 @@ from .convert import convert, register_map
 from .dot import dot_layout
 from .ops import lower_op
 from .remat import is_cheap, rematerialize
+from .tcgen05 import finish_tmem
 from .tiles import GPTR, SPTR, GPUTile, SharedOperand, blocked_for, num_regs, nv_type
 from .wgmma import wait_tiles
 
@@ -76,6 +77,10 @@ class NvLowering:
         self.fmf: tuple[str, ...] = ("contract",)
         self.dot_layouts: dict[Value, LinearLayout] | None = None
         self.uses_libdevice = False  # a math function calls libdevice (linked at emission)
+        self.tmem: Any = None  # tcgen05.Tmem: the kernel's tensor memory, set up by its first tcgen05 dot
+        # tcgen05 dots whose accumulator stays in tensor memory through the loop being lowered
+        # (control.lower_for), each with the i1 that holds in the loop's first iteration
+        self.resident: dict[Op, ir.Value] = {}
 
     # ------------------------------------------------------------------ layouts
     def canonical(self, shape: tuple[int, ...]) -> LinearLayout:
@@ -142,8 +147,13 @@ class NvLowering:
         for a, p in zip(self.fn.args, f.args, strict=True):
             self.vals[a] = self.entry.trunc(p, I1) if a.type == T.i1 else p
         self.lower_block(self.fn.body)
+        if self.tmem is None:
+            self.b.ret_void()
+            self.entry.branch(body_bb)
+            return f
+
+        finish_tmem(self, body_bb)  # free the tensor memory; entry -> its allocation -> body
         self.b.ret_void()
-        self.entry.branch(body_bb)
         return f
 
     def sreg(self, name: str, b: ir.IRBuilder) -> ir.Value:

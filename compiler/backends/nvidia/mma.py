@@ -30,11 +30,13 @@ from ..llvm import scalar as S
 from ..llvm.scalar import I8, I16, I32
 from ..nvidia_targets import nv_target
 from .staging import Offset, stage
+from .tcgen05 import plan_tcgen05
 from .tiles import GPUTile, num_regs, reg_coords
 from .wgmma import plan_wgmma
 
 if TYPE_CHECKING:
     from .lower import NvLowering
+    from .tcgen05 import Tcgen05Plan
     from .wgmma import WgmmaPlan
 
 __all__ = ["MmaPlan", "plan_mma", "mma_tiles"]
@@ -89,7 +91,7 @@ def _warps(m: int, n: int, num_warps: int) -> tuple[int, int]:
     return wm, wn
 
 
-def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | None:
+def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | Tcgen05Plan | None:
     """The tensor-core plan for `op` (per batch for a batched dot), or None when the dot must run
     on CUDA cores."""
     a_v, b_v, _ = op.operands
@@ -121,7 +123,8 @@ def plan_mma(lw: NvLowering, op: Op) -> MmaPlan | WgmmaPlan | None:
     warps = _warps(m, n, lw.num_warps)
     plan = MmaPlan(kind, bits, instr_k, warps, mma_v2_accumulator((m, n), warps), acc)
 
-    return plan_wgmma(lw, m, n, k, plan, bool(op.attrs.get("b_kmajor"))) or plan
+    b_kmajor = bool(op.attrs.get("b_kmajor"))
+    return plan_wgmma(lw, m, n, k, plan, b_kmajor) or plan_tcgen05(lw, m, n, k, plan, b_kmajor) or plan
 
 
 # --------------------------------------------------------------------------- shared memory staging

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...ir import types as T
-from ...layouts import REGISTER, LinearLayout, blocked_layout
+from ...layouts import REGISTER, LinearLayout, fill_blocked
 from ...passes.axis_info import AxisInfo
 from ..llvm import scalar as S
 
@@ -43,26 +43,11 @@ class SharedOperand:
 
 
 def blocked_for(shape: tuple[int, ...], vec: int, num_warps: int, fast: int = -1) -> LinearLayout:
-    """Blocked layout: `vec` consecutive elements per thread along dim `fast` (default the last),
-    lanes then warps filling the dims from that one, then from the last dim down; what is left
-    over repeats along the slowest dim."""
-    rank = len(shape)
-    fast %= rank
-    order = [fast] + [d for d in reversed(range(rank)) if d != fast]
-    spt = [1] * rank
-    spt[fast] = vec
-    rem = [s // p for s, p in zip(shape, spt, strict=True)]
-    tpw, lanes = [1] * rank, 32
-    for d in order:
-        t = min(lanes, rem[d])
-        tpw[d], lanes, rem[d] = t, lanes // t, rem[d] // t
-    tpw[order[-1]] *= lanes
-    wpc, warps = [1] * rank, num_warps
-    for d in order:
-        w = min(warps, max(1, rem[d]))
-        wpc[d], warps, rem[d] = w, warps // w, max(1, rem[d] // w)
-    wpc[order[-1]] *= warps
-    return blocked_layout(shape, spt, tpw, wpc, order)
+    """The default blocked layout of a tile on 32-lane warps (layouts.fill_blocked): `vec`
+    consecutive elements per thread along dim `fast` (default the last), lanes then warps filling
+    the dims from that one, then from the last dim down; what is left over repeats along the
+    slowest dim."""
+    return fill_blocked(shape, vec, num_warps, 32, fast)
 
 
 def reg_coords(layout: LinearLayout, r: int) -> tuple[int, ...]:

@@ -42,6 +42,7 @@ from .tiles import GPUTile, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import NvLowering
     from .mma import MmaPlan
+    from .tcgen05 import Tcgen05Plan
 
 __all__ = ["WgmmaPlan", "SmemOperand", "plan_wgmma", "operand_smem", "register_a_layout", "wgmma_tiles", "wgmma_wait",
            "wgmma_in_flight", "wait_tied", "wait_tiles", "stage_invariant_a"]
@@ -231,8 +232,9 @@ class SmemOperand:
     fast_dim: int
 
 
-def operand_smem(plan: WgmmaPlan, role: int, m: int, n: int, k: int) -> SmemOperand:
-    """The shared-memory layout of operand A (role 0, [m, k]) or B (role 1, [k, n]) for `plan`."""
+def operand_smem(plan: WgmmaPlan | Tcgen05Plan, role: int, m: int, n: int, k: int) -> SmemOperand:
+    """The shared-memory layout of operand A (role 0, [m, k]) or B (role 1, [k, n]) for `plan`
+    (tcgen05.mma reads the same layouts by the same descriptors)."""
     es = plan.elem_bits // 8
     wa = _swizzle_width(k * es)
     kb = max(k * es, wa)  # bytes of K per row: one swizzle width, or several column blocks of 128 B
