@@ -235,3 +235,20 @@ def test_did_you_mean_of_huge_unknown_names_is_bounded(child: CompileChild, name
     assert outcome.located and "Traceback" not in outcome.message
     assert outcome.seconds < 5, f"took {outcome.seconds:.1f} s"
     assert len(outcome.message) < 20_000
+
+
+@pytest.mark.parametrize("precision", ["'x' * 100000", "'ieee' + 'x'", "a", "1.5"])
+def test_dot_precision_is_checked_and_bounded(precision: str) -> None:
+    """tl.dot's input_precision is a choice among three names: anything else (a huge string, a
+    tensor, a number) is a located ArgumentError with a bounded message, on every target."""
+    import compiler
+    from compiler import errors
+
+    src = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+           "def k(a_ptr, o_ptr):\n    r = tl.arange(0, 16)\n"
+           "    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])\n"
+           f"    tl.store(o_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, a, input_precision={precision}))\n")
+    with pytest.raises(errors.CompilationError) as info:
+        compiler.compile_source(src, kernel="k").compile({"a_ptr": "*fp32", "o_ptr": "*fp32"}, {}, target="cpu")
+    text = str(info.value)
+    assert "input_precision" in text and len(text) < 4000 and ":9:" in text
