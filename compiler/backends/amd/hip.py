@@ -17,7 +17,7 @@ import ctypes
 import ctypes.util
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,5 +207,3 @@ def values_of(params: Sequence[Any], index: Sequence[int], is_ptr: Sequence[bool
     """The host values of the kernel's arguments: tensors by their device addresses."""
     return tuple(params[i].data_ptr() if p else params[i] for i, p in zip(index, is_ptr, strict=True))
 
-
-StreamReader = Callable[[], int]
