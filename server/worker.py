@@ -49,6 +49,7 @@ log = logging.getLogger("anvil.worker")
 _STARTUP_TIMEOUT_S = 180.0
 STAGGER_BELOW_CORES = 8  # machines with fewer cores start the device worker after the compile worker
 _MAX_MESSAGE = 256 << 20
+_RETIRE_GRACE_S = 5.0  # a retiring child exits by itself within this, else it is killed
 
 
 class WorkerDied(Exception):
@@ -219,6 +220,25 @@ class Worker:
                 process.wait(2)
         return self.kill()
 
+    def _retire(self) -> None:
+        """Let go of the serving child, which answered and is exiting by itself: a background thread
+        gives it a few seconds, then kills it and removes its scratch directory."""
+        process, conn, scratch = self.process, self.conn, self.scratch
+        self.process, self.conn, self.scratch, self.ready = None, None, None, False
+        if process is None or conn is None or scratch is None:
+            return
+        child = _Child(process, conn, scratch, self.started_at)
+
+        def finish() -> None:
+            began = time.monotonic()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(_RETIRE_GRACE_S)
+            child.kill()
+            log.info("worker %s: retired pid %s exited after %.0f ms", self.name, process.pid,
+                     (time.monotonic() - began) * 1e3)
+
+        threading.Thread(target=finish, name=f"retire-{self.name}", daemon=True).start()
+
     async def _receive(self, deadline: float) -> dict[str, Any]:
         conn = self.conn
         assert conn is not None
@@ -242,6 +262,7 @@ class Worker:
         self.start_if_stopped()
         if self.ready:
             return
+        waiting = time.monotonic()
         try:
             message = await self._receive(self.started_at + _STARTUP_TIMEOUT_S)
         except (EOFError, OSError):
@@ -257,9 +278,9 @@ class Worker:
             raise WorkerDied(None, "start-up (unexpected message)")
         self.protections = dict(message.get("protections") or {})
         self.warm_ms = message.get("warm_ms")
-        log.info("worker %s (pid %s) ready after %.0f ms (warm-up %.0f ms); protections: %s", self.name,
-                 message.get("pid"), (time.monotonic() - self.started_at) * 1e3, message.get("warm_ms") or 0,
-                 self.protections)
+        log.info("worker %s (pid %s) ready after %.0f ms (warm-up %.0f ms; the call waited %.0f ms); protections: %s",
+                 self.name, message.get("pid"), (time.monotonic() - self.started_at) * 1e3,
+                 message.get("warm_ms") or 0, (time.monotonic() - waiting) * 1e3, self.protections)
         self.ready = True
         self.ensure_spare()
 
@@ -282,6 +303,7 @@ class Worker:
             self._next_id += 1
             call_id = self._next_id
             try:
+                sent = time.monotonic()
                 send(self.conn, {"id": call_id, "job": job, "payload": payload})
                 deadline = time.monotonic() + timeout
                 while True:
@@ -304,9 +326,11 @@ class Worker:
                 self.kill()
                 self.start()
                 raise
+            log.info("worker %s: %s answered in %.1f ms", self.name, job, (time.monotonic() - sent) * 1e3)
             if message.get("retire") and message.get("kind") not in ("fault", "oom"):  # (those restart in _raise)
-                # unchecked code ran in it: replace it now; the new one warms up while the caller reads this
-                self._reap()
+                # unchecked code ran in it: replace it now (the spare serves the next call); the old one exits
+                # on its own in the background, since a GPU process's teardown can take seconds
+                self._retire()
                 self.start()
             if message["type"] == "result":
                 return message["result"]

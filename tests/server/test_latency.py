@@ -60,6 +60,52 @@ async def test_a_spare_takes_over_when_the_worker_hangs_and_a_new_spare_starts()
         executor.close()
 
 
+async def test_a_retiring_worker_is_not_waited_for(monkeypatch: Any) -> None:
+    """A benchmark retires its worker (unchecked code ran in it). A GPU process can take seconds to tear
+    down, so the call and the next launch go on with the spare while the old process exits in the
+    background: here its exit is made to take 3 s, and neither call waits for it."""
+    import subprocess
+    import time
+
+    from tools.launch import launch_kernel
+    from tools.models import LaunchRequest
+
+    real_wait = subprocess.Popen.wait
+    slow_pids: set[int] = set()
+
+    def slow_wait(self: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        if self.pid in slow_pids:
+            slow_pids.discard(self.pid)
+            time.sleep(3.0)  # a slow teardown, seen by whoever waits for the retiring process
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", slow_wait)
+    limits = Limits(compile_workers=1)
+    rt = Runtime(limits=limits, executor=ProcessExecutor(limits))
+    executor = rt.executor
+    assert isinstance(executor, ProcessExecutor)
+    try:
+        good = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}, grid=["cdiv(n, BLOCK)"], args=ADD_ARGS,
+                             reference={"out_ptr": "x_ptr + y_ptr"})
+        assert (await launch_kernel(rt, good)).passed is True
+        worker = executor.devices["cpu"]
+        with anyio.fail_after(120):
+            while not _spare_ready(worker):
+                await anyio.sleep(0.2)
+        assert worker.process is not None
+        serving = worker.process.pid
+        slow_pids.add(serving)
+        req = BenchmarkRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}, grid=["cdiv(n, BLOCK)"], args=ADD_ARGS,
+                               warmup_ms=1, rep_ms=2)
+        began = time.monotonic()
+        await benchmark(rt, req)
+        assert worker.process is not None and worker.process.pid != serving  # the spare took over
+        assert (await launch_kernel(rt, good)).passed is True
+        assert time.monotonic() - began < 2.5  # neither call waited for the retiring process
+    finally:
+        executor.close()
+
+
 def _spare_ready(worker: Worker) -> bool:
     """Whether the spare has sent its ready message (without reading it)."""
     standby = worker._standby
