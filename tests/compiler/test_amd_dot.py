@@ -41,7 +41,7 @@ def test_one_instruction_matches_the_isa() -> None:
     for lane in range(64):
         for v in range(4):
             assert tuple(d.apply({REGISTER: v, LANE: lane, WARP: 0})) == mfma_d(lane, v)
-    for kpl in (4, 8, 16):
+    for kpl in (4, 8, 16, 32):  # 32: gfx950's 16x16x128 f8f6f4
         a = operand_layout(0, (16, 4 * kpl), 1, (16, 16), kpl)
         b = operand_layout(1, (4 * kpl, 16), 1, (16, 16), kpl)
         for lane in range(64):

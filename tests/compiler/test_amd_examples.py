@@ -40,6 +40,15 @@ def _x() -> torch.Tensor:
     return torch.randn(37, 300)
 
 
+def _fp8(rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(rows, cols).to(dtype)
+
+
+# fp8_gemm's scales for a (16, 256) x (64, 256)^T product: per tensor, 1x128 / 128x128 blocks, per row
+_ONES = (torch.ones(()), torch.ones(()))
+_BLOCK = (torch.ones(16, 2), torch.ones(1, 2))
+_ROWS = (torch.ones(16, 1), torch.ones(64, 1))
+
 CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     "vector_add": ("add_kernel", lambda m: m.add(torch.randn(1000), torch.randn(1000))),
     "fused_softmax": ("softmax_kernel", lambda m: m.softmax(_x())),
@@ -61,14 +70,21 @@ CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     "matmul": ("matmul_kernel", lambda m: m.matmul(torch.randn(100, 70).half(), torch.randn(70, 90).half())),
     "block_ptr_matmul": ("matmul_block_ptr_kernel", lambda m: m.matmul(torch.randn(80, 64).bfloat16(),
                                                                       torch.randn(64, 96).bfloat16())),
+    # fp8 tl.dot (tools/kernels/fp8.py through the quantization example): e4m3fn with per-tensor and
+    # 128x128 block scales, e4m3fnuz with per-row ones (gfx942's own format, gfx950's widened)
+    "fp8_gemm": ("fp8_gemm_kernel", lambda m: [m.fp8_gemm(_fp8(16, 256, f), _fp8(64, 256, f), *s)
+                                               for f, s in ((torch.float8_e4m3fn, _ONES), (torch.float8_e4m3fn, _BLOCK),
+                                                            (torch.float8_e4m3fnuz, _ROWS))]),
     "flash_attention": ("_attn_fwd", lambda m: m.attention(*(torch.randn(1, 2, 64, 64).half() for _ in range(3)),
                                                           causal=True)),
 }
 # the example file of an entry whose name is not the file's
-_FILE = {"layer_norm_bwd": "layer_norm", "block_ptr_matmul": "block_ptr", "bincount": "histogram"}
+_FILE = {"layer_norm_bwd": "layer_norm", "block_ptr_matmul": "block_ptr", "bincount": "histogram",
+         "fp8_gemm": "quantize_kernels"}
 # what the assembly of an entry's kernels must hold besides
 _ISA = {"flash_attention": r"v_mfma_f32_16x16x(16|32)_f16", "matmul": r"v_mfma_f32_16x16x(16|32)_f16",
-        "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16", "bincount": r"ds_add_u32"}
+        "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16", "bincount": r"ds_add_u32",
+        "fp8_gemm": r"v_mfma_f32_16x16x(16_f16|32_f16|32_fp8_fp8|128_f8f6f4)"}
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))

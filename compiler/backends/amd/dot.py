@@ -1,13 +1,14 @@
-"""tl.dot on AMDGPU: MFMA for fp16, bf16 and int8 inputs (mfma.py), fused multiply-adds for
-the rest (fp32 inputs included: gfx942 has no tf32 MFMA in this slice, so fp32 dots are full
-fp32 products whatever `input_precision` says).
+"""tl.dot on AMDGPU: MFMA for fp16, bf16, int8 and fp8 inputs (mfma.py; fp8 formats the
+architecture's instructions do not read are widened to fp16 in registers, `fp8_to_f16`), fused
+multiply-adds for the rest (fp32 inputs included: gfx942 has no tf32 MFMA in this slice, so fp32
+dots are full fp32 products whatever `input_precision` says).
 
 Operands are staged through LDS: every thread writes its elements of A row-major (M x K) and of B
 transposed (N x K, K contiguous), each row padded by 16 bytes so that the 16 rows one instruction
-reads start in different banks; after a barrier each lane reads its fragments as one 8- or
-16-byte `ds_read` per instruction (kpl consecutive K elements). The accumulator stays in MFMA
-layout (mfma.accumulator_layout); `plan` makes loop-carried accumulators start in it, so a K
-loop converts nothing per iteration.
+reads start in different banks; after a barrier each lane reads its fragments as one 4-, 8- or
+16-byte `ds_read` per fragment (kpl consecutive K elements; f8f6f4's 32 bytes as two). The
+accumulator stays in MFMA layout (mfma.accumulator_layout); `plan` makes loop-carried
+accumulators start in it, so a K loop converts nothing per iteration.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LinearLayout
 from ..llvm import scalar as S
+from ..llvm.fp8 import FORMATS
 from ..llvm.scalar import I8, I32
 from .convert import _index, elem_bytes, lds_addr, lds_load, lds_store
 from .lower import GPUTile, amd_type, num_regs, reg_coords
@@ -28,7 +30,7 @@ from .mfma import BLOCK, Mfma, accumulator_layout, choose, wave_grid
 if TYPE_CHECKING:
     from .lower import AmdLowering
 
-__all__ = ["lower_dot", "plan", "result_layout"]
+__all__ = ["lower_dot", "plan", "result_layout", "fp8_to_f16"]
 
 _PAD_BYTES = 16
 
@@ -108,26 +110,68 @@ def lower_dot(lw: AmdLowering, op: Op) -> None:
         lw.vals[op.result] = _mfma(lw, op, inst, acc, a_base, b_base, k, kp)
 
 
+def fp8_to_f16(b: ir.IRBuilder, elem: T.ScalarType, v: ir.Value) -> ir.Value:
+    """A vector of fp8 codes (`<n x i8>`) as the fp16 values they encode, exactly (mfma.py's
+    docstring says why every fp8 value is an fp16 one). The code's exponent and mantissa, shifted
+    to fp16's fields, are an fp16 value 2^(bias - 15) times the fp8 one (subnormals included),
+    so one multiplication by a power of two fixes the bias; e5m2 is the top byte of fp16 as it
+    is; e5m2fnuz's largest exponent does not fit fp16's field, so its bias is fixed in the integer
+    field (exponent - 1 from exponent 2 on, the two lowest exponents becoming fp16 subnormals).
+    NaN codes (e4m3fn's 0x7F / 0xFF, the FNUZ formats' 0x80) become fp16 NaN."""
+    n = v.type.count
+    i16 = ir.IntType(16)
+    v16 = ir.VectorType(i16, n)
+    h16 = ir.VectorType(ir.HalfType(), n)
+
+    def c(x: int) -> ir.Constant:
+        return ir.Constant(v16, [x] * n)
+
+    x = b.zext(v, v16)
+    if elem.name == "fp8e5":
+        return b.bitcast(b.shl(x, c(8)), h16)
+    f = FORMATS[elem.name]
+    sign = b.shl(b.and_(x, c(0x80)), c(8))
+    em = b.and_(x, c(0x7F))
+    if elem.name == "fp8e5b16":
+        normal = b.sub(b.shl(em, c(8)), c(0x400))
+        field = b.select(b.icmp_unsigned(">=", em, c(8)), normal, b.shl(em, c(7)))
+        h = b.bitcast(b.or_(sign, field), h16)
+    else:  # e4m3: fp16 exponent field = the code's, so the value is 2^(bias - 15) times the code's
+        h = b.bitcast(b.or_(sign, b.shl(em, c(10 - f.man))), h16)
+        h = b.fmul(h, ir.Constant(h16, [float(2 ** (15 - f.bias))] * n))
+    nan = b.icmp_unsigned("==", em, c(0x7F)) if not f.fnuz else b.icmp_unsigned("==", x, c(0x80))
+    return b.select(nan, ir.Constant(h16, [float("nan")] * n), h)
+
+
 def _fragment(lw: AmdLowering, inst: Mfma, base: ir.Value, row: ir.Value, k0: int, kp: int,
-              elem: T.ElemType) -> ir.Value:
-    """This lane's operand of one instruction: kpl consecutive K elements of row `row` (A's row
-    or B's column) from K offset k0 + kpl * (lane // 16), one LDS read."""
+              elem: T.ElemType) -> list[ir.Value]:
+    """This lane's operands of the `inst.parts` instructions of one fragment: kpl consecutive K
+    elements of row `row` (A's row or B's column) from K offset k0 + kpl * (lane // 16), one LDS
+    read (widened fp8 split into the parts' kpl / parts elements each)."""
     b = lw.b
     ety = amd_type(elem)
     kq = b.mul(b.lshr(lw.lane, ir.Constant(I32, 4)), ir.Constant(I32, inst.kpl))
     idx = b.add(b.add(b.mul(row, ir.Constant(I32, kp)), kq), ir.Constant(I32, k0))
     vty = ir.VectorType(ety, inst.kpl)
     v = b.load(lds_addr(lw, base, idx, ety), typ=vty)
-    v.align = inst.kpl * elem_bytes(elem)
+    v.align = min(16, inst.kpl * elem_bytes(elem))  # rows are 16-byte aligned (padded by 16 bytes)
+    if inst.widen:
+        assert isinstance(elem, T.ScalarType)
+        h = fp8_to_f16(b, elem, v)
+        per = inst.kpl // inst.parts
+        if inst.parts == 1:
+            return [h]
+        return [b.shuffle_vector(h, h, ir.Constant(ir.VectorType(I32, per), list(range(p * per, (p + 1) * per))))
+                for p in range(inst.parts)]
     if inst.operand.startswith("<8 x bfloat>"):
         from .atomic import BF16
 
-        return b.bitcast(v, ir.VectorType(BF16, 8))
+        return [b.bitcast(v, ir.VectorType(BF16, 8))]
     if inst.operand == "i64":
-        return b.bitcast(v, ir.IntType(64))
-    if inst.operand == "<4 x i32>":
-        return b.bitcast(v, ir.VectorType(I32, 4))
-    return v
+        return [b.bitcast(v, ir.IntType(64))]
+    if inst.operand in ("<4 x i32>", "<8 x i32>"):
+        return [b.bitcast(v, ir.VectorType(I32, inst.kpl // 4))]
+    return [v]
 
 
 def _mfma(lw: AmdLowering, op: Op, inst: Mfma, acc: GPUTile, a_base: ir.Value, b_base: ir.Value, k: int,
@@ -158,13 +202,14 @@ def _mfma(lw: AmdLowering, op: Op, inst: Mfma, acc: GPUTile, a_base: ir.Value, b
                 v = b.insert_element(v, regs[r0 + q], ir.Constant(I32, q))
             accs[i, j] = v
     name = f"llvm.amdgcn.mfma.{inst.intrinsic}"
-    zero = ir.Constant(I32, 0)
+    imm = [ir.Constant(I32, x) for x in inst.args]
     for k0 in range(0, k, inst.k):
         fa = [_fragment(lw, inst, a_base, rows[i], k0, kp, ea) for i in range(reps_m)]
         fb = [_fragment(lw, inst, b_base, cols[j], k0, kp, eb) for j in range(reps_n)]
         for i in range(reps_m):
             for j in range(reps_n):
-                accs[i, j] = lw.intrinsic(name, vty, [fa[i], fb[j], accs[i, j], zero, zero, zero])
+                for p in range(inst.parts):
+                    accs[i, j] = lw.intrinsic(name, vty, [fa[i][p], fb[j][p], accs[i, j], *imm])
     for (i, j), v in accs.items():
         r0 = 4 * (i * reps_n + j)
         for q in range(4):

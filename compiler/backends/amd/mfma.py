@@ -2,8 +2,9 @@
 linear layouts of their fragments (docs/layouts.md, "AMD MFMA layouts").
 
 Only the 16x16 family is used: `v_mfma_f32_16x16x16_f16`, `v_mfma_f32_16x16x16_bf16` (LLVM's
-`...bf16.1k`), `v_mfma_i32_16x16x32_i8` on gfx942 and gfx950; on gfx950 also the double-K
-`v_mfma_f32_16x16x32_{f16,bf16}` and `v_mfma_i32_16x16x64_i8` when the block's K allows. One
+`...bf16.1k`), `v_mfma_i32_16x16x32_i8` and the fp8 `v_mfma_f32_16x16x32_{fp8,bf8}_{fp8,bf8}` on
+gfx942 and gfx950; on gfx950 also the double-K `v_mfma_f32_16x16x32_{f16,bf16}`,
+`v_mfma_i32_16x16x64_i8` and `v_mfma_f32_16x16x128_f8f6f4` when the block's K allows. One
 instruction multiplies a 16 x K_i block of A by a K_i x 16 block of B into a 16 x 16 block of the
 fp32 (i32) accumulator, over the 64 lanes of a wavefront:
 
@@ -15,6 +16,29 @@ Over a program's tile the wavefronts are laid out `wm` along M by `wn` along N, 
 block each (wave w at block row w % wm, block column w // wm), and each wave repeats its block
 `M / (16 wm)` times along M and `N / (16 wn)` along N (repetitions along N first). Waves beyond
 what the tile needs hold copies (zero bases).
+
+fp8 (`choose_fp8`). The fp8 instructions read their operands in the hardware's own encodings:
+gfx942's are the FNUZ formats (Anvil's fp8e4b8 = float8_e4m3fnuz as "fp8", fp8e5b16 =
+float8_e5m2fnuz as "bf8"), gfx950's the OCP ones under the same instruction names (fp8e4nv =
+float8_e4m3fn, fp8e5 = float8_e5m2). A dot whose two inputs are each its target's own format uses
+them directly, one instruction per 32 K (on gfx950 one `16x16x128_f8f6f4` per 128 K when K
+allows: LLVM's `mfma.scale...f8f6f4` intrinsic with both scales 0, which it selects as the
+unscaled instruction, whose scale the ISA fixes at 1.0). Any other pair of fp8 formats is
+widened to fp16 in registers (dot.py `fp8_to_f16`) and runs on the fp16 instruction, because
+that is exact: every finite value of the four formats is an fp16 value (e4m3fn reaches 448 and
+2^-9, e5m2fnuz 57344 and 2^-17, all inside fp16's range and precision), the products of fp16
+values are exact in the fp32 accumulation, and NaN, e5m2's infinities and the signed zeros keep
+their meaning. Reinterpreting the bits of one family as the other would not be: the FNUZ and OCP
+encodings of the same bits differ by a factor 2 (bias 8 vs 7, 16 vs 15), -0 is NaN in FNUZ,
+e4m3fn's NaN codes are FNUZ's largest finite values and e5m2's infinities have no FNUZ
+counterpart. The widened fragment is the same one LDS read of 8 fp8 values (4 when K is a
+multiple of 16 only); gfx950 feeds it to one `16x16x32_f16`, gfx942 to two `16x16x16_f16`
+(`parts`), each taking 4 of the lane's 8 values. Which K index an instruction assigns to which of
+a lane's values does not matter as long as A and B agree, since A's and B's fragments are mirror
+images (lane l % 16 the row of A or column of B, lane l // 16 and the register the K index): every
+K index is used once, with A and B at the same position (the same holds for `16x16x128_f8f6f4`,
+whose lanes hold 32 values). Only the summation order within an instruction changes, which the
+hardware does not specify anyway.
 """
 
 from __future__ import annotations
@@ -24,7 +48,7 @@ from dataclasses import dataclass
 from ...ir import types as T
 from ...layouts import LANE, REGISTER, WARP, LinearLayout
 
-__all__ = ["Mfma", "choose", "wave_grid", "accumulator_layout", "operand_layout"]
+__all__ = ["Mfma", "choose", "choose_fp8", "NATIVE_FP8", "wave_grid", "accumulator_layout", "operand_layout"]
 
 BLOCK = 16  # the M and N of every instruction used
 
@@ -32,13 +56,16 @@ BLOCK = 16  # the M and N of every instruction used
 @dataclass(frozen=True)
 class Mfma:
     intrinsic: str  # after llvm.amdgcn.mfma.
-    k: int  # K of one instruction
+    k: int  # K of one fragment: one LDS read per lane, `parts` instructions
     operand: str  # LLVM type text of one lane's A or B operand
     acc: str  # "float" or "i32": the accumulator's element
+    args: tuple[int, ...] = (0, 0, 0)  # the immediates after the accumulator (cbsz, abid, blgp; or f8f6f4's)
+    parts: int = 1  # instructions per fragment (an fp8 fragment widened for two 16x16x16 fp16 ones)
+    widen: bool = False  # fp8 fragments widened to fp16 in registers
 
     @property
     def kpl(self) -> int:
-        """Consecutive K elements a lane holds."""
+        """Consecutive K elements a lane holds (reads from LDS as one fragment)."""
         return self.k // 4
 
 
@@ -55,9 +82,13 @@ _TABLE: dict[tuple[str, T.ScalarType, bool], Mfma] = {
 
 def choose(arch: str, a: T.ElemType, b: T.ElemType, acc: T.ElemType, shape: tuple[int, int], k: int) -> Mfma | None:
     """The instruction for an (M, N) += (M, K) x (K, N) dot, or None (the FMA path): both inputs
-    of one type, an fp32 accumulator for fp16 / bf16 and an i32 one for int8, M and N multiples of
-    16 and K of the instruction's K."""
-    if a != b or not isinstance(a, T.ScalarType) or shape[0] % BLOCK or shape[1] % BLOCK:
+    of one type (or both fp8, `choose_fp8`), an fp32 accumulator for fp16 / bf16 / fp8 and an i32
+    one for int8, M and N multiples of 16 and K of the instruction's K."""
+    if not isinstance(a, T.ScalarType) or not isinstance(b, T.ScalarType) or shape[0] % BLOCK or shape[1] % BLOCK:
+        return None
+    if a.is_fp8 and b.is_fp8:
+        return choose_fp8(arch, a, b, acc, k)
+    if a != b:
         return None
     if acc != (T.i32 if a == T.i8 else T.fp32):
         return None
@@ -67,6 +98,36 @@ def choose(arch: str, a: T.ElemType, b: T.ElemType, acc: T.ElemType, shape: tupl
             return wide
     base = _TABLE.get(("any", a, False))
     return base if base is not None and k % base.k == 0 else None
+
+
+# each architecture's fp8 formats of its fp8 instructions: Anvil type -> the instruction's name
+NATIVE_FP8: dict[str, dict[str, str]] = {
+    "gfx942": {"fp8e4b8": "fp8", "fp8e5b16": "bf8"},
+    "gfx950": {"fp8e4nv": "fp8", "fp8e5": "bf8"},
+}
+_F8F6F4 = {"fp8": 0, "bf8": 1}  # the f8f6f4 instruction's format codes (cbsz for A, blgp for B)
+
+
+def choose_fp8(arch: str, a: T.ScalarType, b: T.ScalarType, acc: T.ElemType, k: int) -> Mfma | None:
+    """The instruction of an fp8 x fp8 dot with an fp32 accumulator (see the module's docstring):
+    the fp8 instruction when both inputs are the architecture's own formats, else the fp16 one on
+    operands widened in registers (also for native inputs whose K is a multiple of 16 only); None
+    (the FMA path) when K is not a multiple of 16."""
+    if acc != T.fp32:
+        return None
+    native = NATIVE_FP8.get(arch, {})
+    na, nb = native.get(a.name), native.get(b.name)
+    if na is not None and nb is not None:
+        if arch == "gfx950" and k % 128 == 0:
+            return Mfma("scale.f32.16x16x128.f8f6f4.v8i32.v8i32", 128, "<8 x i32>", "float",
+                        args=(_F8F6F4[na], _F8F6F4[nb], 0, 0, 0, 0))
+        if k % 32 == 0:
+            return Mfma(f"f32.16x16x32.{na}.{nb}", 32, "i64", "float")
+    if arch == "gfx950" and k % 32 == 0:
+        return Mfma("f32.16x16x32.f16", 32, "<8 x half>", "float", widen=True)
+    if k % 32 == 0:
+        return Mfma("f32.16x16x16f16", 32, "<4 x half>", "float", parts=2, widen=True)
+    return Mfma("f32.16x16x16f16", 16, "<4 x half>", "float", widen=True) if k % 16 == 0 else None
 
 
 def wave_grid(shape: tuple[int, int], num_warps: int) -> tuple[int, int]:
