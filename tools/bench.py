@@ -45,6 +45,7 @@ MIN_RUNS = 10  # timed runs per config at least, whatever rep_ms says (within th
 # MIN_RUNS are in: on a CPU, flushing a last-level cache of hundreds of MB costs far more than a small
 # kernel's run, and counting only the runs would keep the loop going until the call's deadline.
 WALL_FACTOR = 3.0
+ROUNDS = 3  # timing rounds when there is more than one thing to time (configs, the baseline)
 
 
 async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | None = None) -> BenchmarkResult:
@@ -96,10 +97,11 @@ def time_runs(
     rep_ms: float,
     flush: torch.Tensor | None,
     deadline: float,
+    least: int = MIN_RUNS,
 ) -> list[float]:
     """Per-run times in microseconds: warm-up by time (every set at least once), then timed runs for rep_ms
-    and at least MIN_RUNS of them (every set at least once; past ``deadline``, no more than that). Once
-    MIN_RUNS are in, the loop also stops when its wall clock reaches WALL_FACTOR * rep_ms."""
+    and at least ``least`` of them (every set at least once; past ``deadline``, no more than that). Once
+    ``least`` are in, the loop also stops when its wall clock reaches WALL_FACTOR * rep_ms."""
     gpu = device.startswith("cuda")
     end_warmup = time.perf_counter() + warmup_ms / 1e3
     runs = 0
@@ -112,7 +114,7 @@ def time_runs(
     times: list[float] = []
     measured = 0.0
     wall_end = time.perf_counter() + WALL_FACTOR * rep_ms / 1e3
-    least = max(MIN_RUNS, len(sets))
+    least = max(least, len(sets))
     while (measured < rep_ms * 1e3 or len(times) < least) and len(times) < MAX_REPS:
         now = time.perf_counter()
         if (now > deadline and len(times) >= len(sets)) or (now > wall_end and len(times) >= least):
@@ -177,8 +179,9 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
         nbytes = sum(v.nbytes for v in values.values() if isinstance(v, torch.Tensor))
     flops = payload["flops"]
     ceilings = payload.get("ceilings") or measure_ceilings(state)
-    deadline = time.perf_counter() + (payload["warmup_ms"] + payload["rep_ms"]) / 1e3 * 3 + 5
     results: list[dict[str, Any]] = []
+    runners: dict[int, Callable[[dict[str, Any]], Any]] = {}  # config index -> its unchecked run
+    checked: dict[int, list[dict[str, torch.Tensor]]] = {}
     for i, entry in enumerate(entries):
         result: dict[str, Any] = {"config": entry["config"]}
         results.append(result)
@@ -187,7 +190,7 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
             continue
         kernel = entry["kernel"]
         result["kernel_id"] = kernel["kernel_id"]
-        report(i + 1, steps, f"config {i + 1}/{len(entries)}: timing {kernel['kernel_name']} "
+        report(i + 1, steps, f"config {i + 1}/{len(entries)}: checking {kernel['kernel_name']} "
                f"({describe_config(entry['config'])})")
         try:
             jit, _ = get_kernel(state, kernel)
@@ -196,20 +199,6 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
                 restore(current)
                 launch_once(jit, kernel, entry["grid"], current)
                 checked_out.append({n: current[n].clone() for n in restored})
-            # From here the kernel runs unchecked: nothing it reads is reported as a value (the checks
-            # below use the checked runs' outputs), and the worker retires after this call.
-            state.tainted = True
-            run_once = functools.partial(launch_once, jit, kernel, entry["grid"], checked=False)
-            times = time_runs(
-                run_once,
-                sets,
-                restore,
-                device=device,
-                warmup_ms=payload["warmup_ms"],
-                rep_ms=payload["rep_ms"],
-                flush=flush,
-                deadline=deadline,
-            )
         except ToolInputError as exc:
             if exc.data.get("error") in ("out_of_bounds", "device_assert"):
                 raise  # a located fault of the kernel: the whole call reports it
@@ -220,45 +209,11 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
                 raise
             result["error"] = f"{type(exc).__name__}: {exc}"
             continue
-        timing = _timing(times)
-        result["timing"] = timing
-        seconds = timing["median_us"] / 1e6
-        result["gbps"] = round(nbytes / seconds / 1e9, 3) if seconds > 0 else None
-        if flops is not None and seconds > 0:
-            result["tflops"] = round(flops / seconds / 1e12, 5)
-            if ceilings.get("matmul_tflops"):
-                result["pct_of_peak_flops"] = round(100 * result["tflops"] / ceilings["matmul_tflops"], 2)
-        if result["gbps"] is not None and ceilings.get("copy_gbps"):
-            result["pct_of_peak_bandwidth"] = round(100 * result["gbps"] / ceilings["copy_gbps"], 2)
-        # the timed (unchecked) runs must have produced what the checked runs did; only whether they
-        # did is reported, never their values
-        differing = sorted({name for current, out in zip(sets, checked_out, strict=True) for name in restored
-                            if not compare(current[name], out[name], reference="the checked run",
-                                           atol=payload["atol"], rtol=payload["rtol"]).passed})
-        if differing:
-            result["error"] = (
-                f"the timed runs' {', '.join(differing)} differ from the checked run's on the same inputs: the "
-                "kernel's result depends on state earlier runs left (e.g. an atomic counter in an input) or on "
-                "timing (a race); its timings are not comparable"
-            )
-            result["passed"] = False
-        if expected:
-            checks: dict[str, Any] = {}
-            for name, value in expected.items():
-                worst = None
-                for out in checked_out:  # the checked run of each set
-                    check = compare(out[name], value, reference=payload["references"][name],
-                                    atol=payload["atol"], rtol=payload["rtol"])  # fmt: skip
-                    if worst is None or not check.passed:
-                        worst = check
-                assert worst is not None
-                checks[name] = worst.model_dump()
-            result["checks"] = checks
-            result["passed"] = all(c["passed"] for c in checks.values()) and not differing
-        deadline = time.perf_counter() + (payload["warmup_ms"] + payload["rep_ms"]) / 1e3 * 3 + 5
-    baseline = None
+        checked[i] = checked_out
+        runners[i] = functools.partial(launch_once, jit, kernel, entry["grid"], checked=False)
+
+    run_baseline: Callable[[dict[str, Any]], Any] | None = None
     if payload["baseline"]:
-        report(steps - 1, steps, "timing the baseline")
         ref = parse_reference(payload["baseline"], names=list(values), label="baseline")
         size_limits = reference_size_limits(payload)
         check_sizes(ref, values, **size_limits)  # once: every input set has the same shapes
@@ -267,11 +222,123 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
             with torch.no_grad():
                 return evaluate(ref, current, sized=True, **size_limits)
 
-        baseline = _timing(
-            time_runs(run_baseline, sets, lambda s: None, device=device, warmup_ms=payload["warmup_ms"],
-                      rep_ms=payload["rep_ms"], flush=flush, deadline=deadline)
-        )  # fmt: skip
+    # Timing in rounds: every config and the baseline take a turn each round, so a change in the
+    # device's load during the call falls on all of them alike rather than on whichever ran then.
+    rounds = ROUNDS if len(runners) + (run_baseline is not None) > 1 else 1
+    times: dict[int | None, list[float]] = {i: [] for i in runners} | ({None: []} if run_baseline else {})
+    failed: set[int] = set()
+    differing: dict[int, list[str]] = {}
+    turns: list[int | None] = [*runners, None]
+    for r in range(rounds):
+        for k in turns:
+            if (k is None and run_baseline is None) or (k is not None and k in failed):
+                continue
+            what = "timing the baseline" if k is None else (
+                f"config {k + 1}/{len(entries)}: timing {entries[k]['kernel']['kernel_name']} "
+                f"({describe_config(entries[k]['config'])})")
+            report(steps - 1 if k is None else k + 1, steps, what + (f", round {r + 1}/{rounds}" if rounds > 1 else ""))
+            if k is not None:
+                state.tainted = True  # unchecked from here: the worker retires after this call
+            warmup = payload["warmup_ms"] if r == 0 else 0.0
+            try:
+                times[k] += time_runs(
+                    run_baseline if k is None else runners[k],  # type: ignore[arg-type]
+                    sets,
+                    (lambda s: None) if k is None else restore,
+                    device=device,
+                    warmup_ms=warmup,
+                    rep_ms=payload["rep_ms"] / rounds,
+                    flush=flush,
+                    deadline=time.perf_counter() + (warmup + payload["rep_ms"] / rounds) / 1e3 * 3 + 5 / rounds,
+                    least=max(1, -(-MIN_RUNS // rounds)),
+                )
+                if k is not None and r == rounds - 1:  # the sets hold this config's last outputs until the next turn
+                    differing[k] = _differing(sets, checked[k], restored, payload)
+            except ToolInputError as exc:
+                if k is None or exc.data.get("error") in ("out_of_bounds", "device_assert"):
+                    raise
+                results[k]["error"] = str(exc)
+                failed.add(k)
+            except Exception as exc:
+                if k is None or is_device_fault(exc):
+                    raise
+                results[k]["error"] = f"{type(exc).__name__}: {exc}"
+                failed.add(k)
+
+    for i in runners:
+        if i not in failed:
+            _record(results[i], _timing(times[i]), differing[i], checked[i], expected, payload, nbytes, flops,
+                    ceilings)
+    baseline = _timing(times[None]) if run_baseline is not None else None
+    if baseline is not None and run_baseline is not None:
+        view_of = _view_of_input(run_baseline(sets[0]), sets[0])
+        if view_of:
+            baseline["note"] = (
+                f"it returns a view of '{view_of}' and moves no data, so its time is not comparable with a kernel "
+                "that writes its output; end it with .contiguous() (or .clone()) to time the copy")
     return _result(payload, results, baseline, nbytes, flops, ceilings)
+
+
+def _view_of_input(value: Any, inputs: dict[str, Any]) -> str | None:
+    """The input whose memory the baseline's result (or one of its results) shares, if any."""
+    results = value if isinstance(value, (tuple, list)) else [value]
+    for out in results:
+        if not isinstance(out, torch.Tensor) or out.numel() == 0:
+            continue
+        ptr = out.untyped_storage().data_ptr()
+        for name, t in inputs.items():
+            if isinstance(t, torch.Tensor) and t.numel() and t.untyped_storage().data_ptr() == ptr:
+                return name
+    return None
+
+
+def _differing(
+    sets: list[dict[str, Any]], checked_out: list[dict[str, torch.Tensor]], restored: list[str],
+    payload: dict[str, Any],
+) -> list[str]:
+    """The outputs whose last timed run (what each input set holds now) differs from the checked run's:
+    only whether they differ is reported, never their values."""
+    return sorted({name for current, out in zip(sets, checked_out, strict=True) for name in restored
+                   if not compare(current[name], out[name], reference="the checked run",
+                                  atol=payload["atol"], rtol=payload["rtol"]).passed})
+
+
+def _record(
+    result: dict[str, Any], timing: dict[str, Any], differing: list[str],
+    checked_out: list[dict[str, torch.Tensor]], expected: dict[str, Any],
+    payload: dict[str, Any], nbytes: int, flops: int | None, ceilings: dict[str, Any],
+) -> None:
+    """Fill a config's result: its timing and rates, whether the timed runs reproduced the checked
+    ones, and the reference checks of the checked runs."""
+    result["timing"] = timing
+    seconds = timing["median_us"] / 1e6
+    result["gbps"] = round(nbytes / seconds / 1e9, 3) if seconds > 0 else None
+    if flops is not None and seconds > 0:
+        result["tflops"] = round(flops / seconds / 1e12, 5)
+        if ceilings.get("matmul_tflops"):
+            result["pct_of_peak_flops"] = round(100 * result["tflops"] / ceilings["matmul_tflops"], 2)
+    if result["gbps"] is not None and ceilings.get("copy_gbps"):
+        result["pct_of_peak_bandwidth"] = round(100 * result["gbps"] / ceilings["copy_gbps"], 2)
+    if differing:  # the timed (unchecked) runs must have produced what the checked runs did
+        result["error"] = (
+            f"the timed runs' {', '.join(differing)} differ from the checked run's on the same inputs: the "
+            "kernel's result depends on state earlier runs left (e.g. an atomic counter in an input) or on "
+            "timing (a race); its timings are not comparable"
+        )
+        result["passed"] = False
+    if expected:
+        checks: dict[str, Any] = {}
+        for name, value in expected.items():
+            worst = None
+            for out in checked_out:  # the checked run of each set
+                check = compare(out[name], value, reference=payload["references"][name],
+                                atol=payload["atol"], rtol=payload["rtol"])  # fmt: skip
+                if worst is None or not check.passed:
+                    worst = check
+            assert worst is not None
+            checks[name] = worst.model_dump()
+        result["checks"] = checks
+        result["passed"] = all(c["passed"] for c in checks.values()) and not differing
 
 
 def _result(
@@ -292,8 +359,9 @@ def _result(
     fitted = f" ({asked} asked: fewer copies fit the per-call tensor limits)" if asked != sets else ""
     method = (
         f"{timer}; warm-up {payload['warmup_ms']:g} ms then {payload['rep_ms']:g} ms of timed runs per config "
-        f"(at least {MIN_RUNS} runs, and no more once the loop's wall clock, flushes included, reaches "
-        f"{WALL_FACTOR:g}x that); {sets} input set(s){fitted} at distinct addresses in "
+        f"and for the baseline, taken in {ROUNDS} interleaved rounds when there are several (at least {MIN_RUNS} "
+        f"runs each unless the call's time runs out, and no more once a loop's wall clock, flushes included, "
+        f"reaches {WALL_FACTOR:g}x its share); {sets} input set(s){fitted} at distinct addresses in "
         f"rotation; outputs restored before every run; {cache}; median/p10/p90 over n runs, noise = (p90 - p10) / "
         f"median; peaks measured on this device: {ceilings.get('copy_gbps')} GB/s copy, "
         f"{ceilings.get('matmul_tflops')} TFLOP/s {ceilings.get('matmul_dtype')}"

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NOISY_PCT", "fit_input_sets", "run_configs", "describe_config", "summarize"]
 
-NOISY_PCT = 100.0  # (p90 - p10) / median past this: the summary says the timings are rough
+NOISY_PCT = 30.0  # (p90 - p10) / median past this: the summary says the timings are rough
 
 
 def fit_input_sets(rt: Runtime, req: BenchmarkRequest) -> int:
@@ -150,8 +150,16 @@ def summarize(
         noisy = [f"{what} {timing['noise_pct']:.0f}%" for what, timing in (("kernel", t), ("baseline", baseline))
                  if timing and (timing.get("noise_pct") or 0) > NOISY_PCT]
         if noisy:
-            summary += (f"; NOISY ({', '.join(noisy)} spread): other work shares the device, so medians and the "
-                        "speedup are rough; rerun, or raise rep_ms")
+            summary += f"; NOISY ({', '.join(noisy)} spread): other work shares the device, so medians"
+            if baseline is not None:
+                low = baseline["p10_us"] / max(t["p90_us"], 1e-9)
+                high = baseline["p90_us"] / max(t["p10_us"], 1e-9)
+                summary += f" are rough and the speedup could be anywhere from {low:.2f}x to {high:.2f}x"
+            else:
+                summary += " are rough"
+            summary += "; rerun when the device is quieter, or raise rep_ms"
+        if baseline is not None and baseline.get("note"):
+            summary += f"; baseline: {baseline['note']}"
         if checked:
             summary += ", outputs " + ("PASSED" if all(checked) else "FAILED in some configs")
     else:

@@ -310,6 +310,8 @@ class Timing(BaseModel):
     min_us: Annotated[float, _d("Fastest run.")]
     n: Annotated[int, _d("Timed repetitions.")]
     noise_pct: Annotated[float | None, _d("(p90 - p10) / median, percent: the spread of the runs.")] = None
+    note: Annotated[str | None, _d("Why this timing may not compare (a baseline that returns a view of an "
+                                    "input moves no data).")] = None
 
 
 class ConfigResult(BaseModel):

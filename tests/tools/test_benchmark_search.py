@@ -126,6 +126,44 @@ def test_the_summary_says_when_timings_are_noisy() -> None:
     assert quiet["speedup"] == 2.0 and "NOISY" not in quiet["summary"]
     loud = summarize("add_kernel", "cpu", [config | {"timing": timing(10.0, 5.0)}], timing(20.0, NOISY_PCT * 6),
                      {})
-    assert "NOISY (baseline 600% spread)" in loud["summary"] and "rep_ms" in loud["summary"]
+    assert f"NOISY (baseline {NOISY_PCT * 6:.0f}% spread)" in loud["summary"] and "rep_ms" in loud["summary"]
+    # the speedup's range: the baseline's p10 over the kernel's p90 to its p90 over the kernel's p10
+    high = 20.0 * (1 + NOISY_PCT * 6 / 100) / 10.0
+    assert f"speedup could be anywhere from {20.0 / 10.5:.2f}x to {high:.2f}x" in loud["summary"]
+    assert NOISY_PCT <= 30  # a spread of 70-100% (seen on a loaded machine) must be called noisy
     both = summarize("add_kernel", "cpu", [config | {"timing": timing(10.0, 250.0)}], None, {})
     assert "NOISY (kernel 250% spread)" in both["summary"]
+
+
+def test_configs_and_the_baseline_are_timed_in_interleaved_rounds() -> None:
+    """A change of the device's load during a call falls on every config and the baseline alike: each takes
+    a turn per round. Each still gets at least MIN_RUNS runs, and each config's timed runs are checked
+    against its own checked runs (not those of the config timed after it)."""
+    from tools.bench import MIN_RUNS, ROUNDS
+
+    seen: list[str] = []
+
+    async def progress(done: float, total: float | None, message: str) -> None:
+        seen.append(message)
+
+    configs = [BenchConfig(constexprs={"BLOCK": 128}), BenchConfig(constexprs={"BLOCK": 512})]
+    result = anyio.run(benchmark, Runtime(), _request(configs=configs, baseline="x_ptr + y_ptr"), progress)
+    turns = [m for m in seen if "round" in m]
+    expected = [f"{what}, round {r}/{ROUNDS}" for r in range(1, ROUNDS + 1)
+                for what in ("config 1/2: timing add_kernel (BLOCK=128)", "config 2/2: timing add_kernel (BLOCK=512)",
+                             "timing the baseline")]
+    assert turns == expected, seen
+    assert result.baseline is not None and result.baseline.n >= MIN_RUNS
+    assert all(r.passed and r.timing is not None and r.timing.n >= MIN_RUNS and r.error is None
+               for r in result.results), result.results
+
+
+def test_a_baseline_that_returns_a_view_is_called_out() -> None:
+    """`x.T` moves no data: its time says nothing about a kernel that writes the transpose."""
+    src = VECTOR_ADD
+    req = _request(source=src, baseline="x_ptr[::2]")
+    result = anyio.run(benchmark, Runtime(), req)
+    assert result.baseline is not None and result.baseline.note and "view of 'x_ptr'" in result.baseline.note
+    assert "baseline: it returns a view of 'x_ptr'" in result.summary and ".contiguous()" in result.summary
+    plain = anyio.run(benchmark, Runtime(), _request(baseline="x_ptr + y_ptr"))
+    assert plain.baseline is not None and plain.baseline.note is None and "view" not in plain.summary
