@@ -34,7 +34,8 @@ from tools.launch import (
     reference_size_limits,
 )
 from tools.models import BenchConfig, BenchmarkRequest, BenchmarkResult
-from tools.reference import check_sizes, evaluate, parse_reference
+from tools.reference import check_sizes, evaluate
+from tools.reference_program import parse_reference_text
 
 if TYPE_CHECKING:
     from tools.runtime import Runtime
@@ -214,7 +215,7 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
 
     run_baseline: Callable[[dict[str, Any]], Any] | None = None
     if payload["baseline"]:
-        ref = parse_reference(payload["baseline"], names=list(values), label="baseline")
+        ref = parse_reference_text(payload["baseline"], names=list(values), label="baseline")
         size_limits = reference_size_limits(payload)
         check_sizes(ref, values, **size_limits)  # once: every input set has the same shapes
 

@@ -15,7 +15,7 @@ from tools.errors import ToolInputError
 from tools.executor import Progress
 from tools.launch import plan_launch, resolve_kernel
 from tools.models import BenchConfig, BenchmarkRequest, BenchmarkResult
-from tools.reference import parse_reference
+from tools.reference_program import parse_reference_text
 from tools.specs import check_args_limits
 from tools.store import KernelRecord
 
@@ -85,7 +85,7 @@ async def run_configs(
     if plan is None:
         raise ToolInputError("no config compiled: " + "; ".join(e["error"] for e in entries))
     if req.baseline is not None:
-        parse_reference(req.baseline, names=list(req.args), label="baseline", max_chars=limits.max_reference_chars)
+        parse_reference_text(req.baseline, names=list(req.args), label="baseline", max_chars=limits.max_reference_chars)
     ceilings = device_ceilings(await describe_device(rt, plan.device, progress))
     payload = plan.payload(rt) | {
         "ceilings": ceilings,

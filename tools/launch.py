@@ -22,7 +22,8 @@ from tools.errors import ToolInputError
 from tools.executor import Progress, Report, WorkerState, device_for, noop_progress, resolve_target
 from tools.grid import evaluate_grid
 from tools.models import LaunchRequest, LaunchResult
-from tools.reference import DEFAULT_MAX_BYTES, evaluate, parse_reference
+from tools.reference import DEFAULT_MAX_BYTES, evaluate
+from tools.reference_program import parse_reference_text
 from tools.reference_sizes import SizeLimits
 from tools.specs import (
     BY_TRITON,
@@ -184,7 +185,8 @@ def plan_launch(rt: Runtime, req: LaunchRequest, record: KernelRecord, *, copies
                 f"reference has an entry for {name!r}, which is not a tensor argument; "
                 f"references are keyed by output tensors ({', '.join(tensors) or 'none'})."
             )
-        ref = parse_reference(expression, names=list(req.args), label=f"reference[{name!r}]", **_reference_limits(rt))
+        ref = parse_reference_text(expression, names=list(req.args), label=f"reference[{name!r}]",
+                                   **_reference_limits(rt))
         unset = sorted(ref.names_used & empty)
         if unset:
             raise ToolInputError(
@@ -280,7 +282,7 @@ def evaluate_references(payload: dict[str, Any], values: dict[str, Any]) -> dict
     storages = {v.untyped_storage().data_ptr() for v in values.values() if isinstance(v, torch.Tensor)}
     limits = payload.get("reference_limits", {})
     for name, expression in payload["references"].items():
-        ref = parse_reference(expression, names=list(values), label=f"reference[{name!r}]", **limits)
+        ref = parse_reference_text(expression, names=list(values), label=f"reference[{name!r}]", **limits)
         with torch.no_grad():
             value = evaluate(ref, values, **reference_size_limits(payload))
         problem = reference_shape_error(name, value, values[name], expression)

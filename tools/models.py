@@ -82,7 +82,9 @@ ReferenceExprs = Annotated[
     Field(
         description="Expected value of output parameters as torch expressions over the other "
         "parameters' names (their values before the launch), e.g. {'out_ptr': 'x_ptr + y_ptr'} or "
-        "{'y_ptr': 'torch.softmax(x_ptr, dim=-1)'}. Only whitelisted torch functions and tensor methods."
+        "{'y_ptr': 'torch.softmax(x_ptr, dim=-1)'}, or assignments then the value, separated by ';' or "
+        "newlines: {'y_ptr': 'm = x_ptr.amax(-1, keepdim=True); torch.exp(x_ptr - m)'}. Only whitelisted torch "
+        "functions and tensor methods (language_reference lists them)."
     ),
 ]
 Tolerance = Annotated[float | None, Field(ge=0, description="Override of the dtype's default tolerance.")]
@@ -165,7 +167,9 @@ class BenchConfig(BaseModel):
 class BenchmarkRequest(LaunchRequest):
     baseline: Annotated[
         str | None,
-        Field(description="A torch expression over the args to time as the baseline, e.g. 'x_ptr + y_ptr'."),
+        Field(description="A torch expression over the args to time as the baseline, e.g. 'x_ptr + y_ptr' "
+              "(assignments before it allowed, as in reference). End a view (x_ptr.T) with .contiguous() so that "
+              "it moves the data the kernel writes."),
     ] = None
     configs: Annotated[
         list[BenchConfig] | None,

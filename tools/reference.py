@@ -456,7 +456,8 @@ def parse_reference(
         marker = "  " + " " * max(col, 0) + "^"
         raise ToolInputError(
             f"{label}: syntax error (column {col + 1}): {exc.msg}\n  {text}\n{marker}\n"
-            "Write a single Python expression over the arguments, e.g. torch.softmax(x, dim=-1)."
+            "Write a Python expression over the arguments, e.g. torch.softmax(x, dim=-1), or assignments then "
+            "the value: m = x.amax(-1, keepdim=True); torch.exp(x - m)."
         ) from None
     except (RecursionError, MemoryError, ValueError):
         raise ToolInputError(f"{label}: the expression is too deeply nested or invalid.") from None

@@ -19,8 +19,8 @@ from test_sec_tools import assert_clear_error, call
 from tools.errors import ToolInputError
 from tools.generate.group import build_group
 from tools.generate.lowerings import LOWERINGS
-from tools.generate.program import parse_program
 from tools.generate.translate import Translator
+from tools.reference_program import parse_program
 from tools.specs import TensorSpec
 
 pytestmark = pytest.mark.anyio

@@ -31,10 +31,10 @@ from tools.executor import Progress, gpu_available, noop_progress, resolve_targe
 from tools.generate.group import Fused, build_group
 from tools.generate.lowerings import LOWERINGS
 from tools.generate.models import GeneratedLaunch, GenerateRequest, GenerateResult
-from tools.generate.program import Program, inline, parse_program
 from tools.generate.translate import Translator
 from tools.launch import launch_kernel
 from tools.models import BenchmarkRequest, CompileRequest, LaunchRequest
+from tools.reference_program import Program, inline, parse_program
 from tools.specs import DTYPES, TensorSpec, check_args_limits, signature_of
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ import torch
 
 from compiler.fusion.ops import TL_DTYPE
 from tools.errors import ToolInputError
-from tools.generate.program import Program, Statement
 from tools.generate.registry import Lowering, describe
 from tools.generate.values import Const, InputRef, OpRef, Pair, ParamRef, PreOp, Scalar, Val
 from tools.reference import DTYPES, MATH_CONSTANTS, TORCH_CONSTANTS, dotted_name
+from tools.reference_program import Program, Statement
 from tools.specs import DTYPES as SPEC_DTYPES
 from tools.specs import TensorSpec
 

@@ -1,5 +1,6 @@
-"""The text generate_kernel takes: one reference expression, or a few assignments in the reference
-language, parsed and validated, never executed.
+"""Reference text with assignments: one reference expression, or a few assignments in the reference
+language, parsed and validated, never executed. generate_kernel takes it as its expression; the
+references and baselines of launch_kernel and benchmark take it too (:func:`parse_reference_text`).
 
     torch.softmax(x * scale + mask, dim=-1)
     mu = x.mean(-1, keepdim=True); xc = x - mu; y = xc * torch.rsqrt((xc * xc).mean(-1, keepdim=True) + eps)
@@ -21,10 +22,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from tools.errors import ToolInputError
-from tools.reference import measure_tree, parse_reference
+from tools.reference import Reference, measure_tree, parse_reference
 
-__all__ = ["Statement", "Program", "parse_program", "inline", "MAX_STATEMENTS", "MAX_PROGRAM_CHARS",
-           "DEFAULT_OUTPUT"]
+__all__ = ["Statement", "Program", "parse_program", "inline", "parse_reference_text", "MAX_STATEMENTS",
+           "MAX_PROGRAM_CHARS", "DEFAULT_OUTPUT"]
 
 MAX_STATEMENTS = 16
 MAX_PROGRAM_CHARS = 4000
@@ -190,3 +191,32 @@ def inline(program: Program, output: str, rename: Mapping[str, str], *, max_node
         if stmt.target == output:
             return ast.unparse(tree)
     raise KeyError(output)
+
+
+def parse_reference_text(
+    text: str, *, names: Collection[str], label: str, max_chars: int = 2000, max_nodes: int = 400,
+    max_depth: int = 40,
+) -> Reference:
+    """A reference or baseline: one expression, or assignments `name = expression` separated by ';' or
+    newlines whose last statement is the value (`m = x.amax(-1, keepdim=True); torch.exp(x - m)`). The
+    assignments are written into the last expression, which is then validated as one reference."""
+    if not isinstance(text, str) or ("\n" not in text.strip() and ";" not in text):
+        return parse_reference(text, names=names, label=label, max_chars=max_chars, max_nodes=max_nodes,
+                               max_depth=max_depth)
+    try:
+        ast.parse(text.strip(), mode="eval")
+        single = True
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        single = False
+    if single:  # one expression on several lines (or with ';' inside a string): read as it is
+        return parse_reference(" ".join(text.split()), names=names, label=label, max_chars=max_chars,
+                               max_nodes=max_nodes, max_depth=max_depth)
+    try:
+        program = parse_program(text, arg_names=names, outputs=None, max_chars=max_chars, max_nodes=max_nodes,
+                                max_depth=max_depth)
+        expression = inline(program, program.outputs[0], {}, max_nodes=max_nodes)
+    except ToolInputError as exc:
+        raise ToolInputError(f"{label}: {exc.message}", data=exc.data) from None
+    # each statement passed the limits; the inlined whole is bounded by the node count just checked
+    return parse_reference(expression, names=names, label=label, max_chars=max(max_chars, len(expression)),
+                           max_nodes=max_nodes, max_depth=max_depth * MAX_STATEMENTS)
