@@ -92,7 +92,7 @@ def _operand(sem: Semantic, which: str, x: Any, fmt: str) -> Tensor:
         hint = f"{fmt}: {FORMATS[fmt]}"
         other = [f for f, st in _STORAGE.items() if st[0] == e]
         if other:
-            hint = f"a {e} tile is format {other[0]!r}"
+            hint = f"a tile of {e} is format {other[0]!r}: pass {which}_format={other[0]!r}"
         elif isinstance(e, T.ScalarType) and e.is_int and e.bits == allowed[-1].bits:
             hint += f"; reinterpret the bits with x.to(tl.{_py_name(allowed[-1])}, bitcast=True)"
         raise DtypeError(f"tl.dot_scaled {which} in format {fmt!r} must be {names}, got {e}", hint=hint)
@@ -121,17 +121,19 @@ def _fp4_to_f32(sem: Semantic, nib: Tensor) -> Tensor:
 
 
 def _unpack_fp4(sem: Semantic, x: Tensor, axis: int) -> Tensor:
-    """Bytes of two fp4 values (the first in the low bits) -> float32, doubling `axis`."""
-    lo = _fp4_to_f32(sem, sem.bitwise("and", x, sem.constant(15, T.u8)))
-    hi = _fp4_to_f32(sem, sem.bitwise("shr", x, sem.constant(4, T.u8)))
-    pair = sem.join(lo, hi)  # [..., 2]: element 2i is lo, 2i + 1 is hi
-    rank = len(x.shape)
-    if axis != rank - 1:
-        perm = [*range(axis + 1), rank, *range(axis + 1, rank)]
-        pair = sem.permute(pair, perm)
+    """Bytes of two fp4 values (the first in the low bits) -> float32, doubling `axis`: each byte is
+    repeated twice along `axis` (broadcast and reshape) and shifted right by 0 or 4 by position."""
     shape = list(x.shape)
+    wide = sem.expand_dims(x, axis + 1)
+    wide = sem.broadcast_to(wide, [*shape[:axis + 1], 2, *shape[axis + 1:]])
     shape[axis] *= 2
-    return sem.reshape(pair, shape)
+    wide = sem.reshape(wide, shape)
+    pos = sem.arange(0, shape[axis])
+    shift = sem.cast(sem.bitwise("shl", sem.bitwise("and", pos, 1), 2), T.u8)
+    if axis != len(shape) - 1:
+        shift = sem.expand_dims(shift, 1)
+    nib = sem.bitwise("and", sem.bitwise("shr", wide, shift), sem.constant(15, T.u8))
+    return _fp4_to_f32(sem, nib)
 
 
 def _upcast(sem: Semantic, x: Tensor, fmt: str, packed_axis: int, compute: T.ScalarType) -> Tensor:
