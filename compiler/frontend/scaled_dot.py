@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, ConstexprError, DtypeError, ShapeError
 from ..ir import types as T
-from ..language.core import Tensor
+from ..language.core import Tensor, constexpr
 
 if TYPE_CHECKING:
     from .semantic import Semantic
@@ -181,6 +181,9 @@ def _scale(sem: Semantic, which: str, s: Any, lead: tuple[int, ...], rows: int, 
 def dot_scaled(sem: Semantic, lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rhs_scale: Any,
                rhs_format: Any, acc: Any, fast_math: Any, lhs_k_pack: Any, rhs_k_pack: Any) -> Tensor:
     """lhs @ rhs (+ acc) in float32, each operand upcast from its format and scaled (module doc)."""
+    lhs_scale, rhs_scale, acc, lhs_format, rhs_format, fast_math, lhs_k_pack, rhs_k_pack = (
+        v.value if isinstance(v, constexpr) else v
+        for v in (lhs_scale, rhs_scale, acc, lhs_format, rhs_format, fast_math, lhs_k_pack, rhs_k_pack))
     lf = scaled_format("lhs_format", lhs_format)
     rf = scaled_format("rhs_format", rhs_format)
     fast = _flag("fast_math", fast_math)

@@ -145,3 +145,17 @@ def test_scales_need_k_in_groups_of_32() -> None:
         call='tl.dot_scaled(a, s, "e4m3", b, None, "e4m3")')
     with pytest.raises(E.ShapeError, match=r"lhs_scale needs K to be a multiple of 32, got K=16"):
         compiler.compile_source(src, kernel="k").compile(SIG, {}, target="cpu")
+
+
+def test_constexpr_wrapped_arguments_are_their_values() -> None:
+    """tl.constexpr(...) around a format, a None scale or a flag is the value it holds:
+    the byte 0x38 is 1.0 in e4m3 and 0.5 in e5m2, so each element is 32 products of 0.5."""
+    import torch
+
+    src = BAD.format(call='tl.dot_scaled(tl.trans(b), tl.constexpr(None), tl.constexpr("e4m3"), b, None, "e5m2", '
+                          'fast_math=tl.constexpr(True))')
+    fn = compiler.compile_source(src, kernel="k")
+    a, s = torch.zeros(16, 32, dtype=torch.uint8), torch.zeros(16, dtype=torch.uint8)
+    b, o = torch.full((32, 16), 0x38, dtype=torch.uint8), torch.empty(16, 16)
+    fn[(1,)](a, b, s, o)
+    assert torch.equal(o, torch.full((16, 16), 16.0))
