@@ -50,7 +50,7 @@ DEFAULT_TESTS = [
     "test_gather", "test_clamp", "test_propagate_nan", "test_max_returns_zero", "test_default",
     "test_noop", "test_pointer_arguments", "test_constexpr", "test_unary_math", "test_zero_strided_tensors",
     "test_strided_load", "test_strided_store", "test_indirect_load", "test_indirect_store", "test_dtype_tensor",
-    "test_cumsum_dtype", "test_tensor_member", "test_chained_reductions", "test_sum_dtype",
+    "test_cumsum_dtype", "test_tensor_member", "test_chained_reductions", "test_sum_dtype", "test_scaled_dot",
 ]
 
 

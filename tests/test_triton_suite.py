@@ -224,6 +224,7 @@ _SUBSET = [
     ("test_reduce", "sum and float32", 20),
     ("test_scan2d", "cumsum-float32", 50),
     ("test_dot", "32-32-32 and float32-float32", 10),
+    ("test_scaled_dot", "32-32-64-False-False", 24),  # every mxfp x normal format, scales on either side
     ("test_atomic_rmw", "add-int32 or max-float32", 30),
     ("test_atomic_cas", None, 10),
     ("test_if", None, 7),

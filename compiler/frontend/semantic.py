@@ -15,6 +15,7 @@ from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Value
 from ..language.core import Tensor
+from . import scaled_dot
 
 __all__ = ["Semantic", "Operand"]
 
@@ -687,3 +688,9 @@ class Semantic:
                 rty = acc.type  # type: ignore[assignment]
         return Tensor(self.b.value("dot", [a.handle, b.handle, acc.handle], rty,
                                    input_precision=dot_precision(input_precision)))
+
+    def dot_scaled(self, lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rhs_scale: Any, rhs_format: Any,
+                   acc: Any, fast_math: Any, lhs_k_pack: Any, rhs_k_pack: Any) -> Tensor:
+        """tl.dot_scaled, decomposed into upcasts, scaling and tl.dot (frontend/scaled_dot.py)."""
+        return scaled_dot.dot_scaled(self, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc, fast_math,
+                                     lhs_k_pack, rhs_k_pack)

@@ -16,7 +16,7 @@ from .core import PropagateNan, Tensor, block_type, builtin, dtype, to_dtype
 __all__ = [
     "program_id", "num_programs", "arange", "zeros", "full", "load", "store", "where", "cast",
     "maximum", "minimum", "clamp", "fdiv", "div_rn", "umulhi", "fma", "exp", "exp2", "log", "log2",
-    "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "abs", "erf", "floor", "ceil", "dot", "trans", "permute",
+    "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "abs", "erf", "floor", "ceil", "dot", "dot_scaled", "trans", "permute",
     "reshape", "view", "expand_dims", "broadcast", "broadcast_to", "join", "split", "cat", "reduce",
     "associative_scan", "histogram", "gather", "atomic_add", "atomic_max", "atomic_min", "atomic_and",
     "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas", "static_assert", "static_print",
@@ -418,6 +418,25 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: str | None = N
     assert isinstance(od, T.ScalarType)
     a = acc if acc is None else _tensor(_sem, acc)
     return _sem.dot(_tensor(_sem, input), _tensor(_sem, other), a, input_precision, od)
+
+
+@builtin
+def dot_scaled(lhs: Any, lhs_scale: Any, lhs_format: str, rhs: Any, rhs_scale: Any, rhs_format: str,
+               acc: Any = None, fast_math: bool = False, lhs_k_pack: bool = True, rhs_k_pack: bool = True,
+               out_dtype: Any = None, _sem: Any = None) -> Tensor:
+    """Matrix product of microscaled (OCP MX) tiles, (M,K)@(K,N) in float32. Formats: 'e2m1' (fp4, two per
+    uint8 byte, the first in the low 4 bits, packed along K; lhs_k_pack/rhs_k_pack=False: along M/N),
+    'e4m3' and 'e5m2' (fp8 as uint8 or tl.float8e4nv/tl.float8e5), 'bf16', 'fp16'. A scale is a uint8
+    e8m0 tile, 2^(s-127) per 32 elements along K: lhs_scale [M, K//32], rhs_scale [N, K//32] (not
+    transposed), or None; s == 255 is NaN (fast_math=True skips that check). Each operand is upcast to
+    bfloat16 (float16 if either format is 'fp16'), scaled, and multiplied by tl.dot; on every target.
+    `acc = tl.dot_scaled(a, a_scale, "e2m1", b, b_scale, "e4m3", acc)`."""
+    od = _dtype(out_dtype, "out_dtype") if out_dtype is not None else T.fp32
+    if od != T.fp32:
+        raise DtypeError(f"tl.dot_scaled out_dtype must be tl.float32, got {od}",
+                         hint="leave out_dtype out and cast the result with .to(...)")
+    return _sem.dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc, fast_math,
+                           lhs_k_pack, rhs_k_pack)
 
 
 def _dot_trans_hint(trans_a: Any, trans_b: Any) -> str:

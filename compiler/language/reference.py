@@ -21,7 +21,7 @@ _SECTIONS: list[tuple[str, list[str]]] = [
                 "split", "cat", "interleave", "ravel", "flip", "gather"]),
     ("Reductions and scans", ["sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce_or", "reduce",
                               "cumsum", "cumprod", "associative_scan", "histogram"]),
-    ("Matrix multiply", ["dot"]),
+    ("Matrix multiply", ["dot", "dot_scaled"]),
     ("Atomics", ["atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
                  "atomic_xchg", "atomic_cas"]),
     ("Random numbers (Philox, bit-identical to Triton)", ["rand", "randn", "randint", "randint4x"]),

@@ -252,3 +252,26 @@ def test_dot_precision_is_checked_and_bounded(precision: str) -> None:
         compiler.compile_source(src, kernel="k").compile({"a_ptr": "*fp32", "o_ptr": "*fp32"}, {}, target="cpu")
     text = str(info.value)
     assert "input_precision" in text and len(text) < 4000 and ":9:" in text
+
+
+@pytest.mark.parametrize(("arg", "value"), [("lhs_format", "'x' * 60000"), ("lhs_format", "'e2m1' * 9000"),
+                                            ("rhs_format", "a"), ("rhs_format", "1.5"), ("rhs_format", "None"),
+                                            ("lhs_k_pack", "'x' * 60000"), ("fast_math", "a")])
+def test_dot_scaled_arguments_are_checked_and_bounded(arg: str, value: str) -> None:
+    """tl.dot_scaled's formats are a choice among five names and its flags are compile-time bools:
+    anything else (a huge string, a tensor, a number, None) is a located error naming the
+    argument, with a bounded message that does not quote the value whole."""
+    import compiler
+    from compiler import errors
+
+    args = {"lhs_format": "'e4m3'", "rhs_format": "'e4m3'", arg: value}
+    call = f"tl.dot_scaled(a, None, {args.pop('lhs_format')}, a, None, {args.pop('rhs_format')}"
+    call += "".join(f", {k}={v}" for k, v in args.items()) + ")"
+    src = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+           "def k(a_ptr, o_ptr):\n    r = tl.arange(0, 32)\n"
+           "    a = tl.load(a_ptr + r[:, None] * 32 + r[None, :])\n"
+           f"    tl.store(o_ptr + r[:, None] * 32 + r[None, :], {call})\n")
+    with pytest.raises(errors.CompilationError) as info:
+        compiler.compile_source(src, kernel="k").compile({"a_ptr": "*u8", "o_ptr": "*fp32"}, {}, target="cpu")
+    err = info.value
+    assert arg in err.message and len(str(err)) < 4000 and err.lineno == 9, str(err)[:500]
