@@ -423,9 +423,16 @@ def launch_summary(
                 f"{name} FAILED: {check['mismatched']}/{check['total']} mismatched, "
                 f"first at {first.get('index')} got {first.get('got')} expected {first.get('expected')}"
             )
-    for name, s in stats.items():
-        if s.get("unwritten_count"):
-            parts.append(f"{name}: {s['unwritten_count']} elements never written")
+    unwritten = [name for name, s in stats.items() if s.get("unwritten_count")]
+    for name in unwritten:
+        parts.append(f"{name}: {stats[name]['unwritten_count']} elements never written")
+    if unwritten:
+        sizes = ", ".join(f"{k}={v}" for k, v in kernel["constexprs"].items() if isinstance(v, int))
+        parts.append(
+            f"hint: the grid {grid} and the block sizes{f' ({sizes})' if sizes else ''} may not cover every "
+            "element (a block smaller than the row or the data it loops over, or too few programs), or a mask "
+            "leaves some out"
+        )
     if not parts:
         parts = [f"{n}: min {s['min']} max {s['max']}" for n, s in list(stats.items())[:3]]
     return f"{kernel_signature(kernel)} on {device}, grid {grid}: " + "; ".join(parts)

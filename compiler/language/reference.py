@@ -94,6 +94,7 @@ def _doc(fn: Any) -> str:
 
 def render_reference() -> str:
     from .. import language as tl
+    from .extra import libdevice
 
     out = [_PREAMBLE]
     for title, names in _SECTIONS:
@@ -103,4 +104,7 @@ def render_reference() -> str:
             src_fn = getattr(fn, "fn", None)
             sig = _signature(src_fn if src_fn is not None else fn)
             out.append(f"- `tl.{name}{sig}`: {_doc(fn)}")
+    out.append("\n## libdevice math (`tl.extra.libdevice.<name>`)\n")
+    out.append("Elementwise functions of tiles (popc, clz, ffs and brev take integers, the others floats): "
+               + ", ".join(f"`{n}`" for n in libdevice.names()) + ".")
     return "\n".join(out) + "\n"

@@ -119,6 +119,7 @@ def test_launch_reports_unwritten_and_mismatch(rt: Runtime) -> None:
     check = result.checks["out_ptr"]
     assert check.mismatched == N - 512 and check.first_mismatch and check.first_mismatch.index == [512]
     assert "FAILED" in result.summary and "never written" in result.summary
+    assert "hint: the grid [2] and the block sizes (BLOCK=256) may not cover every element" in result.summary
 
 
 def test_launch_by_id_with_other_dtype_recompiles(rt: Runtime) -> None:

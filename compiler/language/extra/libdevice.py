@@ -12,6 +12,12 @@ _RENAMES = {"pow": "pow", "fast_expf": "fast_expf", "fast_logf": "fast_logf", "i
             "exp2": "exp2", "div_rn": "div_rn", "rsqrt": "rsqrt", "fmod": "fmod", "fdividef": "fast_dividef"}
 
 
+def names() -> list[str]:
+    """Every name `tl.extra.libdevice` answers (the math builtins, the binary float functions and the
+    libdevice spellings mapped onto them), sorted."""
+    return sorted(set(MATH_FNS) | set(FLOAT_BINARY) | set(_RENAMES))
+
+
 def __getattr__(name: str) -> Any:
     target = _RENAMES.get(name, name)
     if target in MATH_FNS or target in FLOAT_BINARY:
