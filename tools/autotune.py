@@ -12,6 +12,7 @@ chosen.
 from __future__ import annotations
 
 import itertools
+import re
 from typing import TYPE_CHECKING, Any
 
 from tools.bench_configs import describe_config, run_configs, summarize
@@ -30,12 +31,20 @@ WARPS = (2, 4, 8)
 STAGES = (2, 3, 4)
 
 
+BLOCK_NAMES = "BLOCK or TILE in the name, BM/BN/BK/BD, ROWS, COLS or CHUNK as a word of it"
+_BLOCK_NAME = re.compile(r"B[MNKD]|(?:\w*_)?(?:ROWS|COLS|CHUNK)(?:_\w*)?")
+
+
 def block_constexprs(constexprs: dict[str, Any]) -> dict[str, int]:
-    """The constexprs that name block sizes: BLOCK or TILE in the name, a power of two (at most three)."""
+    """The constexprs that name block sizes (see BLOCK_NAMES), powers of two (at most three)."""
     found = {name: int(v) for name, v in constexprs.items()
-             if any(w in name.upper() for w in ("BLOCK", "TILE")) and isinstance(v, int) and not isinstance(v, bool)
-             and v >= 1 and v & (v - 1) == 0}
+             if _is_block_name(name) and isinstance(v, int) and not isinstance(v, bool) and v >= 1 and v & (v - 1) == 0}
     return dict(list(found.items())[:3])
+
+
+def _is_block_name(name: str) -> bool:
+    upper = name.upper()
+    return "BLOCK" in upper or "TILE" in upper or _BLOCK_NAME.fullmatch(upper) is not None
 
 
 def _steps(value: int, factors: tuple[float, ...]) -> list[int]:
@@ -78,8 +87,8 @@ async def autotune(rt: Runtime, req: BenchmarkRequest, progress: Progress) -> Be
     gpu = base.spec.target.startswith(("cuda", "amd"))
     if not blocks and not gpu:
         raise ToolInputError(
-            f"autotune found nothing to search in {base.kernel_name}: no constexpr names a block size (BLOCK or TILE "
-            "in the name, a power of two) and on the CPU num_warps and num_stages do not apply. Pass configs instead.")
+            f"autotune found nothing to search in {base.kernel_name}: no constexpr names a block size ({BLOCK_NAMES}; "
+            "a power of two) and on the CPU num_warps and num_stages do not apply. Pass configs instead.")
     limit = rt.limits.max_benchmark_configs
     request = req.model_copy(update={"kernel_id": base.kernel_id, "source": None, "configs": None})
     results: list[ConfigResult] = []

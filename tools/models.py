@@ -192,8 +192,8 @@ class BenchmarkRequest(LaunchRequest):
     ] = 3
     autotune: Annotated[
         bool, Field(description="Search the configs instead of timing the given ones: block-size constexprs "
-                    "(names with BLOCK or TILE, powers of two) around their values, then num_warps and num_stages "
-                    "(GPU) around the best; every config tried is reported.")
+                    "(powers of two named with BLOCK or TILE, BM/BN/BK/BD, ROWS, COLS or CHUNK) around their "
+                    "values, then num_warps and num_stages (GPU) around the best; every config tried is reported.")
     ] = False
 
 

@@ -28,6 +28,11 @@ def _request(**changes: Any) -> BenchmarkRequest:
 def test_the_search_space() -> None:
     assert block_constexprs({"BLOCK_M": 64, "BLOCK_N": 32, "GROUP": 8, "TILE": 3, "EVEN": True}) == \
         {"BLOCK_M": 64, "BLOCK_N": 32}
+    # the short and per-program names kernels use for their tiles
+    assert block_constexprs({"BM": 64, "BN": 32, "BK": 16, "GROUP_M": 8}) == {"BM": 64, "BN": 32, "BK": 16}
+    assert block_constexprs({"ROWS": 4, "BLOCK_D": 64, "WARPS": 4}) == {"ROWS": 4, "BLOCK_D": 64}
+    assert block_constexprs({"ROWS_PER_PROGRAM": 2, "CHUNK": 32, "SUBROWS": 8, "BMX": 4}) == \
+        {"ROWS_PER_PROGRAM": 2, "CHUNK": 32}
     one = block_round({"BLOCK": 256}, 16)
     assert one[0] == {"BLOCK": 256} and sorted(c["BLOCK"] for c in one) == [64, 128, 256, 512, 1024]
     two = block_round({"BLOCK_M": 64, "BLOCK_N": 64}, 16)  # 25 combinations do not fit: steps of 2
