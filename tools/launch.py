@@ -463,7 +463,8 @@ def run_launch_job(payload: dict[str, Any], state: WorkerState, report: Report) 
     passed = all(c["passed"] for c in checks.values()) if checks else None
     summary = launch_summary(kernel, payload["device"], payload["grid"], stats, checks)
     if not was_loaded:
-        summary += " (first launch in this worker: elapsed_ms includes loading the kernel)"
+        summary += (" (the kernel's first launch in this worker process, which is replaced after every benchmark "
+                    "and fault: elapsed_ms includes loading it)")
     return {
         "kernel_id": kernel["kernel_id"],
         "kernel_name": kernel["kernel_name"],
