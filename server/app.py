@@ -373,14 +373,16 @@ def create_app(
         maxnreg: m.MaxNReg = None,
         cluster_dims: m.ClusterDims = None,
         debug: m.LaunchDebug = None,
+        variants: m.Variants = None,
         source_file: SourceFile = None,
         ctx: Context | None = None,
     ) -> ToolResult:
         """Run a kernel once on inputs the harness builds from tensor specs (every load and store bounds-checked),
         then report each output's stats (min/max/mean, NaN/Inf counts, elements never written, first values) and
         compare it with a torch reference expression (max abs/rel error, pass/fail at the dtype's tolerance).
-        Echoes the signature and constexprs it ran with. A kernel that crashes or hangs returns an error that
-        names its unmasked accesses; the server recovers at once (a warm spare worker takes over)."""
+        Echoes the signature and constexprs it ran with. `variants` checks more sizes in the same call. A kernel
+        that crashes or hangs returns an error that names its unmasked accesses; the server recovers at once (a
+        warm spare worker takes over)."""
         req = _build(
             m.LaunchRequest,
             grid=grid,
@@ -400,6 +402,7 @@ def create_app(
             maxnreg=maxnreg,
             cluster_dims=cluster_dims,
             debug=debug,
+            variants=variants,
         )
         return await guarded(lambda: run_launch(rt, req, _progress(ctx)))
 

@@ -53,6 +53,9 @@ async def benchmark(rt: Runtime, req: BenchmarkRequest, progress: Progress | Non
     """The benchmark tool: the configs given, or with ``autotune`` a search of them (tools/autotune.py)."""
     progress = progress or noop_progress
     limits = rt.limits
+    if req.variants:
+        raise ToolInputError("variants is launch_kernel's: benchmark times one argument set. Check the other sizes "
+                             "with launch_kernel(variants=[...]), then benchmark the size that matters.")
     per_config_ms = req.warmup_ms + req.rep_ms
     if per_config_ms > limits.benchmark_time_s * 1e3:
         raise ToolInputError(

@@ -21,7 +21,7 @@ from tools.compile import compile_error, ensure_compiled, get_record, load_kerne
 from tools.errors import ToolInputError
 from tools.executor import Progress, Report, WorkerState, device_for, noop_progress, resolve_target
 from tools.grid import evaluate_grid
-from tools.models import LaunchRequest, LaunchResult
+from tools.models import LaunchRequest, LaunchResult, VariantResult
 from tools.reference import DEFAULT_MAX_BYTES, evaluate
 from tools.reference_program import parse_reference_text
 from tools.reference_sizes import SizeLimits
@@ -218,7 +218,56 @@ async def launch_kernel(rt: Runtime, req: LaunchRequest, progress: Progress | No
     out = await rt.executor.run(
         plan.device, "launch", plan.payload(rt), timeout=rt.limits.launch_timeout_s, progress=progress
     )
-    return LaunchResult.model_validate(out)
+    result = LaunchResult.model_validate(out)
+    if req.variants:
+        result = await _launch_variants(rt, req, result, progress)
+    return result
+
+
+async def _launch_variants(rt: Runtime, req: LaunchRequest, first: LaunchResult, progress: Progress) -> LaunchResult:
+    """Launch and check each argument set of ``req.variants`` as the first launch was; the result's
+    ``passed`` and summary then speak for all of them."""
+    assert req.variants
+    variants: list[VariantResult] = []
+    for i, changes in enumerate(req.variants):
+        unknown = sorted(set(changes) - set(req.args))
+        if unknown:
+            raise ToolInputError(
+                f"variants[{i}] names {', '.join(map(repr, unknown))}, which args does not: a variant replaces "
+                f"arguments of the first launch ({', '.join(req.args)})."
+            )
+        sub = req.model_copy(update={"args": {**req.args, **changes}, "variants": None})
+        try:
+            record = await resolve_kernel(rt, sub, progress)
+            plan = plan_launch(rt, sub, record)
+            out = await rt.executor.run(
+                plan.device, "launch", plan.payload(rt), timeout=rt.limits.launch_timeout_s, progress=progress
+            )
+        except ToolInputError as exc:
+            exc.message = f"variants[{i}] ({_describe_changes(changes)}): {exc.message}"
+            exc.args = (exc.message,)
+            raise
+        r = LaunchResult.model_validate(out)
+        variants.append(VariantResult(args=changes, grid=r.grid, passed=r.passed, checks=r.checks,
+                                      summary=r.summary))
+    checked = [p for p in [first.passed, *(v.passed for v in variants)] if p is not None]
+    passed = all(checked) if checked else None
+    failing = [f"variants[{i}] ({_describe_changes(v.args)}): {v.summary}" for i, v in enumerate(variants)
+               if v.passed is False]
+    ok = sum(v.passed is True for v in variants)
+    summary = first.summary + f"; variants: {ok}/{len(variants)} passed"
+    if failing:
+        summary += "; " + "; ".join(failing)
+    return first.model_copy(update={"variants": variants, "passed": passed, "summary": summary})
+
+
+def _describe_changes(changes: dict[str, Any]) -> str:
+    """`x_ptr shape [4097], n=4097`: what a variant changed, short."""
+    parts = []
+    for name, value in changes.items():
+        shape = getattr(value, "shape", None)
+        parts.append(f"{name} shape {list(shape)}" if shape is not None else f"{name}={value}")
+    return ", ".join(parts)
 
 
 # --- in the device worker ------------------------------------------------------------------------------

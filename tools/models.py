@@ -133,6 +133,19 @@ class CompileRequest(_Request):
     ] = None
 
 
+MAX_VARIANTS = 8
+Variants = Annotated[
+    list[dict[str, ArgValue]] | None,
+    Field(
+        max_length=MAX_VARIANTS,
+        description="More argument sets to launch and check the same way after the first, each replacing some "
+        "of args, e.g. [{'x_ptr': {'shape': [4097]}, 'out_ptr': {'shape': [4097], 'init': 'empty'}, 'n': 4097}]: "
+        "sizes that are not multiples of the block in one call. The grid is evaluated again for each; "
+        f"`passed` is true only if every set passes; at most {MAX_VARIANTS}.",
+    ),
+]
+
+
 class LaunchRequest(_Request):
     grid: Grid
     args: Args
@@ -151,6 +164,7 @@ class LaunchRequest(_Request):
     maxnreg: MaxNReg = None
     cluster_dims: ClusterDims = None
     debug: LaunchDebug = None
+    variants: Variants = None
 
 
 class BenchConfig(BaseModel):
@@ -304,6 +318,15 @@ class LaunchResult(BaseModel):
     checks: Annotated[dict[str, CheckResult], _d("Comparison with each reference.")]
     passed: Annotated[bool | None, _d("All checks passed; null when no reference was given.")]
     elapsed_ms: Annotated[float, _d("Wall time of the launch (not a benchmark).")]
+    summary: Summary
+    variants: Annotated[list[VariantResult], _d("One entry per set in the request's variants, in order.")] = []
+
+
+class VariantResult(BaseModel):
+    args: Annotated[dict[str, ArgValue], _d("The args this set replaced.")]
+    grid: Annotated[list[int], _d("Programs per axis, evaluated for this set.")]
+    passed: Annotated[bool | None, _d("Its checks passed; null when no reference was given.")]
+    checks: Annotated[dict[str, CheckResult], _d("Comparison with each reference.")]
     summary: Summary
 
 

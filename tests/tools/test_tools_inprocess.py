@@ -212,3 +212,42 @@ def test_benchmark_configs_and_baseline(rt: Runtime) -> None:
         assert config.gbps and config.gbps > 0
     assert result.baseline and result.speedup and result.passed
     assert result.bytes == 3 * N * 4 and "median" in result.summary and "flushed" in result.method
+
+
+def _sized(n: int) -> dict[str, Any]:
+    return {"x_ptr": {"shape": [n]}, "y_ptr": {"shape": [n]}, "out_ptr": {"shape": [n], "init": "empty"}, "n": n}
+
+
+def test_variants_check_more_sizes_in_one_call(rt: Runtime) -> None:
+    req = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, grid=["cdiv(n, BLOCK)"], args=_sized(N),
+                        reference={"out_ptr": "x_ptr + y_ptr"}, variants=[_sized(1), _sized(4097), _sized(256)])
+    result = run(launch_kernel, rt, req)
+    assert result.passed is True and [v.passed for v in result.variants] == [True, True, True]
+    assert [v.grid for v in result.variants] == [[1], [17], [1]]  # the grid evaluated for each set
+    assert "variants: 3/3 passed" in result.summary
+
+
+def test_a_failing_variant_fails_the_call_and_is_named(rt: Runtime) -> None:
+    """A fixed grid of 2 programs of 256 covers 512 elements, not 1000: the variant fails, the call says so."""
+    req = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, grid=[2], args=_sized(512),
+                        reference={"out_ptr": "x_ptr + y_ptr"}, variants=[_sized(300), _sized(N)])
+    result = run(launch_kernel, rt, req)
+    assert [v.passed for v in result.variants] == [True, False] and result.passed is False
+    assert "variants: 1/2 passed; variants[1] (x_ptr shape [1000], y_ptr shape [1000], out_ptr shape [1000], " \
+           "n=1000): add_kernel" in result.summary
+
+
+def test_a_variant_naming_an_unknown_argument_is_refused(rt: Runtime) -> None:
+    req = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, grid=["cdiv(n, BLOCK)"], args=_sized(N),
+                        variants=[{"m": 3}])
+    with pytest.raises(ToolInputError, match=r"variants\[0\] names 'm', which args does not"):
+        run(launch_kernel, rt, req)
+    bad_shape = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, grid=["cdiv(n, BLOCK)"], args=_sized(N),
+                              reference={"out_ptr": "x_ptr + y_ptr"}, variants=[{"x_ptr": {"shape": [7]}}])
+    with pytest.raises(ToolInputError, match=r"variants\[0\] \(x_ptr shape \[7\]\): "):
+        run(launch_kernel, rt, bad_shape)
+    with pytest.raises(ToolInputError, match="variants is launch_kernel's"):
+        run(benchmark, rt, BenchmarkRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, grid=["cdiv(n, BLOCK)"],
+                                            args=_sized(N), variants=[_sized(8)]))
+    with pytest.raises(ValidationError):
+        LaunchRequest(source=VECTOR_ADD, grid=[1], args=_sized(N), variants=[_sized(8)] * 9)
