@@ -175,7 +175,8 @@ def register_resources(mcp: FastMCP, rt: Runtime, docs: Path, examples: Path) ->
         return (
             f"Check kernel {kernel_id} with launch_kernel: build args as tensor specs (outputs with init 'empty', so "
             f"unwritten elements show in unwritten_count), use sizes {sizes} (the first set in args, the others in "
-            f"variants=[...], one call), and pass reference={reference!r} keyed by the output argument. Read checks[...].first_mismatch and max_abs_error when it fails; "
+            f"variants=[...], one call), and pass reference={reference!r} keyed by the output argument. "
+            "Read checks[...].first_mismatch and max_abs_error when it fails; "
             "read_artifact(kernel_id, 'source') shows the kernel. A crash names the unmasked accesses; launch again "
             "with debug=true to locate an out-of-bounds access."
         )
