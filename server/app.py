@@ -325,7 +325,8 @@ def create_app(
         artifacts: Annotated[
             list[str],
             Field(description="Compiler outputs to return: source, tir, llir, asm (x86 assembly on the CPU, PTX on "
-                  "CUDA), ptx, sass."),
+                  "CUDA, AMDGCN on AMD), ptx, sass, amdgcn, binary (the cubin or AMD code object: size, SHA-256 "
+                  "and base64)."),
         ] = [],  # noqa: B006 - pydantic copies defaults
         artifact_lines: Annotated[int | None, Field(ge=1, description="Lines per artifact page (default 200).")] = None,
         debug: m.Debug = False,
@@ -524,7 +525,8 @@ def create_app(
     async def read_artifact(
         kernel_id: Annotated[str, Field(description="A kernel_id from compile_kernel or list_kernels.")],
         artifact: Annotated[str, Field(description="source, tir (Tile IR), llir (LLVM IR), asm (x86 assembly on the "
-                                                   "CPU), ptx or sass.")],
+                                                   "CPU), ptx, sass, amdgcn or binary (base64 of the cubin or AMD "
+                                                   "code object).")],
         start_line: Annotated[int, Field(ge=1, description="First line (1-based).")] = 1,
         max_lines: Annotated[int | None, Field(ge=1, description="Lines to return (default 200).")] = None,
     ) -> ToolResult:

@@ -7,6 +7,8 @@ can crash a process (LLVM aborts) or take unbounded time. Records are cached by 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.metadata
 import re
 import time
@@ -34,6 +36,7 @@ ARTIFACT_KEYS: dict[str, tuple[str, ...]] = {
     "ptx": ("ptx",),
     "sass": ("sass",),
     "amdgcn": ("amdgcn",),
+    "binary": ("binary",),  # the cubin or AMD code object: its size and digest, then base64
 }
 # a Tile IR op of tl.inline_asm_elementwise, as the printer writes it
 _INLINE_ASM = re.compile(r"=\s*inline_asm\b|^\s*inline_asm\b", re.M)
@@ -204,6 +207,16 @@ async def compile_kernel(rt: Runtime, req: CompileRequest, progress: Progress | 
         available_artifacts=available_artifacts(record),
         summary=summary,
     )
+
+
+def binary_text(kind: str, data: bytes, target: str) -> str:
+    """A binary artifact as text: one line saying what it is (kind, size, SHA-256), then base64 in lines of
+    76 characters (`base64 -d` restores the file)."""
+    digest = hashlib.sha256(data).hexdigest()
+    encoded = base64.b64encode(data).decode("ascii")
+    lines = [f"# {kind} for {target}: {len(data)} bytes, sha256 {digest}; base64 below (decode with base64 -d)"]
+    lines += [encoded[i:i + 76] for i in range(0, len(encoded), 76)]
+    return "\n".join(lines)
 
 
 def available_artifacts(record: KernelRecord) -> list[str]:
@@ -414,10 +427,10 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
     for name in requested:
         if ON_REQUEST.get(name) == spec.target:
             artifacts[name]  # noqa: B018 - made when first read (the CPU's assembly)
-    asm = {
-        str(k): v if isinstance(v, str) else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-        for k, v in artifacts.items()
-    }
+    asm = {str(k): v if isinstance(v, str) else str(v) for k, v in artifacts.items() if not isinstance(v, bytes)}
+    binaries = [(str(k), v) for k, v in artifacts.items() if isinstance(v, bytes)]
+    if binaries:  # the loadable binary (a cubin, an AMD code object), as text an agent can carry
+        asm["binary"] = binary_text(*binaries[0], spec.target)
     lines = spec.source.splitlines()
     for note in metadata.get("notes", []) or []:
         line = note.get("line")

@@ -125,7 +125,8 @@ class CompileRequest(_Request):
     debug: Debug = False
     artifacts: Annotated[
         list[str],
-        Field(description="Compiler outputs to return: 'tir', 'llir', 'asm' (CPU assembly), 'ptx', 'sass'."),
+        Field(description="Compiler outputs to return: 'tir', 'llir', 'asm' (CPU assembly), 'ptx', 'sass', 'amdgcn', "
+              "'binary' (the cubin or AMD code object: size, SHA-256, base64)."),
     ] = []
     artifact_lines: Annotated[
         int | None,
@@ -234,7 +235,7 @@ class Resources(BaseModel):
 
 
 class ArtifactPage(BaseModel):
-    name: Annotated[str, Field(description="Artifact name: source, tir, llir, asm, ptx, sass.")]
+    name: Annotated[str, Field(description="Artifact name: source, tir, llir, asm, ptx, sass, amdgcn, binary.")]
     start_line: Annotated[int, Field(description="First line of this page (1-based).")]
     end_line: Annotated[int, Field(description="Last line of this page.")]
     total_lines: Annotated[int, Field(description="Lines of the whole artifact.")]
