@@ -323,8 +323,20 @@ def compile_error(exc: BaseException) -> ToolInputError:
     return ToolInputError(f"compilation failed:\n{diag['text']}", data={"diagnostics": [diag]})
 
 
+# words of a parameter's name that, by convention, hold a float (sm_scale, eps, dropout_p, lr, softcap ...)
+_FLOAT_WORDS = frozenset({"scale", "eps", "epsilon", "alpha", "beta", "lr", "momentum", "decay", "temperature",
+                          "temp", "sigma", "std", "p", "prob", "rate", "theta", "softcap", "cap", "factor", "mult",
+                          "slope", "weight_decay", "clip", "threshold", "tau", "inv", "rscale"})
+
+
 def _assumed_type(name: str) -> str:
-    return "*fp32" if "ptr" in name.lower() else "i32"
+    """The type compile_kernel assumes for a parameter given no signature: a float32 pointer for names
+    with `ptr`, fp32 for names made of float words (sm_scale, eps, dropout_p), else i32."""
+    lower = name.lower()
+    if "ptr" in lower:
+        return "*fp32"
+    words = [w for w in lower.split("_") if w]
+    return "fp32" if any(w in _FLOAT_WORDS for w in words) else "i32"
 
 
 def load_kernel(source: str, kernel_name: str | None) -> Any:

@@ -251,3 +251,16 @@ def test_a_variant_naming_an_unknown_argument_is_refused(rt: Runtime) -> None:
                                             args=_sized(N), variants=[_sized(8)]))
     with pytest.raises(ValidationError):
         LaunchRequest(source=VECTOR_ADD, grid=[1], args=_sized(N), variants=[_sized(8)] * 9)
+
+
+def test_float_parameters_are_assumed_by_their_names() -> None:
+    """With no signature, sm_scale, eps and dropout_p are assumed fp32 (not i32), pointers *fp32, others i32."""
+    from tools.compile import _assumed_type
+
+    assert [_assumed_type(n) for n in ("sm_scale", "eps", "dropout_p", "softcap", "x_ptr", "n_cols", "stride_m",
+                                       "seed", "BLOCK_ROWS")] == ["fp32"] * 4 + ["*fp32"] + ["i32"] * 4
+    src = VECTOR_ADD.replace("x_ptr, y_ptr, out_ptr, n,", "x_ptr, y_ptr, out_ptr, n, sm_scale,").replace(
+        "x + y", "(x + y) * sm_scale")
+    assert src != VECTOR_ADD
+    result = run(compile_kernel, Runtime(), CompileRequest(source=src, constexprs={"BLOCK": 256}))
+    assert result.signature["sm_scale"] == "fp32" and "sm_scale: fp32" in result.diagnostics[0].message
