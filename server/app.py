@@ -419,7 +419,10 @@ def create_app(
         constexprs: m.Constexprs = None,
         reference: m.ReferenceExprs = None,
         baseline: Annotated[
-            str | None, Field(description="Torch expression over the args to time as the baseline.")
+            str | None, Field(description=m.BenchmarkRequest.model_fields["baseline"].description)
+        ] = None,
+        baseline_setup: Annotated[
+            str | None, Field(description=m.BenchmarkRequest.model_fields["baseline_setup"].description)
         ] = None,
         configs: Annotated[
             list[m.BenchConfig] | None,
@@ -460,6 +463,7 @@ def create_app(
             constexprs=constexprs,
             reference=reference,
             baseline=baseline,
+            baseline_setup=baseline_setup,
             configs=configs,
             bytes=bytes,
             flops=flops,

@@ -35,7 +35,7 @@ from tools.launch import (
 )
 from tools.models import BenchConfig, BenchmarkRequest, BenchmarkResult
 from tools.reference import check_sizes, evaluate
-from tools.reference_program import parse_reference_text
+from tools.reference_program import evaluate_setup, parse_reference_text
 
 if TYPE_CHECKING:
     from tools.runtime import Runtime
@@ -217,10 +217,13 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
         runners[i] = functools.partial(launch_once, jit, kernel, entry["grid"], checked=False)
 
     run_baseline: Callable[[dict[str, Any]], Any] | None = None
+    baseline_sets = sets
     if payload["baseline"]:
-        ref = parse_reference_text(payload["baseline"], names=list(values), label="baseline")
         size_limits = reference_size_limits(payload)
-        check_sizes(ref, values, **size_limits)  # once: every input set has the same shapes
+        with torch.no_grad():  # the setup's values, once per input set, untimed
+            baseline_sets = [evaluate_setup(payload.get("baseline_setup"), current, **size_limits) for current in sets]
+        ref = parse_reference_text(payload["baseline"], names=list(baseline_sets[0]), label="baseline")
+        check_sizes(ref, baseline_sets[0], **size_limits)  # once: every input set has the same shapes
 
         def run_baseline(current: dict[str, Any]) -> Any:
             with torch.no_grad():
@@ -247,7 +250,7 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
             try:
                 times[k] += time_runs(
                     run_baseline if k is None else runners[k],  # type: ignore[arg-type]
-                    sets,
+                    baseline_sets if k is None else sets,
                     (lambda s: None) if k is None else restore,
                     device=device,
                     warmup_ms=warmup,
@@ -275,7 +278,7 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
                     ceilings)
     baseline = _timing(times[None]) if run_baseline is not None else None
     if baseline is not None and run_baseline is not None:
-        view_of = _view_of_input(run_baseline(sets[0]), sets[0])
+        view_of = _view_of_input(run_baseline(baseline_sets[0]), baseline_sets[0])
         if view_of:
             baseline["note"] = (
                 f"it returns a view of '{view_of}' and moves no data, so its time is not comparable with a kernel "

@@ -15,7 +15,7 @@ from tools.errors import ToolInputError
 from tools.executor import Progress
 from tools.launch import plan_launch, resolve_kernel
 from tools.models import BenchConfig, BenchmarkRequest, BenchmarkResult
-from tools.reference_program import parse_reference_text
+from tools.reference_program import parse_reference_text, setup_names
 from tools.specs import check_args_limits
 from tools.store import KernelRecord
 
@@ -84,13 +84,17 @@ async def run_configs(
         entries.append({"config": cfg.model_dump(), "kernel": record.launch_info(), "grid": config_plan.grid})
     if plan is None:
         raise ToolInputError("no config compiled: " + "; ".join(e["error"] for e in entries))
+    if req.baseline_setup is not None and req.baseline is None:
+        raise ToolInputError("baseline_setup is evaluated for the baseline: give baseline too.")
     if req.baseline is not None:
-        parse_reference_text(req.baseline, names=list(req.args), label="baseline", max_chars=limits.max_reference_chars)
+        names = list(req.args) + setup_names(req.baseline_setup, list(req.args), limits.max_reference_chars)
+        parse_reference_text(req.baseline, names=names, label="baseline", max_chars=limits.max_reference_chars)
     ceilings = device_ceilings(await describe_device(rt, plan.device, progress))
     payload = plan.payload(rt) | {
         "ceilings": ceilings,
         "entries": entries,
         "baseline": req.baseline if baseline else None,
+        "baseline_setup": req.baseline_setup if baseline else None,
         "bytes": req.bytes,
         "flops": req.flops,
         "warmup_ms": req.warmup_ms,

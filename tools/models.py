@@ -186,6 +186,12 @@ class BenchmarkRequest(LaunchRequest):
               "(assignments before it allowed, as in reference). End a view (x_ptr.T) with .contiguous() so that "
               "it moves the data the kernel writes."),
     ] = None
+    baseline_setup: Annotated[
+        str | None,
+        Field(description="Assignments in the reference language evaluated once per input set before timing, "
+              "untimed; the baseline may use the names they assign, e.g. 'causal = torch.ones(1000, 1000, "
+              "dtype=torch.bool).triu(1)' for a baseline 'torch.softmax(x_ptr.masked_fill(causal, -math.inf), -1)'."),
+    ] = None
     configs: Annotated[
         list[BenchConfig] | None,
         Field(description="Variants to time (autotuning); default: the kernel as given."),

@@ -20,11 +20,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tools.errors import ToolInputError
-from tools.reference import Reference, measure_tree, parse_reference
+from tools.reference import Reference, evaluate, measure_tree, parse_reference
 
-__all__ = ["Statement", "Program", "parse_program", "inline", "parse_reference_text", "MAX_STATEMENTS",
+__all__ = ["Statement", "Program", "parse_program", "inline", "parse_reference_text", "setup_names",
+           "evaluate_setup", "MAX_STATEMENTS",
            "MAX_PROGRAM_CHARS", "DEFAULT_OUTPUT"]
 
 MAX_STATEMENTS = 16
@@ -220,3 +222,29 @@ def parse_reference_text(
     # each statement passed the limits; the inlined whole is bounded by the node count just checked
     return parse_reference(expression, names=names, label=label, max_chars=max(max_chars, len(expression)),
                            max_nodes=max_nodes, max_depth=max_depth * MAX_STATEMENTS)
+
+
+def _setup_program(text: str, names: Collection[str], max_chars: int) -> Program:
+    try:
+        return parse_program(text, arg_names=names, outputs=None, max_chars=max_chars, max_nodes=400, max_depth=40)
+    except ToolInputError as exc:
+        raise ToolInputError(f"baseline_setup: {exc.message}", data=exc.data) from None
+
+
+def setup_names(text: str | None, names: Collection[str], max_chars: int = 2000) -> list[str]:
+    """The names a baseline_setup assigns (validated over the argument ``names``); [] without one."""
+    if text is None:
+        return []
+    return [s.target for s in _setup_program(text, names, max_chars).statements]
+
+
+def evaluate_setup(text: str | None, env: Mapping[str, Any], **size_limits: Any) -> dict[str, Any]:
+    """``env`` with the values a baseline_setup assigns, each statement evaluated in turn (the reference
+    evaluator: validated trees, size limits), never executed as Python."""
+    out = dict(env)
+    if text is None:
+        return out
+    for stmt in _setup_program(text, list(env), 2000).statements:
+        ref = parse_reference(stmt.text, names=list(out), label=f"baseline_setup {stmt.label}")
+        out[stmt.target] = evaluate(ref, out, **size_limits)
+    return out

@@ -63,3 +63,24 @@ async def test_statements_check_a_launch_and_time_a_baseline(client: Client) -> 
     bench = GOOD | {"baseline": "s = x_ptr * 1; s + y_ptr", "warmup_ms": 1, "rep_ms": 2}
     result, answer = await call(client, "benchmark", bench)
     assert not result.is_error and result.structured_content["baseline"]["n"] >= 1, answer
+
+
+@pytest.mark.parametrize("name", ["import_call", "dunder_walk", "open", "torch_load", "inplace", "out_keyword"])
+async def test_no_code_runs_from_a_baseline_setup(client: Client, tmp_path: Path, name: str) -> None:
+    marker = tmp_path / "pwned"
+    attack = CODE[name].format(marker=marker).replace("x", "x_ptr").replace("w", "y_ptr")
+    args = GOOD | {"baseline": "x_ptr + h", "baseline_setup": f"h = {attack}", "warmup_ms": 1, "rep_ms": 2}
+    result, answer = await call(client, "benchmark", args)
+    assert_clear_error(result, answer)
+    assert "baseline_setup" in answer and not marker.exists()
+    await next_call_works(client)
+
+
+async def test_a_baseline_setup_is_held_to_the_size_limits(client: Client) -> None:
+    args = GOOD | {"baseline": "x_ptr + h.sum()", "baseline_setup": "h = x_ptr.expand(2 ** 30, 1000)",
+                   "warmup_ms": 1, "rep_ms": 2}
+    start = time.monotonic()
+    result, answer = await call(client, "benchmark", args)
+    assert_clear_error(result, answer, "limit")
+    assert time.monotonic() - start < 30
+    await next_call_works(client)

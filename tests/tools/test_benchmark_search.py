@@ -172,3 +172,20 @@ def test_a_baseline_that_returns_a_view_is_called_out() -> None:
     assert "baseline: it returns a view of 'x_ptr'" in result.summary and ".contiguous()" in result.summary
     plain = anyio.run(benchmark, Runtime(), _request(baseline="x_ptr + y_ptr"))
     assert plain.baseline is not None and plain.baseline.note is None and "view" not in plain.summary
+
+
+def test_baseline_setup_is_evaluated_once_and_untimed() -> None:
+    """A baseline that needs a value the kernel's args do not hold (a causal mask) gets it from
+    baseline_setup, built once per input set outside the timed runs."""
+    setup = "keep = torch.arange(3000) % 2 == 0; zero = torch.zeros(3000)"
+    req = _request(baseline="torch.where(keep, x_ptr + y_ptr, zero)", baseline_setup=setup)
+    result = anyio.run(benchmark, Runtime(), req)
+    assert result.baseline is not None and result.baseline.n >= 10 and result.speedup is not None
+    with pytest.raises(ToolInputError, match="baseline: unknown name 'keep'"):
+        anyio.run(benchmark, Runtime(), _request(baseline="torch.where(keep, x_ptr, y_ptr)"))
+    with pytest.raises(ToolInputError, match="baseline_setup: .*statements are not supported"):
+        anyio.run(benchmark, Runtime(), _request(baseline="x_ptr", baseline_setup="import os"))
+    with pytest.raises(ToolInputError, match="give baseline too"):
+        anyio.run(benchmark, Runtime(), _request(baseline_setup="k = x_ptr * 2"))
+    with pytest.raises(ToolInputError, match="is an argument"):
+        anyio.run(benchmark, Runtime(), _request(baseline="x_ptr", baseline_setup="x_ptr = y_ptr * 2"))
