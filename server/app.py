@@ -450,7 +450,8 @@ def create_app(
     ) -> ToolResult:
         """Time a kernel (and optional config variants, or with autotune=true a search of block sizes, warps and
         stages, and a torch baseline) on harness-owned inputs: warm-up by time, cache flushed between runs, at
-        least 10 timed runs, several input sets at distinct addresses. Reports median/p10/p90 us, n and the noise,
+        least 10 timed runs each (unless the call's time runs out), configs and baseline taken in interleaved
+        rounds, several input sets at distinct addresses. Reports median/p10/p90 us, n and the noise,
         GB/s, and TFLOP/s when flops is given, as percentages of the device's measured peaks, the speedup over the
         baseline, the measurement method, and re-checks the timed outputs against the reference."""
         req = _build(
