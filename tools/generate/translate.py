@@ -10,6 +10,7 @@ is laid out from them by group.py.
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import operator
 from collections.abc import Callable, Mapping
@@ -19,7 +20,7 @@ import torch
 
 from compiler.fusion.ops import TL_DTYPE
 from tools.errors import ToolInputError
-from tools.generate.registry import Lowering, describe
+from tools.generate.registry import Lowering
 from tools.generate.values import Const, InputRef, OpRef, Pair, ParamRef, PreOp, Scalar, Val
 from tools.reference import DTYPES, MATH_CONSTANTS, TORCH_CONSTANTS, dotted_name
 from tools.reference_program import Program, Statement
@@ -510,8 +511,19 @@ class Translator:
         lowering = self.lowerings.get(key)
         if lowering is None:
             self.fail(func, f"{key.removeprefix('builtin.').replace('Tensor.', 'tensor method ')} cannot be fused "
-                      "into a generated kernel", _by_hand(key) + "It fuses: " + describe(self.lowerings) + ".")
+                      "into a generated kernel", _by_hand(key) + _nearest(key, self.lowerings))
         return lowering(self, args, kwargs)
+
+
+def _nearest(key: str, lowerings: Mapping[str, Any]) -> str:
+    """The fusable functions whose names come closest to ``key`` (the description lists them all)."""
+    name = key.rsplit(".", 1)[-1]
+    by_name: dict[str, list[str]] = {}
+    for k in lowerings:
+        by_name.setdefault(k.rsplit(".", 1)[-1], []).append(k.replace("Tensor.", "tensor method ."))
+    close = [w for n in difflib.get_close_matches(name, list(by_name), n=4, cutoff=0.6) for w in by_name[n]]
+    near = f"Fusable functions with close names: {', '.join(close)}. " if close else ""
+    return near + "generate_kernel's description lists every function it fuses."
 
 
 def _by_hand(key: str) -> str:
