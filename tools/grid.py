@@ -1,7 +1,9 @@
-"""Launch grids: ints, or small integer expressions over the launch's scalars and constexprs.
+"""Launch grids: ints, or small integer expressions over the launch's scalars, constexprs and
+tensor shapes.
 
-``["cdiv(n, BLOCK)", 4]`` becomes ``[8, 4]`` when ``n = 1000`` and ``BLOCK = 128``. The
-expressions are interpreted over a whitelist (integers, names, + - * // % and cdiv, max, min,
+``["cdiv(n, BLOCK)", 4]`` becomes ``[8, 4]`` when ``n = 1000`` and ``BLOCK = 128``;
+``"cdiv(a_ptr.shape[0], BM)"`` reads a tensor argument's shape. The expressions are interpreted
+over a whitelist (integers, names, `name.shape[i]`, + - * // % and cdiv, max, min,
 next_power_of_2), never executed.
 """
 
@@ -48,13 +50,29 @@ def _eval(node: ast.AST, names: Mapping[str, Any], text: str) -> int:
         value = node.value
     elif isinstance(node, ast.Name):
         if node.id not in names:
-            raise fail(f"unknown name {node.id!r}; available: {', '.join(sorted(names)) or '(none)'}")
+            known = sorted(n for n in names if n != _SHAPES)
+            raise fail(f"unknown name {node.id!r}; available: {', '.join(known) or '(none)'}")
         value = names[node.id]
         if not isinstance(value, int) or isinstance(value, bool):
             raw: object = value
             given = f"{raw!r}: pass {int(raw)} (an int) in args for an i32 size" if (
                 isinstance(raw, float) and raw.is_integer()) else repr(raw)
             raise fail(f"{node.id!r} is not an integer (it is {given})")
+    elif (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "shape"
+        and isinstance(node.value.value, ast.Name)
+    ):
+        tensor = node.value.value.id
+        shapes = names.get(_SHAPES, {})
+        shape = shapes.get(tensor)
+        if shape is None:
+            raise fail(f"{tensor!r} is not a tensor argument; tensors: {', '.join(shapes) or '(none)'}")
+        index = _eval(node.slice, names, text)  # an integer expression, e.g. 0 or -1
+        if not -len(shape) <= index < len(shape):
+            raise fail(f"{tensor} has {len(shape)} dimension(s); shape[{index}] is out of range")
+        value = int(shape[index])
     elif isinstance(node, ast.BinOp) and type(node.op) in _OPS:
         left, right = _eval(node.left, names, text), _eval(node.right, names, text)
         if isinstance(node.op, ast.FloorDiv | ast.Mod) and right == 0:
@@ -87,11 +105,18 @@ def _eval(node: ast.AST, names: Mapping[str, Any], text: str) -> int:
     return value
 
 
-_HELP = "Grid entries are ints or expressions like 'cdiv(n, BLOCK)' over scalar args and constexprs."
+_HELP = ("Grid entries are ints or expressions like 'cdiv(n, BLOCK)' over scalar args and constexprs, and tensor "
+         "args' shapes ('cdiv(x_ptr.shape[0], BLOCK)').")
+_SHAPES = "\0shapes"  # the key of the tensor shapes among the names (no argument can be called this)
 
 
-def evaluate_grid(grid: list[int | str] | int | str, names: Mapping[str, Any], *, max_programs: int) -> list[int]:
-    """Resolve a grid to 1-3 non-negative ints; refuse grids beyond ``max_programs`` program instances."""
+def evaluate_grid(
+    grid: list[int | str] | int | str, names: Mapping[str, Any], *, max_programs: int,
+    shapes: Mapping[str, tuple[int, ...] | list[int]] | None = None,
+) -> list[int]:
+    """Resolve a grid to 1-3 non-negative ints; refuse grids beyond ``max_programs`` program instances.
+    ``shapes``: the tensor arguments' shapes, which entries may read as ``name.shape[i]``."""
+    names = {**names, _SHAPES: dict(shapes or {})}
     entries = grid if isinstance(grid, list) else [grid]
     if not 1 <= len(entries) <= 3:
         raise ToolInputError(f"grid has {len(entries)} entries; give 1 to 3 (programs along axes 0, 1, 2).")

@@ -175,7 +175,9 @@ def plan_launch(rt: Runtime, req: LaunchRequest, record: KernelRecord, *, copies
     check_args(record, req.args)
     check_args_limits(dict(req.args), rt.limits, copies=copies)
     scalars = {n: v for n, v in req.args.items() if not isinstance(v, TensorSpec)}
-    grid = evaluate_grid(req.grid, {**scalars, **record.spec.constexprs}, max_programs=rt.limits.max_grid_programs)
+    shapes = {n: tuple(v.shape) for n, v in req.args.items() if isinstance(v, TensorSpec) and v.shape is not None}
+    grid = evaluate_grid(req.grid, {**scalars, **record.spec.constexprs}, max_programs=rt.limits.max_grid_programs,
+                         shapes=shapes)
     tensors = [n for n, v in req.args.items() if isinstance(v, TensorSpec)]
     empty = {n for n in tensors if req.args[n].init == "empty"}  # type: ignore[union-attr]
     references = dict(req.reference or {})

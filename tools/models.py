@@ -67,7 +67,8 @@ Grid = Annotated[
     list[int | str] | int | str,
     Field(
         description="Program instances per axis (1-3 entries). Entries are ints or integer expressions over "
-        "scalar args and constexprs with + - * // % and cdiv/max/min, e.g. ['cdiv(n, BLOCK)']."
+        "scalar args, constexprs and tensor args' shapes with + - * // % and cdiv/max/min, e.g. ['cdiv(n, BLOCK)'] "
+        "or ['cdiv(a_ptr.shape[0], BM)']."
     ),
 ]
 Args = Annotated[

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -206,3 +207,19 @@ def test_values_a_dtype_cannot_hold_are_the_callers_error(spec: dict[str, Any]) 
     with pytest.raises(ToolInputError) as info:
         build_tensor("x_ptr", TensorSpec.model_validate(spec))
     assert "args['x_ptr']" in info.value.message and "Traceback" not in info.value.message
+
+
+def test_grid_entries_read_tensor_shapes() -> None:
+    """`cdiv(a_ptr.shape[0], BM)`: a grid over a tensor's rows needs no extra scalar argument."""
+    shapes = {"a_ptr": (1000, 64), "off_ptr": (9,)}
+    assert evaluate_grid(["cdiv(a_ptr.shape[0], BM)", "off_ptr.shape[-1] - 1"], {"BM": 64}, max_programs=10**6,
+                         shapes=shapes) == [16, 8]
+    for entry, message in [("x_ptr.shape[0]", "'x_ptr' is not a tensor argument; tensors: a_ptr, off_ptr"),
+                           ("a_ptr.shape[2]", "has 2 dimension"), ("a_ptr.shape[BM]", "shape[64] is out of range"),
+                           ("a_ptr.shape[0:1]", "unsupported syntax"),
+                           ("a_ptr.dtype", "unsupported syntax"), ("a_ptr.shape", "unsupported syntax"),
+                           ("a_ptr.shape[0].__class__", "unsupported syntax")]:
+        with pytest.raises(ToolInputError, match=re.escape(message)):
+            evaluate_grid([entry], {"BM": 64}, max_programs=10**6, shapes=shapes)
+    with pytest.raises(ToolInputError, match="available: BM"):  # the shapes are not a name
+        evaluate_grid(["nope"], {"BM": 64}, max_programs=10**6, shapes=shapes)
