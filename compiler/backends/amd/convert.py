@@ -24,7 +24,7 @@ from .lower import GPUTile, amd_type, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import AmdLowering
 
-__all__ = ["convert", "move", "row_major"]
+__all__ = ["convert", "move", "row_major", "spill", "linear_index", "lds_load", "lds_store"]
 
 
 def row_major(shape: Sequence[int]) -> tuple[int, ...]:
@@ -129,8 +129,9 @@ def elem_bytes(elem: T.ElemType) -> int:
     return 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
 
 
-def _through_lds(lw: AmdLowering, x: GPUTile, target: LinearLayout, strides: tuple[int, ...], elem: T.ElemType,
-                 op: Op | None) -> GPUTile:
+def spill(lw: AmdLowering, x: GPUTile, elem: T.ElemType, op: Op | None) -> ir.Value:
+    """`x` stored row-major in the LDS scratch area, visible to the whole workgroup (between two
+    barriers); returns the area."""
     n = 1
     for s in x.layout.out_shape:
         n *= s
@@ -147,5 +148,16 @@ def _through_lds(lw: AmdLowering, x: GPUTile, target: LinearLayout, strides: tup
         seen.add(key)
         lds_store(lw, base, _index(lw, x.layout, r, src_strides), x.regs[r], elem)
     lw.barrier()
+    return base
+
+
+def linear_index(lw: AmdLowering, layout: LinearLayout, r: int) -> ir.Value:
+    """The row-major index of register r's element in this thread (i32)."""
+    return _index(lw, layout, r, row_major(layout.out_shape))
+
+
+def _through_lds(lw: AmdLowering, x: GPUTile, target: LinearLayout, strides: tuple[int, ...], elem: T.ElemType,
+                 op: Op | None) -> GPUTile:
+    base = spill(lw, x, elem, op)
     regs = [lds_load(lw, base, _index(lw, target, r, strides), elem) for r in range(num_regs(target))]
     return GPUTile(target, regs)

@@ -1,0 +1,98 @@
+"""Shape ops on AMDGPU: join, split, cat and reshape by renaming registers; gather and sort.
+
+The layouts are the shared ones of compiler/layouts/shape.py and the lowerings those of
+compiler/backends/tile_shape.py, with this backend's wavefront of 64 lanes, its lane exchange
+(ds_bpermute, reduce.py) and its LDS scratch area (convert.py):
+
+- join adds a last dimension of size 2 held by the lowest register bit, so split of a joined
+  tile, cat of two equal tiles and a power-of-two reshape move no data; a split of a tile whose
+  pair is not held by one register bit converts it first (through LDS when threads must trade);
+- gather spills the source to LDS (row-major) and each thread reads its elements;
+- sort runs the bitonic network; a partner element comes from another register, another lane
+  of the wavefront (ds_bpermute) or, across waves, LDS.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ...ir import types as T
+from ...ir.core import Op
+from ...layouts import LANE, LinearLayout
+from ...layouts.shape import reshaped_layout
+from .. import tile_shape
+from ..llvm.scalar import I32
+from .convert import lds_load, linear_index, move, row_major, spill
+from .lower import WAVE, GPUTile, amd_type, num_regs
+from .reduce import lane_xor
+
+if TYPE_CHECKING:
+    from .lower import AmdLowering
+
+__all__ = ["lower_join", "lower_split", "lower_cat", "lower_gather", "lower_sort", "lower_reshape"]
+
+
+def lower_join(lw: AmdLowering, op: Op) -> None:
+    tile_shape.lower_join(lw, op, WAVE, GPUTile)
+
+
+def lower_split(lw: AmdLowering, op: Op) -> None:
+    tile_shape.lower_split(lw, op, WAVE, GPUTile)
+
+
+def lower_cat(lw: AmdLowering, op: Op) -> None:
+    tile_shape.lower_cat(lw, op, GPUTile, "AMD")
+
+
+def lower_reshape(lw: AmdLowering, op: Op) -> None:
+    """Row-major order kept: the operand's layout read as the new shape (docs/layouts.md#the-map),
+    the registers unchanged; a scalar operand splats."""
+    src = op.operands[0]
+    shape = T.shape_of(op.result.type)
+    x = lw.vals[src]
+    if not isinstance(x, GPUTile):
+        layout = lw.canonical(shape)
+        lw.vals[op.result] = GPUTile(layout, [x] * num_regs(layout))
+        return
+    relabelled = reshaped_layout(x.layout, shape)
+    if relabelled is not None:
+        lw.vals[op.result] = GPUTile(relabelled, list(x.regs))
+        return
+    lw.vals[op.result] = move(lw, x, lw.canonical(shape), row_major(shape), T.elem_of(op.result.type), op)
+
+
+def lower_gather(lw: AmdLowering, op: Op) -> None:
+    """out[.., i, ..] = src[.., index[.., i, ..], ..] along `axis`; an index outside [0, n) gives 0."""
+    tile_shape.check_gather(op, "AMD")
+    src_v, idx_v = op.operands
+    elem = T.elem_of(src_v.type)
+    idx = lw.tile(idx_v)
+    base = spill(lw, lw.tile(src_v), elem, op)
+    zero = ir.Constant(amd_type(elem), None)
+    lw.vals[op.result] = GPUTile(idx.layout, tile_shape.gather_regs(lw, op, idx, zero,
+                                                                    lambda i: lds_load(lw, base, i, elem)))
+
+
+def lower_sort(lw: AmdLowering, op: Op) -> None:
+    x = tile_shape.sort_layout(lw, op, "AMD")
+    layout = x.layout
+    et = T.elem_of(op.operands[0].type)
+
+    def partner(dim: str, bit: int, regs: list[ir.Value], j: int) -> list[ir.Value]:
+        if dim == LANE:
+            return [lane_xor(lw, v, 1 << bit) for v in regs]
+        return _across_waves(lw, op, layout, et, regs, j)
+
+    lw.vals[op.result] = GPUTile(layout, tile_shape.sort_regs(lw, layout, et, list(x.regs),
+                                                              bool(op.attrs["descending"]), partner))
+
+
+def _across_waves(lw: AmdLowering, op: Op, layout: LinearLayout, et: T.ElemType, regs: list[ir.Value],
+                  j: int) -> list[ir.Value]:
+    """Each register's partner (coordinate ^ j along the last axis), read back from LDS: the last
+    axis has stride 1 in the row-major index, so the partner is at index ^ j."""
+    base = spill(lw, GPUTile(layout, regs), et, op)
+    return [lds_load(lw, base, lw.b.xor(linear_index(lw, layout, r), ir.Constant(I32, j)), et)
+            for r in range(len(regs))]
