@@ -24,7 +24,8 @@ from ..layouts import shape as L
 from .llvm import scalar as S
 from .llvm.scalar import I32, I64
 
-__all__ = ["RegisterTiles", "lower_join", "lower_split", "lower_cat", "gather_regs", "sort_layout", "sort_regs"]
+__all__ = ["RegisterTiles", "renaming_ops", "lower_join", "lower_split", "lower_cat", "check_gather", "gather_regs",
+           "lower_sort"]
 
 
 class RegisterTiles(Protocol):
@@ -95,6 +96,14 @@ def lower_cat(lw: RegisterTiles, op: Op, tile: Tile, backend: str) -> None:
     lw.vals[op.result] = tile(L.cat_layout(a.layout), list(a.regs) + list(b.regs))
 
 
+def renaming_ops(lanes: int, tile: Tile, backend: str) -> dict[str, Callable[[Any, Op], None]]:
+    """join, split and cat for a backend's lowering table, bound to its lanes per warp, its tile
+    constructor and its name (for errors)."""
+    return {"join": lambda lw, op: lower_join(lw, op, lanes, tile),
+            "split": lambda lw, op: lower_split(lw, op, lanes, tile),
+            "cat": lambda lw, op: lower_cat(lw, op, tile, backend)}
+
+
 def check_gather(op: Op, backend: str) -> None:
     """The index may exceed the source only along the gather axis."""
     src_shape, out_shape = T.shape_of(op.operands[0].type), T.shape_of(op.operands[1].type)
@@ -132,7 +141,7 @@ def gather_regs(lw: RegisterTiles, op: Op, idx: Any, zero: ir.Value,
     return regs
 
 
-def sort_layout(lw: RegisterTiles, op: Op, backend: str) -> Any:
+def _sort_operand(lw: RegisterTiles, op: Op, backend: str) -> Any:
     """The operand of a sort in a layout where every coordinate bit of the last axis is one
     register, lane or warp bit (its own when it is, else the canonical one)."""
     x_v = op.operands[0]
@@ -147,6 +156,23 @@ def sort_layout(lw: RegisterTiles, op: Op, backend: str) -> Any:
     if not L.sortable(x.layout, axis, shape[axis]):
         raise UnsupportedError(f"internal: no layout of {list(shape)} suits a sort", op.loc)
     return x
+
+
+def lower_sort(lw: RegisterTiles, op: Op, backend: str, tile: Tile, lane_xor: Callable[[ir.Value, int], ir.Value],
+               across_warps: Callable[[LinearLayout, T.ElemType, list[ir.Value], int], list[ir.Value]]) -> None:
+    """tl.sort along the last axis (`sort_regs`). `lane_xor(v, mask)` is the value v of lane
+    (this lane ^ mask); `across_warps(layout, elem, regs, j)` each register's partner at
+    coordinate ^ j along the last axis, held by another warp (through on-chip memory)."""
+    x = _sort_operand(lw, op, backend)
+    layout = x.layout
+    et = T.elem_of(op.operands[0].type)
+
+    def partner(dim: str, bit: int, regs: list[ir.Value], j: int) -> list[ir.Value]:
+        if dim == LANE:
+            return [lane_xor(v, 1 << bit) for v in regs]
+        return across_warps(layout, et, regs, j)
+
+    lw.vals[op.result] = tile(layout, sort_regs(lw, layout, et, list(x.regs), bool(op.attrs["descending"]), partner))
 
 
 # partner(in_dim, bit, regs, j): each register's partner element (coordinate ^ j along the last

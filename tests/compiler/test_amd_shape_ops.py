@@ -17,14 +17,13 @@ import numpy as np
 import pytest
 
 from compiler import errors as E
-from compiler.backends.amd.metadata import kernel_descriptor
-from compiler.backends.amd.toolchain import find_linker
 from compiler.layouts import LANE, REGISTER, WARP, LinearLayout, fill_blocked
 from compiler.layouts import shape as L
 from compiler.runtime.launch import compile_for_signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ptx_ops_kernels as K  # noqa: E402
+from amd_checks import check_compiled  # noqa: E402
 
 ARCHS = ("gfx942", "gfx950")
 WAVE = 64
@@ -37,28 +36,16 @@ def _compile(name: str, arch: str, num_warps: int = 4) -> Any:
     return compile_for_signature(fn, sig, cx, f"amd:{arch}", num_warps, 3, debug)
 
 
-def _check(ck: Any) -> str:
-    asm = str(ck.asm["amdgcn"])
-    assert re.search(r"^\s*\.amdhsa_private_segment_fixed_size\s+0$", asm, re.M)
-    assert ck.metadata["n_spills"] == 0 and ck.metadata["shared"] <= 64 * 1024
-    if find_linker() is not None:
-        kd = kernel_descriptor(ck.asm["hsaco"], f"{ck.artifacts.symbol}.kd")
-        assert kd is not None and kd["private_segment_fixed_size"] == 0
-        assert kd["group_segment_fixed_size"] == ck.metadata["shared"]
-    return asm
-
-
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", SHAPE_CASES)
 def test_shape_op_kernel_compiles(name: str, arch: str) -> None:
-    asm = _check(_compile(name, arch))
-    assert f"amdgcn-amd-amdhsa--{arch}" in asm and "global_store" in asm
+    assert "global_store" in check_compiled(_compile(name, arch), arch)
 
 
 @pytest.mark.parametrize("num_warps", [1, 8])
 @pytest.mark.parametrize("name", ["sort2d", "sort1d", "gather1", "cat", "split_loaded"])
 def test_other_wave_counts(name: str, num_warps: int) -> None:
-    _check(_compile(name, "gfx942", num_warps))
+    check_compiled(_compile(name, "gfx942", num_warps), "gfx942")
 
 
 def test_join_then_split_moves_no_data() -> None:

@@ -24,7 +24,7 @@ from ..llvm import scalar as S
 from ..llvm.fp8 import FORMATS
 from ..llvm.scalar import I8, I32
 from .convert import _index, elem_bytes, lds_addr, lds_load, lds_store
-from .lower import GPUTile, amd_type, num_regs, reg_coords
+from .lower import GPUTile, amd_type, num_regs, reg_coords, unsupported
 from .mfma import BLOCK, Mfma, accumulator_layout, choose, wave_grid
 
 if TYPE_CHECKING:
@@ -97,6 +97,9 @@ def _stage(lw: AmdLowering, op: Op, kp: int) -> tuple[ir.Value, ir.Value]:
 
 def lower_dot(lw: AmdLowering, op: Op) -> None:
     a_v, b_v, acc_v = op.operands
+    if len(T.shape_of(acc_v.type)) != 2:
+        raise unsupported("a batched (3-D) tl.dot", op, lw.arch, "give each batch entry its own program (or loop) "
+                          "of 2-D tl.dot, or compile for 'cpu' or a 'cuda' target, which support it")
     inst = _mfma_of(lw, op)
     layout = result_layout(lw, op)
     acc = lw.tile(acc_v, layout)

@@ -227,10 +227,12 @@ def _broadcast(lw: AmdLowering, op: Op) -> None:
     lw.vals[op.result] = move(lw, x, layout, strides, T.elem_of(src_v.type), op)
 
 
-def _lazy(module: str, name: str) -> Callable[[AmdLowering, Op], None]:
-    """The lowering `name` of module `module` (imported at first use)."""
+def _lazy(module: str, name: str, key: str = "") -> Callable[[AmdLowering, Op], None]:
+    """The lowering `name` of module `module` (imported at first use); with `key`, the entry
+    `key` of the table `name`."""
     def f(lw: AmdLowering, op: Op) -> None:
-        getattr(importlib.import_module(f"{__package__}.{module}"), name)(lw, op)
+        found = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        (found[key] if key else found)(lw, op)
 
     return f
 
@@ -264,9 +266,9 @@ LOWER: dict[str, Callable[[AmdLowering, Op], None]] = {
     "scan": _lazy("scan", "lower_scan"),
     "histogram": _lazy("histogram", "lower_histogram"),
     "dot": _lazy("dot", "lower_dot"),
-    "join": _lazy("shape_ops", "lower_join"),
-    "split": _lazy("shape_ops", "lower_split"),
-    "cat": _lazy("shape_ops", "lower_cat"),
+    "join": _lazy("shape_ops", "RENAMING", "join"),
+    "split": _lazy("shape_ops", "RENAMING", "split"),
+    "cat": _lazy("shape_ops", "RENAMING", "cat"),
     "gather": _lazy("shape_ops", "lower_gather"),
     "sort": _lazy("shape_ops", "lower_sort"),
     "assume": _noop,

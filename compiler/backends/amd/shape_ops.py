@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op
-from ...layouts import LANE, LinearLayout
+from ...layouts import LinearLayout
 from ...layouts.shape import reshaped_layout
 from .. import tile_shape
 from ..llvm.scalar import I32
@@ -31,19 +31,10 @@ from .reduce import lane_xor
 if TYPE_CHECKING:
     from .lower import AmdLowering
 
-__all__ = ["lower_join", "lower_split", "lower_cat", "lower_gather", "lower_sort", "lower_reshape"]
+__all__ = ["RENAMING", "lower_gather", "lower_sort", "lower_reshape"]
 
-
-def lower_join(lw: AmdLowering, op: Op) -> None:
-    tile_shape.lower_join(lw, op, WAVE, GPUTile)
-
-
-def lower_split(lw: AmdLowering, op: Op) -> None:
-    tile_shape.lower_split(lw, op, WAVE, GPUTile)
-
-
-def lower_cat(lw: AmdLowering, op: Op) -> None:
-    tile_shape.lower_cat(lw, op, GPUTile, "AMD")
+# join, split, cat
+RENAMING = tile_shape.renaming_ops(WAVE, GPUTile, "AMD")
 
 
 def lower_reshape(lw: AmdLowering, op: Op) -> None:
@@ -76,17 +67,8 @@ def lower_gather(lw: AmdLowering, op: Op) -> None:
 
 
 def lower_sort(lw: AmdLowering, op: Op) -> None:
-    x = tile_shape.sort_layout(lw, op, "AMD")
-    layout = x.layout
-    et = T.elem_of(op.operands[0].type)
-
-    def partner(dim: str, bit: int, regs: list[ir.Value], j: int) -> list[ir.Value]:
-        if dim == LANE:
-            return [lane_xor(lw, v, 1 << bit) for v in regs]
-        return _across_waves(lw, op, layout, et, regs, j)
-
-    lw.vals[op.result] = GPUTile(layout, tile_shape.sort_regs(lw, layout, et, list(x.regs),
-                                                              bool(op.attrs["descending"]), partner))
+    tile_shape.lower_sort(lw, op, "AMD", GPUTile, lambda v, mask: lane_xor(lw, v, mask),
+                          lambda layout, et, regs, j: _across_waves(lw, op, layout, et, regs, j))
 
 
 def _across_waves(lw: AmdLowering, op: Op, layout: LinearLayout, et: T.ElemType, regs: list[ir.Value],

@@ -21,21 +21,10 @@ from .tiles import GPUTile, nv_type
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["lower_join", "lower_split", "lower_cat", "lower_gather"]
+__all__ = ["RENAMING", "lower_gather"]
 
-WARP_LANES = 32
-
-
-def lower_join(lw: NvLowering, op: Op) -> None:
-    tile_shape.lower_join(lw, op, WARP_LANES, GPUTile)
-
-
-def lower_split(lw: NvLowering, op: Op) -> None:
-    tile_shape.lower_split(lw, op, WARP_LANES, GPUTile)
-
-
-def lower_cat(lw: NvLowering, op: Op) -> None:
-    tile_shape.lower_cat(lw, op, GPUTile, "NVIDIA")
+# join, split, cat: 32 lanes per warp
+RENAMING = tile_shape.renaming_ops(32, GPUTile, "NVIDIA")
 
 
 def lower_gather(lw: NvLowering, op: Op) -> None:

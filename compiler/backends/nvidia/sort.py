@@ -11,9 +11,9 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op
-from ...layouts import LANE, LinearLayout
+from ...layouts import LinearLayout
+from .. import tile_shape
 from ..llvm.scalar import I32
-from ..tile_shape import sort_layout, sort_regs
 from .convert import linear_index, smem_load, spill
 from .reduce import _shfl_xor
 from .tiles import GPUTile, nv_type
@@ -25,18 +25,8 @@ __all__ = ["lower_sort"]
 
 
 def lower_sort(lw: NvLowering, op: Op) -> None:
-    x = sort_layout(lw, op, "NVIDIA")
-    layout = x.layout
-    shape = layout.out_shape
-    et = T.elem_of(op.operands[0].type)
-
-    def partner(dim: str, bit: int, regs: list[ir.Value], j: int) -> list[ir.Value]:
-        if dim == LANE:
-            return [_shfl_xor(lw, v, 1 << bit) for v in regs]
-        return _through_shared(lw, layout, shape, et, regs, j)
-
-    lw.vals[op.result] = GPUTile(layout, sort_regs(lw, layout, et, list(x.regs), bool(op.attrs["descending"]),
-                                                   partner))
+    tile_shape.lower_sort(lw, op, "NVIDIA", GPUTile, lambda v, mask: _shfl_xor(lw, v, mask),
+                          lambda layout, et, regs, j: _through_shared(lw, layout, layout.out_shape, et, regs, j))
 
 
 def _through_shared(lw: NvLowering, layout: LinearLayout, shape: tuple[int, ...], et: T.ElemType,
