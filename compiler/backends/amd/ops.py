@@ -37,8 +37,9 @@ _HINTS = {
              "implement: run the kernel on 'cpu' (or a 'cuda' target), where tl.device_print works, or remove it",
     "assert": "asserting on an AMD GPU needs ROCm's hostcall buffer protocol, which this backend does not "
               "implement: run the kernel on 'cpu' (or a 'cuda' target), where tl.device_assert works, or remove it",
-    "inline_asm": "the asm text is target specific (PTX on NVIDIA): keep it on a 'cuda' target and give the AMD "
-                  "target a tl.constexpr branch in plain tl operations",
+    "inline_asm": "the asm text is target specific (PTX on NVIDIA), and the LLVM this backend emits code objects "
+                  "with has no AMDGPU assembly parser for inline AMDGCN: keep the asm on a 'cuda' target and give "
+                  "the AMD target a tl.constexpr branch in plain tl operations",
     "shared_alloc": "tl.extra.cuda.shared_memory is a CUDA extension: compile for a 'cuda' target",
 }
 _LOG2E = 1.4426950408889634
