@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import compiler.language as tl
 from compiler import errors as E
+from compiler import jit
 from compiler.layouts import LANE, REGISTER, WARP, LinearLayout, fill_blocked
 from compiler.layouts import shape as L
 from compiler.runtime.launch import compile_for_signature
@@ -51,6 +53,24 @@ def test_other_wave_counts(name: str, num_warps: int) -> None:
 def test_join_then_split_moves_no_data() -> None:
     ck = _compile("split_join", "gfx942")
     assert ck.metadata["shared"] == 0 and "s_barrier" not in ck.asm["amdgcn"]
+
+
+@jit
+def unzip_k(x_ptr, a_ptr, b_ptr, N: tl.constexpr):
+    # even and odd elements: the reshape renames registers (its only user is the split), the split
+    # takes the pair from register bit 0
+    r = tl.arange(0, N)
+    a, b = tl.split(tl.reshape(tl.load(x_ptr + tl.arange(0, 2 * N)), (N, 2)))
+    tl.store(a_ptr + r, a)
+    tl.store(b_ptr + r, b)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_reshape_then_split_moves_no_data(arch: str) -> None:
+    ck = compile_for_signature(unzip_k, {"x_ptr": "*fp32", "a_ptr": "*fp32", "b_ptr": "*fp32"}, {"N": 512},
+                               f"amd:{arch}", 4, 3, False)
+    asm = check_compiled(ck, arch)
+    assert ck.metadata["shared"] == 0 and "s_barrier" not in asm and "global_load_dwordx4" in asm
 
 
 def test_sort_paths() -> None:

@@ -24,7 +24,7 @@ from .lower import GPUTile, amd_type, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import AmdLowering
 
-__all__ = ["convert", "move", "row_major", "spill", "linear_index", "lds_load", "lds_store"]
+__all__ = ["convert", "move", "register_map", "row_major", "spill", "linear_index", "lds_load", "lds_store"]
 
 
 def row_major(shape: Sequence[int]) -> tuple[int, ...]:
@@ -43,7 +43,7 @@ def convert(lw: AmdLowering, x: GPUTile, target: LinearLayout, elem: T.ElemType,
 def move(lw: AmdLowering, x: GPUTile, target: LinearLayout, strides: tuple[int, ...], elem: T.ElemType,
          op: Op | None) -> GPUTile:
     """The tile in `target` whose element c is `x`'s element at linear index sum c[d] * strides[d]."""
-    m = _register_map(x.layout, target, strides)
+    m = register_map(x.layout, target, strides)
     if m is not None:
         return GPUTile(target, [x.regs[i] for i in m])
     return _through_lds(lw, x, target, strides, elem, op)
@@ -53,7 +53,7 @@ def _linear(layout: LinearLayout, c: Sequence[int]) -> int:
     return sum(v * s for v, s in zip(c, row_major(layout.out_shape), strict=True))
 
 
-def _register_map(src: LinearLayout, dst: LinearLayout, strides: tuple[int, ...]) -> list[int] | None:
+def register_map(src: LinearLayout, dst: LinearLayout, strides: tuple[int, ...]) -> list[int] | None:
     """For each register of `dst`, the register of `src` in the same thread holding its element,
     or None when some element lives in another thread. Each lane and wave bit must move the same
     source element in both layouts; then a register's element differs between threads by the

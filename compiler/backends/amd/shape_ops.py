@@ -24,7 +24,7 @@ from ...layouts import LinearLayout
 from ...layouts.shape import reshaped_layout
 from .. import tile_shape
 from ..llvm.scalar import I32
-from .convert import lds_load, linear_index, move, row_major, spill
+from .convert import lds_load, linear_index, move, register_map, row_major, spill
 from .lower import WAVE, GPUTile, amd_type, num_regs
 from .reduce import lane_xor
 
@@ -37,21 +37,29 @@ __all__ = ["RENAMING", "lower_gather", "lower_sort", "lower_reshape"]
 RENAMING = tile_shape.renaming_ops(WAVE, GPUTile, "AMD")
 
 
+# ops whose lowering takes any layout of its operand and renames registers
+_RENAMING_USERS = frozenset({"split", "trans", "reshape", "expand_dims", "join"})
+
+
 def lower_reshape(lw: AmdLowering, op: Op) -> None:
-    """Row-major order kept: the operand's layout read as the new shape (docs/layouts.md#the-map),
-    the registers unchanged; a scalar operand splats."""
+    """Row-major order kept. When the canonical layout of the new shape would need data moved and
+    the only user only renames registers too (a split, a permute, another reshape), the
+    operand's layout read as the new shape (docs/layouts.md#the-map), the registers unchanged;
+    else the canonical layout, which reductions and several users want. A scalar operand splats."""
     src = op.operands[0]
     shape = T.shape_of(op.result.type)
     x = lw.vals[src]
+    canonical = lw.canonical(shape)
     if not isinstance(x, GPUTile):
-        layout = lw.canonical(shape)
-        lw.vals[op.result] = GPUTile(layout, [x] * num_regs(layout))
+        lw.vals[op.result] = GPUTile(canonical, [x] * num_regs(canonical))
         return
     relabelled = reshaped_layout(x.layout, shape)
-    if relabelled is not None:
+    users = lw.users.get(op.result, [])
+    renamed = len(users) == 1 and users[0].opcode in _RENAMING_USERS
+    if relabelled is not None and renamed and register_map(x.layout, canonical, row_major(shape)) is None:
         lw.vals[op.result] = GPUTile(relabelled, list(x.regs))
         return
-    lw.vals[op.result] = move(lw, x, lw.canonical(shape), row_major(shape), T.elem_of(op.result.type), op)
+    lw.vals[op.result] = move(lw, x, canonical, row_major(shape), T.elem_of(op.result.type), op)
 
 
 def lower_gather(lw: AmdLowering, op: Op) -> None:
