@@ -7,7 +7,8 @@
 - `convert`: conversion planning (no-op, register permutation, shuffles, shared memory);
 - `reduce`: reduction and scan planning;
 - `scan`: the recursive doubling of scans over a layout's bits, for every GPU backend;
-- `coalesce`: blocked layouts for coalesced global accesses.
+- `coalesce`: blocked layouts for coalesced global accesses;
+- `shape`: join, split, cat, reshape and sort as layout changes.
 """
 
 from .coalesce import (

@@ -179,3 +179,29 @@ def test_loop_carried_accumulator_stays_in_mfma_layout(monkeypatch: pytest.Monke
     monkeypatch.setattr(dot, "plan", lambda lw: None)
     # without the plan: the accumulator into and out of the MFMA layout, two barriers each way
     assert loop_barriers() == with_plan + 4
+
+
+@jit
+def bmm(a_ptr, b_ptr, c_ptr, B: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    e = tl.arange(0, B)[:, None, None]
+    rm = tl.arange(0, BM)[None, :, None]
+    rn = tl.arange(0, BN)[None, None, :]
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + e * BM * BK + rm * BK + rk[None, None, :])
+    b = tl.load(b_ptr + e * BK * BN + rk[None, :, None] * BN + rn)
+    tl.store(c_ptr + e * BM * BN + rm * BN + rn, tl.dot(a, b))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("ty", ["fp32", "fp16"])
+def test_batched_dot_uses_fma_per_batch_entry(arch: str, ty: str) -> None:
+    """A [2, 16, 32] x [2, 32, 16] dot: both operands staged in LDS with the batch entries stacked
+    (A as 2 * 16 rows, B as 2 * 16 columns, each padded by 16 bytes), then fused multiply-adds."""
+    acc = "fp32" if ty == "fp32" else "fp16"
+    ck = bmm.compile({"a_ptr": f"*{ty}", "b_ptr": f"*{ty}", "c_ptr": f"*{acc}"},
+                     {"B": 2, "BM": 16, "BN": 16, "BK": 32}, target=f"amd:{arch}")
+    asm = _check_common(ck, arch)
+    assert "v_mfma" not in asm and re.search(r"v_(fma|fmac|pk_fma|fma_mix)_f32", asm)
+    size = 2 if ty == "fp16" else 4
+    kp = 32 + 16 // size
+    assert ck.metadata["shared"] >= 2 * (2 * 16 * kp * size)

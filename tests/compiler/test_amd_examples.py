@@ -17,8 +17,10 @@ import pytest
 import torch
 
 import compiler.runtime.launch as launch
-from compiler.backends.amd.metadata import kernel_descriptor
-from compiler.backends.amd.toolchain import find_linker
+from tools.kernels.gemv_config import GemvConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from amd_checks import check_compiled  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARCHS = ("gfx942", "gfx950")
@@ -48,6 +50,7 @@ def _fp8(rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
 _ONES = (torch.ones(()), torch.ones(()))
 _BLOCK = (torch.ones(16, 2), torch.ones(1, 2))
 _ROWS = (torch.ones(16, 1), torch.ones(64, 1))
+_W = torch.randn(64, 128) * 0.02  # fp4 / int4 weights (N, K)
 
 CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     "vector_add": ("add_kernel", lambda m: m.add(torch.randn(1000), torch.randn(1000))),
@@ -75,12 +78,22 @@ CALLS: dict[str, tuple[str | tuple[str, ...], Callable[[ModuleType], Any]]] = {
     "fp8_gemm": ("fp8_gemm_kernel", lambda m: [m.fp8_gemm(_fp8(16, 256, f), _fp8(64, 256, f), *s)
                                                for f, s in ((torch.float8_e4m3fn, _ONES), (torch.float8_e4m3fn, _BLOCK),
                                                             (torch.float8_e4m3fnuz, _ROWS))]),
+    # fp4 (tools/kernels/fp4.py through the quantization example): NVFP4 (with its fp8 global scale's
+    # amax) and MXFP4 quantize / dequantize / GEMV; codes pair up by tl.split and tl.join
+    "fp4": (("fp4_quantize_kernel", "fp4_dequantize_kernel", "fp4_gemv_kernel", "fp8_amax_kernel"), lambda m: [
+        (m.fp4_dequantize(p, s, g), m.fp4_gemv(torch.randn(1, 128, dtype=torch.bfloat16), p, s, g))
+        for p, s, g in (m.nvfp4_quantize(_W), (*m.mxfp4_quantize(_W), None))]),
+    # int4 AWQ packing, and the GEMV in bf16 pairs: rows of packed words split off by tl.split of a
+    # permuted reshape
+    "awq_gemv_bf16x2": (("awq_quantize_pack_kernel", "awq_gemv_kernel"), lambda m: m.awq_gemv(
+        torch.randn(1, 128, dtype=torch.bfloat16), *m.awq_quantize_pack(_W, group_size=128),
+        GemvConfig(mode="bf16x2"))),
     "flash_attention": ("_attn_fwd", lambda m: m.attention(*(torch.randn(1, 2, 64, 64).half() for _ in range(3)),
                                                           causal=True)),
 }
 # the example file of an entry whose name is not the file's
 _FILE = {"layer_norm_bwd": "layer_norm", "block_ptr_matmul": "block_ptr", "bincount": "histogram",
-         "fp8_gemm": "quantize_kernels"}
+         "fp8_gemm": "quantize_kernels", "fp4": "quantize_kernels", "awq_gemv_bf16x2": "quantize_kernels"}
 # what the assembly of an entry's kernels must hold besides
 _ISA = {"flash_attention": r"v_mfma_f32_16x16x(16|32)_f16", "matmul": r"v_mfma_f32_16x16x(16|32)_f16",
         "block_ptr_matmul": r"v_mfma_f32_16x16x(16|32)_bf16", "bincount": r"ds_add_u32",
@@ -104,13 +117,6 @@ def test_example_compiles_for_amd(name: str, monkeypatch: pytest.MonkeyPatch) ->
     assert {ck.name for _, ck in compiled} == ({kernel_name} if isinstance(kernel_name, str) else set(kernel_name))
     assert {arch for arch, _ in compiled} == set(ARCHS)
     for arch, ck in compiled:
-        asm = ck.asm["amdgcn"]
-        assert f"amdgcn-amd-amdhsa--{arch}" in asm and "global_load" in asm
-        assert re.search(r"global_store|global_atomic", asm)
+        asm = check_compiled(ck, arch)
+        assert "global_load" in asm and re.search(r"global_store|global_atomic", asm)
         assert re.search(_ISA.get(name, ""), asm)
-        assert re.search(r"^\s*\.amdhsa_private_segment_fixed_size\s+0$", asm, re.M)
-        assert ck.metadata["n_spills"] == 0 and ck.metadata["shared"] <= 64 * 1024
-        if find_linker() is not None:
-            kd = kernel_descriptor(ck.asm["hsaco"], f"{ck.artifacts.symbol}.kd")
-            assert kd is not None and kd["private_segment_fixed_size"] == 0
-            assert kd["group_segment_fixed_size"] == ck.metadata["shared"]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.backends.nvidia.reshape import reshaped_layout
 from compiler.backends.nvidia.toolchain import find_ptxas
 from compiler.layouts import LANE, REGISTER, WARP, blocked_layout
+from compiler.layouts.shape import reshaped_layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reshape_kernels import reshape_reduce, round_trip  # noqa: E402

@@ -24,7 +24,7 @@ from .lower import GPUTile, amd_type, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import AmdLowering
 
-__all__ = ["convert", "move", "row_major"]
+__all__ = ["convert", "move", "register_map", "row_major", "spill", "linear_index", "lds_load", "lds_store"]
 
 
 def row_major(shape: Sequence[int]) -> tuple[int, ...]:
@@ -43,7 +43,7 @@ def convert(lw: AmdLowering, x: GPUTile, target: LinearLayout, elem: T.ElemType,
 def move(lw: AmdLowering, x: GPUTile, target: LinearLayout, strides: tuple[int, ...], elem: T.ElemType,
          op: Op | None) -> GPUTile:
     """The tile in `target` whose element c is `x`'s element at linear index sum c[d] * strides[d]."""
-    m = _register_map(x.layout, target, strides)
+    m = register_map(x.layout, target, strides)
     if m is not None:
         return GPUTile(target, [x.regs[i] for i in m])
     return _through_lds(lw, x, target, strides, elem, op)
@@ -53,7 +53,7 @@ def _linear(layout: LinearLayout, c: Sequence[int]) -> int:
     return sum(v * s for v, s in zip(c, row_major(layout.out_shape), strict=True))
 
 
-def _register_map(src: LinearLayout, dst: LinearLayout, strides: tuple[int, ...]) -> list[int] | None:
+def register_map(src: LinearLayout, dst: LinearLayout, strides: tuple[int, ...]) -> list[int] | None:
     """For each register of `dst`, the register of `src` in the same thread holding its element,
     or None when some element lives in another thread. Each lane and wave bit must move the same
     source element in both layouts; then a register's element differs between threads by the
@@ -129,8 +129,9 @@ def elem_bytes(elem: T.ElemType) -> int:
     return 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
 
 
-def _through_lds(lw: AmdLowering, x: GPUTile, target: LinearLayout, strides: tuple[int, ...], elem: T.ElemType,
-                 op: Op | None) -> GPUTile:
+def spill(lw: AmdLowering, x: GPUTile, elem: T.ElemType, op: Op | None) -> ir.Value:
+    """`x` stored row-major in the LDS scratch area, visible to the whole workgroup (between two
+    barriers); returns the area."""
     n = 1
     for s in x.layout.out_shape:
         n *= s
@@ -147,5 +148,16 @@ def _through_lds(lw: AmdLowering, x: GPUTile, target: LinearLayout, strides: tup
         seen.add(key)
         lds_store(lw, base, _index(lw, x.layout, r, src_strides), x.regs[r], elem)
     lw.barrier()
+    return base
+
+
+def linear_index(lw: AmdLowering, layout: LinearLayout, r: int) -> ir.Value:
+    """The row-major index of register r's element in this thread (i32)."""
+    return _index(lw, layout, r, row_major(layout.out_shape))
+
+
+def _through_lds(lw: AmdLowering, x: GPUTile, target: LinearLayout, strides: tuple[int, ...], elem: T.ElemType,
+                 op: Op | None) -> GPUTile:
+    base = spill(lw, x, elem, op)
     regs = [lds_load(lw, base, _index(lw, target, r, strides), elem) for r in range(num_regs(target))]
     return GPUTile(target, regs)

@@ -74,16 +74,23 @@ def plan(lw: AmdLowering) -> None:
 
 
 def _stage(lw: AmdLowering, op: Op, kp: int) -> tuple[ir.Value, ir.Value]:
-    """A (row-major, row stride kp) and B (transposed, row stride kp) in LDS; returns their bases."""
+    """A (row-major, row stride kp) and B (transposed, row stride kp) in LDS; returns their bases.
+    A batched dot stacks the batch entries: A as (batch * M) rows, B as (batch * N)."""
     a_v, b_v, acc_v = op.operands
-    m, n = T.shape_of(acc_v.type)
+    shape = T.shape_of(acc_v.type)
+    batch = shape[0] if len(shape) == 3 else 1
+    m, n = shape[-2:]
     ea, eb = T.elem_of(a_v.type), T.elem_of(b_v.type)
-    a_bytes = -(-m * kp * elem_bytes(ea) // 16) * 16
-    area = lw.lds(a_bytes + n * kp * elem_bytes(eb), op)
+    a_bytes = -(-batch * m * kp * elem_bytes(ea) // 16) * 16
+    area = lw.lds(a_bytes + batch * n * kp * elem_bytes(eb), op)
     b_base = lds_addr(lw, area, ir.Constant(I32, a_bytes), I8)
     xa, xb = lw.tile(a_v), lw.tile(b_v)
+    a_strides: tuple[int, ...] = (kp, 1)
+    b_strides: tuple[int, ...] = (1, kp)
+    if len(shape) == 3:
+        a_strides, b_strides = (m * kp, *a_strides), (n * kp, *b_strides)
     lw.barrier()  # the scratch area's earlier readers are done
-    for x, base, strides, e in ((xa, area, (kp, 1), ea), (xb, b_base, (1, kp), eb)):
+    for x, base, strides, e in ((xa, area, a_strides, ea), (xb, b_base, b_strides, eb)):
         seen: set[tuple[int, ...]] = set()
         for r in range(num_regs(x.layout)):
             c = reg_coords(x.layout, r)
@@ -219,23 +226,31 @@ def _mfma(lw: AmdLowering, op: Op, inst: Mfma, acc: GPUTile, a_base: ir.Value, b
 
 def _fma(lw: AmdLowering, op: Op, acc: GPUTile, a_base: ir.Value, b_base: ir.Value, k: int, kp: int) -> GPUTile:
     """Each thread computes its accumulator elements as K multiply-adds in the accumulator's type,
-    reading A's row and B's column from LDS."""
+    reading A's row and B's column from LDS (of its batch entry, for a batched dot)."""
     b = lw.b
     a_v, b_v, acc_v = op.operands
     ea, eb, ec = T.elem_of(a_v.type), T.elem_of(b_v.type), T.elem_of(acc_v.type)
     assert isinstance(ec, T.ScalarType)
     layout = acc.layout
+    shape = layout.out_shape
     hw = lw.hw_coords(layout)
     regs: list[ir.Value] = []
     done: dict[tuple[int, ...], int] = {}
+
+    def coord(d: int, c: tuple[int, ...]) -> ir.Value:
+        return b.xor(hw[d], ir.Constant(I32, c[d])) if c[d] else hw[d]
+
     for r in range(num_regs(layout)):
         c = reg_coords(layout, r)
         if c in done:
             regs.append(regs[done[c]])
             continue
         done[c] = r
-        row = b.xor(hw[0], ir.Constant(I32, c[0])) if c[0] else hw[0]
-        col = b.xor(hw[1], ir.Constant(I32, c[1])) if c[1] else hw[1]
+        row, col = coord(len(shape) - 2, c), coord(len(shape) - 1, c)
+        if len(shape) == 3:  # batch entry e: A's rows e * M + row, B's e * N + col
+            e = coord(0, c)
+            row = b.add(b.mul(e, ir.Constant(I32, shape[1])), row)
+            col = b.add(b.mul(e, ir.Constant(I32, shape[2])), col)
         ra, rb = b.mul(row, ir.Constant(I32, kp)), b.mul(col, ir.Constant(I32, kp))
         s = acc.regs[r]
         for kk in range(k):

@@ -86,6 +86,8 @@ class AmdLowering:
         self.lds_bytes = 0
         # layouts values should be created in, ahead of their use (dot.plan: MFMA accumulators)
         self.prefer: dict[Value, LinearLayout] = {}
+        # the ops using each value (a reshape picks its result's layout by them)
+        self.users: dict[Value, list[Op]] = {}
         self._lds: ir.GlobalVariable | None = None
         # fp add/sub/mul may fuse into fma, as hipcc and Triton do by default
         self.fmf: tuple[str, ...] = ("contract",)
@@ -145,6 +147,9 @@ class AmdLowering:
     # ------------------------------------------------------------------ function
     def build(self) -> ir.Function:
         self.axis = analyze_axis_info(self.fn)
+        for op in self.fn.walk():
+            for o in op.operands:
+                self.users.setdefault(o, []).append(op)
         self.vec_hint = _vector_hints(self.fn, self.axis)
         if any(op.opcode == "dot" for op in self.fn.walk()):
             from .dot import plan

@@ -28,11 +28,19 @@ __all__ = ["lower_op", "LOWER", "F64_NATIVE"]
 
 # what the user wrote, for the ops the slice does not lower
 _NAMES = {
-    "dot": "tl.dot", "atomic_rmw": "tl.atomic_add / max / min / and / or / xor / xchg", "atomic_cas": "tl.atomic_cas",
-    "scan": "tl.cumsum / cumprod / associative_scan", "sort": "tl.sort", "histogram": "tl.histogram",
-    "gather": "tl.gather", "join": "tl.join", "split": "tl.split", "cat": "tl.cat", "print": "tl.device_print",
-    "assert": "tl.device_assert", "inline_asm": "tl.inline_asm_elementwise",
+    "print": "tl.device_print", "assert": "tl.device_assert", "inline_asm": "tl.inline_asm_elementwise",
     "shared_alloc": "tl.extra.cuda.shared_memory",
+}
+# why, and what to do instead, for the ops this backend refuses
+_HINTS = {
+    "print": "printing from an AMD GPU needs ROCm's hostcall buffer protocol, which this backend does not "
+             "implement: run the kernel on 'cpu' (or a 'cuda' target), where tl.device_print works, or remove it",
+    "assert": "asserting on an AMD GPU needs ROCm's hostcall buffer protocol, which this backend does not "
+              "implement: run the kernel on 'cpu' (or a 'cuda' target), where tl.device_assert works, or remove it",
+    "inline_asm": "the asm text is target specific (PTX on NVIDIA), and the LLVM this backend emits code objects "
+                  "with has no AMDGPU assembly parser for inline AMDGCN: keep the asm on a 'cuda' target and give "
+                  "the AMD target a tl.constexpr branch in plain tl operations",
+    "shared_alloc": "tl.extra.cuda.shared_memory is a CUDA extension: compile for a 'cuda' target",
 }
 _LOG2E = 1.4426950408889634
 _LN2 = 0.6931471805599453
@@ -50,7 +58,8 @@ def lower_op(lw: AmdLowering, op: Op) -> None:
     elif op.opcode in ELEMENTWISE_COMPUTE:
         _elementwise(lw, op)
     else:
-        raise unsupported(_NAMES.get(op.opcode, f"the Tile IR op {op.opcode}"), op, lw.arch)
+        raise unsupported(_NAMES.get(op.opcode, f"the Tile IR op {op.opcode}"), op, lw.arch,
+                          _HINTS.get(op.opcode, ""))
 
 
 def _check_math(lw: AmdLowering, op: Op) -> None:
@@ -219,19 +228,12 @@ def _broadcast(lw: AmdLowering, op: Op) -> None:
     lw.vals[op.result] = move(lw, x, layout, strides, T.elem_of(src_v.type), op)
 
 
-def _reshape(lw: AmdLowering, op: Op) -> None:
-    """Row-major order kept: the result's element at row-major index i is the operand's."""
-    from .convert import move, row_major
-
-    x = lw.tile(op.operands[0])
-    shape = T.shape_of(op.result.type)
-    lw.vals[op.result] = move(lw, x, lw.canonical(shape), row_major(shape), T.elem_of(op.result.type), op)
-
-
-def _lazy(module: str, name: str) -> Callable[[AmdLowering, Op], None]:
-    """The lowering `name` of module `module` (imported at first use)."""
+def _lazy(module: str, name: str, key: str = "") -> Callable[[AmdLowering, Op], None]:
+    """The lowering `name` of module `module` (imported at first use); with `key`, the entry
+    `key` of the table `name`."""
     def f(lw: AmdLowering, op: Op) -> None:
-        getattr(importlib.import_module(f"{__package__}.{module}"), name)(lw, op)
+        found = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        (found[key] if key else found)(lw, op)
 
     return f
 
@@ -252,7 +254,7 @@ LOWER: dict[str, Callable[[AmdLowering, Op], None]] = {
     "splat": _splat,
     "expand_dims": _expand_dims,
     "broadcast": _broadcast,
-    "reshape": _reshape,
+    "reshape": _lazy("shape_ops", "lower_reshape"),
     "trans": _trans,
     "load": _lazy("memory", "lower_load"),
     "store": _lazy("memory", "lower_store"),
@@ -265,6 +267,11 @@ LOWER: dict[str, Callable[[AmdLowering, Op], None]] = {
     "scan": _lazy("scan", "lower_scan"),
     "histogram": _lazy("histogram", "lower_histogram"),
     "dot": _lazy("dot", "lower_dot"),
+    "join": _lazy("shape_ops", "RENAMING", "join"),
+    "split": _lazy("shape_ops", "RENAMING", "split"),
+    "cat": _lazy("shape_ops", "RENAMING", "cat"),
+    "gather": _lazy("shape_ops", "lower_gather"),
+    "sort": _lazy("shape_ops", "lower_sort"),
     "assume": _noop,
     "barrier": _barrier,
 }

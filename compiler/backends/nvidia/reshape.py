@@ -18,31 +18,14 @@ from typing import TYPE_CHECKING
 
 from ...ir import types as T
 from ...ir.core import Op
-from ...layouts import LinearLayout, dim_names
+from ...layouts.shape import reshaped_layout
 from .convert import through_shared
 from .tiles import GPUTile, num_regs
 
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["lower_reshape", "reshaped_layout"]
-
-
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def reshaped_layout(layout: LinearLayout, shape: tuple[int, ...]) -> LinearLayout | None:
-    """`layout` with its output read as `shape` (row-major), or None when `shape` has a size that
-    is not a power of two or a different element count."""
-    if not shape or not all(_is_pow2(s) for s in shape):
-        return None
-    n = 1
-    for s in shape:
-        n *= s
-    if n != layout.total_out_size:
-        return None
-    return layout.reshape_outs(list(zip(dim_names(len(shape)), shape, strict=True)))
+__all__ = ["lower_reshape"]
 
 
 def lower_reshape(lw: NvLowering, op: Op) -> None:
@@ -53,7 +36,7 @@ def lower_reshape(lw: NvLowering, op: Op) -> None:
         dst = lw.canonical(shape)
         lw.vals[op.result] = GPUTile(dst, [x] * num_regs(dst))
         return
-    layout = reshaped_layout(x.layout, shape)
+    layout = reshaped_layout(x.layout, shape)  # compiler/layouts/shape.py
     if layout is not None:
         lw.vals[op.result] = GPUTile(layout, list(x.regs))
         return
