@@ -8,6 +8,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from .extra import libdevice
+
 __all__ = ["render_reference"]
 
 _SECTIONS: list[tuple[str, list[str]]] = [
@@ -94,7 +96,6 @@ def _doc(fn: Any) -> str:
 
 def render_reference() -> str:
     from .. import language as tl
-    from .extra import libdevice
 
     out = [_PREAMBLE]
     for title, names in _SECTIONS:
