@@ -221,7 +221,7 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
     if payload["baseline"]:
         size_limits = reference_size_limits(payload)
         with torch.no_grad():  # the setup's values, once per input set, untimed
-            baseline_sets = [evaluate_setup(payload.get("baseline_setup"), current, **size_limits) for current in sets]
+            baseline_sets = evaluate_setup(payload.get("baseline_setup"), sets, **size_limits)
         ref = parse_reference_text(payload["baseline"], names=list(baseline_sets[0]), label="baseline")
         check_sizes(ref, baseline_sets[0], **size_limits)  # once: every input set has the same shapes
 
@@ -232,13 +232,13 @@ def run_benchmark_job(payload: dict[str, Any], state: WorkerState, report: Repor
     # Timing in rounds: every config and the baseline take a turn each round, so a change in the
     # device's load during the call falls on all of them alike rather than on whichever ran then.
     rounds = ROUNDS if len(runners) + (run_baseline is not None) > 1 else 1
-    times: dict[int | None, list[float]] = {i: [] for i in runners} | ({None: []} if run_baseline else {})
+    turns: list[int | None] = [*runners, *([None] if run_baseline is not None else [])]  # None: the baseline
+    times: dict[int | None, list[float]] = {k: [] for k in turns}
     failed: set[int] = set()
     differing: dict[int, list[str]] = {}
-    turns: list[int | None] = [*runners, None]
     for r in range(rounds):
         for k in turns:
-            if (k is None and run_baseline is None) or (k is not None and k in failed):
+            if k in failed:
                 continue
             what = "timing the baseline" if k is None else (
                 f"config {k + 1}/{len(entries)}: timing {entries[k]['kernel']['kernel_name']} "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tools.errors import ToolInputError
@@ -41,7 +41,7 @@ _OPS: dict[type[ast.operator], Callable[[int, int], int]] = {
 _LIMIT = 1 << 62
 
 
-def _eval(node: ast.AST, names: Mapping[str, Any], text: str) -> int:
+def _eval(node: ast.AST, names: Mapping[str, Any], shapes: Mapping[str, Sequence[int]], text: str) -> int:
     def fail(what: str) -> ToolInputError:
         col = getattr(node, "col_offset", 0)
         return ToolInputError(f"grid entry {text!r}: {what} (column {col + 1}). {_HELP}")
@@ -50,8 +50,7 @@ def _eval(node: ast.AST, names: Mapping[str, Any], text: str) -> int:
         value = node.value
     elif isinstance(node, ast.Name):
         if node.id not in names:
-            known = sorted(n for n in names if n != _SHAPES)
-            raise fail(f"unknown name {node.id!r}; available: {', '.join(known) or '(none)'}")
+            raise fail(f"unknown name {node.id!r}; available: {', '.join(sorted(names)) or '(none)'}")
         value = names[node.id]
         if not isinstance(value, int) or isinstance(value, bool):
             raw: object = value
@@ -65,21 +64,20 @@ def _eval(node: ast.AST, names: Mapping[str, Any], text: str) -> int:
         and isinstance(node.value.value, ast.Name)
     ):
         tensor = node.value.value.id
-        shapes = names.get(_SHAPES, {})
         shape = shapes.get(tensor)
         if shape is None:
             raise fail(f"{tensor!r} is not a tensor argument; tensors: {', '.join(shapes) or '(none)'}")
-        index = _eval(node.slice, names, text)  # an integer expression, e.g. 0 or -1
+        index = _eval(node.slice, names, shapes, text)  # an integer expression, e.g. 0 or -1
         if not -len(shape) <= index < len(shape):
             raise fail(f"{tensor} has {len(shape)} dimension(s); shape[{index}] is out of range")
         value = int(shape[index])
     elif isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        left, right = _eval(node.left, names, text), _eval(node.right, names, text)
+        left, right = _eval(node.left, names, shapes, text), _eval(node.right, names, shapes, text)
         if isinstance(node.op, ast.FloorDiv | ast.Mod) and right == 0:
             raise fail("division by zero")
         value = _OPS[type(node.op)](left, right)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = -_eval(node.operand, names, text)
+        value = -_eval(node.operand, names, shapes, text)
     elif (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute | ast.Name)
@@ -91,7 +89,7 @@ def _eval(node: ast.AST, names: Mapping[str, Any], text: str) -> int:
             isinstance(node.func.value, ast.Name) and node.func.value.id in ("triton", "tl", "anvil", "compiler")
         ):
             raise fail("only cdiv, max, min, next_power_of_2 (optionally as triton.cdiv) can be called")
-        args = [_eval(a, names, text) for a in node.args]
+        args = [_eval(a, names, shapes, text) for a in node.args]
         if fname == "cdiv" and (len(args) != 2 or args[1] == 0):
             raise fail("cdiv takes two integers, the second non-zero")
         try:
@@ -107,16 +105,14 @@ def _eval(node: ast.AST, names: Mapping[str, Any], text: str) -> int:
 
 _HELP = ("Grid entries are ints or expressions like 'cdiv(n, BLOCK)' over scalar args and constexprs, and tensor "
          "args' shapes ('cdiv(x_ptr.shape[0], BLOCK)').")
-_SHAPES = "\0shapes"  # the key of the tensor shapes among the names (no argument can be called this)
 
 
 def evaluate_grid(
     grid: list[int | str] | int | str, names: Mapping[str, Any], *, max_programs: int,
-    shapes: Mapping[str, tuple[int, ...] | list[int]] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> list[int]:
     """Resolve a grid to 1-3 non-negative ints; refuse grids beyond ``max_programs`` program instances.
     ``shapes``: the tensor arguments' shapes, which entries may read as ``name.shape[i]``."""
-    names = {**names, _SHAPES: dict(shapes or {})}
     entries = grid if isinstance(grid, list) else [grid]
     if not 1 <= len(entries) <= 3:
         raise ToolInputError(f"grid has {len(entries)} entries; give 1 to 3 (programs along axes 0, 1, 2).")
@@ -133,7 +129,7 @@ def evaluate_grid(
                 tree = ast.parse(entry.strip(), mode="eval")
             except SyntaxError:
                 raise ToolInputError(f"grid entry {entry!r} is not a valid expression. {_HELP}") from None
-            value = _eval(tree.body, names, entry)
+            value = _eval(tree.body, names, shapes or {}, entry)
         if value < 0:
             raise ToolInputError(f"grid entry {entry!r} is {value}; programs per axis must be >= 0.")
         dims.append(value)

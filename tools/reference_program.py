@@ -238,13 +238,21 @@ def setup_names(text: str | None, names: Collection[str], max_chars: int = 2000)
     return [s.target for s in _setup_program(text, names, max_chars).statements]
 
 
-def evaluate_setup(text: str | None, env: Mapping[str, Any], **size_limits: Any) -> dict[str, Any]:
-    """``env`` with the values a baseline_setup assigns, each statement evaluated in turn (the reference
-    evaluator: validated trees, size limits), never executed as Python."""
-    out = dict(env)
-    if text is None:
-        return out
-    for stmt in _setup_program(text, list(env), 2000).statements:
-        ref = parse_reference(stmt.text, names=list(out), label=f"baseline_setup {stmt.label}")
-        out[stmt.target] = evaluate(ref, out, **size_limits)
+def evaluate_setup(text: str | None, envs: list[dict[str, Any]], **size_limits: Any) -> list[dict[str, Any]]:
+    """Each of ``envs`` (the input sets, of one set of names) with the values a baseline_setup assigns,
+    each statement evaluated in turn (the reference evaluator: validated trees, size limits), never
+    executed as Python. The text is parsed once."""
+    if text is None or not envs:
+        return [dict(env) for env in envs]
+    names = list(envs[0])
+    refs = []
+    for stmt in _setup_program(text, names, 2000).statements:
+        refs.append((stmt.target, parse_reference(stmt.text, names=names, label=f"baseline_setup {stmt.label}")))
+        names.append(stmt.target)
+    out = []
+    for env in envs:
+        values = dict(env)
+        for target, ref in refs:
+            values[target] = evaluate(ref, values, **size_limits)
+        out.append(values)
     return out

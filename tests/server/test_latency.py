@@ -19,9 +19,9 @@ from server.worker import ProcessExecutor, Worker
 from tools.bench import benchmark
 from tools.device import describe_device, device_info, machine_key
 from tools.errors import KernelFault
-from tools.launch import build_args
+from tools.launch import build_args, launch_kernel
 from tools.limits import Limits
-from tools.models import BenchmarkRequest
+from tools.models import BenchmarkRequest, LaunchRequest
 from tools.runtime import InProcessExecutor, Runtime, WorkerState
 
 pytestmark = pytest.mark.anyio
@@ -29,33 +29,28 @@ pytestmark = pytest.mark.anyio
 ADD_ARGS: dict[str, Any] = {
     "x_ptr": {"shape": [300]}, "y_ptr": {"shape": [300]}, "out_ptr": {"shape": [300], "init": "empty"}, "n": 300,
 }  # fmt: skip
+GOOD = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}, grid=["cdiv(n, BLOCK)"], args=ADD_ARGS,
+                     reference={"out_ptr": "x_ptr + y_ptr"})
 
 
 async def test_a_spare_takes_over_when_the_worker_hangs_and_a_new_spare_starts() -> None:
-    from tools.launch import launch_kernel
-    from tools.models import LaunchRequest
-
     limits = Limits(launch_timeout_s=3.0, compile_workers=1)
     rt = Runtime(limits=limits, executor=ProcessExecutor(limits))
     executor = rt.executor
     assert isinstance(executor, ProcessExecutor)
     try:
-        good = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}, grid=["cdiv(n, BLOCK)"], args=ADD_ARGS,
-                             reference={"out_ptr": "x_ptr + y_ptr"})
-        assert (await launch_kernel(rt, good)).passed is True
+        assert (await launch_kernel(rt, GOOD)).passed is True
         worker = executor.devices["cpu"]
         assert worker.ready and worker.spare_pid is not None  # the spare started once the worker was ready
         serving, spare = worker.process.pid if worker.process else None, worker.spare_pid
-        with anyio.fail_after(120):
-            while not _spare_ready(worker):
-                await anyio.sleep(0.2)
+        await _spare_readied(worker)
         spin = LaunchRequest(source=NEVER_ENDS, constexprs={"BLOCK": 16}, grid=[1],
                              args={"out_ptr": {"shape": [16], "init": "zeros"}, "n": 1 << 60})
         with pytest.raises(KernelFault, match="did not finish"):
             await launch_kernel(rt, spin)
         assert worker.process is not None and worker.process.pid == spare != serving  # the spare serves now
         assert worker.promotions == 1 and worker.spare_pid not in (None, spare, serving)  # and has a spare itself
-        assert (await launch_kernel(rt, good)).passed is True
+        assert (await launch_kernel(rt, GOOD)).passed is True
     finally:
         executor.close()
 
@@ -66,9 +61,6 @@ async def test_a_retiring_worker_is_not_waited_for(monkeypatch: Any) -> None:
     background: here its exit is made to take 3 s, and neither call waits for it."""
     import subprocess
     import time
-
-    from tools.launch import launch_kernel
-    from tools.models import LaunchRequest
 
     real_wait = subprocess.Popen.wait
     slow_pids: set[int] = set()
@@ -85,13 +77,9 @@ async def test_a_retiring_worker_is_not_waited_for(monkeypatch: Any) -> None:
     executor = rt.executor
     assert isinstance(executor, ProcessExecutor)
     try:
-        good = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}, grid=["cdiv(n, BLOCK)"], args=ADD_ARGS,
-                             reference={"out_ptr": "x_ptr + y_ptr"})
-        assert (await launch_kernel(rt, good)).passed is True
+        assert (await launch_kernel(rt, GOOD)).passed is True
         worker = executor.devices["cpu"]
-        with anyio.fail_after(120):
-            while not _spare_ready(worker):
-                await anyio.sleep(0.2)
+        await _spare_readied(worker)
         assert worker.process is not None
         serving = worker.process.pid
         slow_pids.add(serving)
@@ -100,10 +88,17 @@ async def test_a_retiring_worker_is_not_waited_for(monkeypatch: Any) -> None:
         began = time.monotonic()
         await benchmark(rt, req)
         assert worker.process is not None and worker.process.pid != serving  # the spare took over
-        assert (await launch_kernel(rt, good)).passed is True
+        assert (await launch_kernel(rt, GOOD)).passed is True
         assert time.monotonic() - began < 2.5  # neither call waited for the retiring process
     finally:
         executor.close()
+
+
+async def _spare_readied(worker: Worker) -> None:
+    """Wait until the worker's spare is ready to take over."""
+    with anyio.fail_after(120):
+        while not _spare_ready(worker):
+            await anyio.sleep(0.2)
 
 
 def _spare_ready(worker: Worker) -> bool:
