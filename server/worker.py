@@ -198,13 +198,18 @@ class Worker:
         log.info("started worker process %s for %s", process.pid, self.name)
         return _Child(process, multiprocessing.connection.Connection(ours.detach()), scratch, time.monotonic())
 
-    def kill(self) -> int | None:
-        """Stop the serving child now; return its exit code. The spare stays (see :meth:`close`)."""
+    def _detach(self) -> _Child | None:
+        """Take the serving child out of service (it serves no more calls); return it, if there was one."""
         process, conn, scratch = self.process, self.conn, self.scratch
         self.process, self.conn, self.scratch, self.ready = None, None, None, False
         if process is None or conn is None or scratch is None:
             return None
-        return _Child(process, conn, scratch, self.started_at).kill()
+        return _Child(process, conn, scratch, self.started_at)
+
+    def kill(self) -> int | None:
+        """Stop the serving child now; return its exit code. The spare stays (see :meth:`close`)."""
+        child = self._detach()
+        return child.kill() if child is not None else None
 
     def close(self) -> None:
         """Stop the serving child and the spare."""
@@ -223,18 +228,16 @@ class Worker:
     def _retire(self) -> None:
         """Let go of the serving child, which answered and is exiting by itself: a background thread
         gives it a few seconds, then kills it and removes its scratch directory."""
-        process, conn, scratch = self.process, self.conn, self.scratch
-        self.process, self.conn, self.scratch, self.ready = None, None, None, False
-        if process is None or conn is None or scratch is None:
+        child = self._detach()
+        if child is None:
             return
-        child = _Child(process, conn, scratch, self.started_at)
 
         def finish() -> None:
             began = time.monotonic()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(_RETIRE_GRACE_S)
+                child.process.wait(_RETIRE_GRACE_S)
             child.kill()
-            log.info("worker %s: retired pid %s exited after %.0f ms", self.name, process.pid,
+            log.info("worker %s: retired pid %s exited after %.0f ms", self.name, child.process.pid,
                      (time.monotonic() - began) * 1e3)
 
         threading.Thread(target=finish, name=f"retire-{self.name}", daemon=True).start()
