@@ -54,8 +54,9 @@ class Stage:
     """One step from Tile IR to binary.
 
     `run(ctx)` returns the stage's output, kept under `name`. A Tile IR stage (`tile_ir=True`,
-    named "tir.<pass>") rewrites `ctx.fn` in place and returns None; the runtime keeps the printed
-    Tile IR after it. Any other stage returns text (LLVM IR, PTX) or bytes (an object file, a
+    named "tir.<pass>") rewrites `ctx.fn` in place (or only analyses it) and returns None, for the
+    runtime to keep the printed Tile IR after it, or the Tile IR printed its own way (annotated:
+    the NVIDIA backend's layouts). Any other stage returns text (LLVM IR, PTX) or bytes (an object file, a
     cubin), or None where it produced nothing (no assembler). `timing`: the `compile_ms` key its
     time adds to; None when the stage records its own finer timings in `ctx.timings`."""
 

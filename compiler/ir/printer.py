@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .core import Block, Function, Op, Value
 
 __all__ = ["print_function"]
+
+# per value, a note printed after its type (a backend's layout), or None
+Annotate = Callable[[Value], str | None]
 
 
 class _Namer:
@@ -39,13 +43,18 @@ def _attr(v: Any) -> str:
     return str(v)
 
 
-def _op(op: Op, namer: _Namer, indent: str, out: list[str]) -> None:
+def _typed(v: Value, note: Annotate | None) -> str:
+    extra = note(v) if note is not None else None
+    return f"{v.type} {extra}" if extra else str(v.type)
+
+
+def _op(op: Op, namer: _Namer, indent: str, out: list[str], note: Annotate | None) -> None:
     res = ", ".join(namer.name(r) for r in op.results)
     lhs = f"{res} = " if res else ""
     attrs = {k: v for k, v in op.attrs.items() if v is not None}
     attr_s = " {" + ", ".join(f"{k}={_attr(v)}" for k, v in sorted(attrs.items())) + "}" if attrs else ""
     operands = ", ".join(namer.name(o) for o in op.operands)
-    types = ", ".join(str(r.type) for r in op.results)
+    types = ", ".join(_typed(r, note) for r in op.results)
     tail = f" : {types}" if types else ""
     body = " ".join(x for x in (op.opcode, operands) if x)
     line = f"{indent}{lhs}{body}{attr_s}".rstrip()
@@ -56,18 +65,19 @@ def _op(op: Op, namer: _Namer, indent: str, out: list[str]) -> None:
     for i, r in enumerate(op.regions):
         if i:
             out.append(f"{indent}}} {{")
-        _block(r, namer, indent + "  ", out)
+        _block(r, namer, indent + "  ", out, note)
     out.append(f"{indent}}}{tail}")
 
 
-def _block(b: Block, namer: _Namer, indent: str, out: list[str]) -> None:
+def _block(b: Block, namer: _Namer, indent: str, out: list[str], note: Annotate | None) -> None:
     if b.args:
-        out.append(indent[:-2] + "^(" + ", ".join(f"{namer.name(a)}: {a.type}" for a in b.args) + "):")
+        out.append(indent[:-2] + "^(" + ", ".join(f"{namer.name(a)}: {_typed(a, note)}" for a in b.args) + "):")
     for op in b.ops:
-        _op(op, namer, indent, out)
+        _op(op, namer, indent, out, note)
 
 
-def print_function(fn: Function) -> str:
+def print_function(fn: Function, note: Annotate | None = None) -> str:
+    """`fn` as text; `note(v)`, where given, is printed after the type of each value it names."""
     namer = _Namer()
     args = []
     for a, attrs in zip(fn.args, fn.arg_attrs, strict=True):
@@ -75,6 +85,6 @@ def print_function(fn: Function) -> str:
         args.append(f"{namer.name(a)}: {a.type}{extra}")
     out = [f"func @{fn.name}({', '.join(args)}) {{"]
     for op in fn.body.ops:
-        _op(op, namer, "  ", out)
+        _op(op, namer, "  ", out, note)
     out.append("}")
     return "\n".join(out) + "\n"

@@ -54,7 +54,8 @@ def run_stages(ctx: StageContext, stages: Sequence[Stage]) -> None:
         if stage.tile_ir:
             if verifying:
                 check(ctx, f"stage {stage.name}")
-            out = print_function(ctx.fn)
+            # its printed Tile IR: the stage's own (annotated, e.g. with layouts) or the plain one
+            out = out if isinstance(out, str) else print_function(ctx.fn)
             if out == last_tir:  # a pass that changed nothing: the same string, held once
                 out = last_tir
             last_tir = out

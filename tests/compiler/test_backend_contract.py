@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,9 +87,14 @@ def test_cuda_stages_and_the_tile_ir_as_lowered(monkeypatch: pytest.MonkeyPatch)
     ck = mm_acc.compile(MM_SIG, {"BLOCK": 64, "BK": 32}, target="cuda:sm_90a", num_stages=3)
     out = ck.artifacts.outputs
     assert list(out) == ["tir.fold", "tir.cse", "tir.dce", "tir.mark_kmajor_b", "tir.pipeline_dot_loads",
-                         "tir.prefetch_dot_operands", "llir", "ptx", "cubin"]
+                         "tir.prefetch_dot_operands", "tir.assign_layouts", "llir", "ptx", "cubin"]
     assert "async_copy" not in out["tir.dce"] and "async_copy" in ck.asm["tir"] and "async_wait" in ck.asm["tir"]
-    assert ck.asm["tir"] == out["tir.prefetch_dot_operands"]
+    # the last stage's IR is the prefetch pass's, each tile value annotated with its planned layout
+    assert ck.asm["tir"] == out["tir.assign_layouts"]
+    prefetched = out["tir.prefetch_dot_operands"]
+    assert isinstance(prefetched, str) and "#L" not in prefetched
+    assert re.sub(r" (#L\d+|shared)\b", "", ck.asm["tir"].split("func @", 1)[1]) == prefetched.split("func @", 1)[1]
+    assert re.search(r"^#L0 = register=", ck.asm["tir"], re.M) and " shared" in ck.asm["tir"]
     assert "cp.async" in ck.asm["ptx"] and "wgmma" in ck.asm["ptx"] and ck.asm["cubin"][:4] == b"\x7fELF"
     assert type(ck) is compiler.CompiledKernel
 

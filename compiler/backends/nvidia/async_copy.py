@@ -58,7 +58,8 @@ if TYPE_CHECKING:
     from .wgmma import SmemOperand
 
 __all__ = ["private_budget", "PipeBuffer", "plan_buffers", "private_sizer", "mark_kmajor_b",
-           "reads_shared", "pipeline_stages", "lower_async_copy", "lower_async_wait", "lower_async_drain"]
+           "reads_shared", "pipeline_stages", "lower_async_copy", "lower_async_wait", "lower_async_drain",
+           "pipe_buffer", "carried_copy_layouts"]
 
 # shared memory kept free of a loop's private slots for the scratch of the kernel's reductions
 # and layout conversions (on sm_90a's 227 KB the slots may take 160 KB)
@@ -239,6 +240,11 @@ def _private_vecs(lw: NvLowering) -> dict[int, int]:
         v = _vec(lw, layout, op.operands[0], mask_v, elem)
         out[op.attrs["buffer"]] = min(out.get(op.attrs["buffer"], v), v)
     return out
+
+
+def pipe_buffer(lw: NvLowering, op: Op) -> PipeBuffer:
+    """The buffer `op` (an async_copy or async_wait) uses, as planned (nothing reserved)."""
+    return _buffer(lw, op, reserve=False)
 
 
 def _buffer(lw: NvLowering, op: Op, reserve: bool = True) -> PipeBuffer:

@@ -108,6 +108,18 @@ def _build(ctx: StageContext, o: NvidiaOptions, lw: NvLowering) -> str:
     return str(mod)
 
 
+def _assign_layouts(o: NvidiaOptions) -> Callable[[StageContext], str]:
+    """Every tile value's layout, planned before code generation (layout_plan.py); the output is
+    the Tile IR with the layouts, the Tile IR the next stage lowers."""
+    def run(ctx: StageContext) -> str:
+        # deferred: start-up cost: a lowering module (a kernel loaded from the disk cache never needs it)
+        from .layout_plan import print_layouts
+
+        return print_layouts(ctx.fn, _lowering(ctx, o).assign_layouts())
+
+    return run
+
+
 def _llir(o: NvidiaOptions) -> Callable[[StageContext], str]:
     def run(ctx: StageContext) -> str:
         ctx.scratch["in_flight"] = any(op.attrs.get("in_flight") for op in ctx.fn.walk())
@@ -219,6 +231,7 @@ class NvidiaBackend(Backend):
         if not o.checked:
             passes.append(Stage("tir.pipeline_dot_loads", _pipeline(o), tile_ir=True, timing="passes_ms"))
         passes.append(Stage("tir.prefetch_dot_operands", _prefetch(o), tile_ir=True, timing="passes_ms"))
+        passes.append(Stage("tir.assign_layouts", _assign_layouts(o), tile_ir=True, timing="passes_ms"))
         return [*passes, Stage("llir", _llir(o)), Stage("ptx", _ptx), Stage("cubin", _cubin(o))]
 
     def binary(self, artifacts: Artifacts) -> CudaBinary:

@@ -80,7 +80,7 @@ def lower_for(lw: NvLowering, op: Op) -> None:
     staged = _stage_invariant_operands(lw, body)
     ity = body.args[0].type
     assert isinstance(ity, T.ScalarType)
-    like: list[Any] = [lw.tile(v, lw.carried_layout(a, v)) if isinstance(v.type, T.TileType) else lw.scalar(v)
+    like: list[Any] = [lw.tile(v, lw.layout(a)) if isinstance(v.type, T.TileType) else lw.scalar(v)
                        for a, v in zip(body.args[1:], inits, strict=True)]
     init_regs = [list(x.regs) if isinstance(x, GPUTile) else [x] for x in like]
     sign = op.attrs.get("step_sign", 0)

@@ -61,7 +61,7 @@ def lower_elementwise(lw: NvLowering, op: Op) -> None:
     if not isinstance(r.type, T.TileType):
         lw.vals[r] = scalar_op(lw, op, [lw.scalar(o) for o in op.operands])
         return
-    layout = lw.result_layout(op)
+    layout = lw.layout(r)  # layout_plan.py: the operands' when they agree, else the costliest to move
     ins = [lw.tile(o, layout) for o in op.operands]
     lw.vals[r] = GPUTile(layout, elementwise_regs(lw, op, layout, lambda i: [t.regs[i] for t in ins]))
 

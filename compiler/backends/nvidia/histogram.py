@@ -58,7 +58,7 @@ def lower_histogram(lw: NvLowering, op: Op) -> None:
 
         lw.when(ok, functools.partial(_count, lw, bins, wide))
     lw.barrier()
-    dst = lw.canonical((nbins,))
+    dst = lw.layout(op.result)
     regs = [smem_load(lw, base, linear_index(lw, dst, r, (nbins,)), I32) for r in range(num_regs(dst))]
     lw.vals[op.result] = GPUTile(dst, regs)
 

@@ -23,7 +23,7 @@ from .tiles import GPUTile, blocked_for, num_regs, nv_type
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["lower_inline_asm"]
+__all__ = ["lower_inline_asm", "packed_layout"]
 
 
 def _bits(e: T.ElemType) -> int:
@@ -46,7 +46,7 @@ def _packs_last_dim(layout: LinearLayout, pack: int) -> bool:
         regs[k] == tuple((1 << k) if d == rank - 1 else 0 for d in range(rank)) for k in range(need))
 
 
-def _layout_for(lw: NvLowering, shape: tuple[int, ...], pack: int) -> LinearLayout:
+def packed_layout(lw: NvLowering, shape: tuple[int, ...], pack: int) -> LinearLayout:
     """The canonical layout, or a blocked one with `pack` elements per thread along the last dim."""
     layout = lw.canonical(shape)
     if _packs_last_dim(layout, pack):
@@ -123,7 +123,7 @@ def lower_inline_asm(lw: NvLowering, op: Op) -> None:
     if shape[-1] % pack:
         raise UnsupportedError(f"inline_asm_elementwise: pack={pack} does not divide the last dimension "
                                f"({shape[-1]}) of the result", op.loc, hint="use a smaller pack")
-    layout = _layout_for(lw, shape, pack)
+    layout = lw.layout(op.results[0])  # packed_layout, planned (layout_plan.py)
     tiles = [lw.tile(v, layout) for v in op.operands]
     n = num_regs(layout)
     results: list[list[ir.Value]] = [[] for _ in op.results]

@@ -1,7 +1,8 @@
 """Tile IR -> per-thread LLVM IR for NVPTX.
 
 Every tile value is distributed over the threads of the program by a linear layout
-(compiler.layouts): thread (lane, warp) holds register r = element L(r, lane, warp). An
+(compiler.layouts): thread (lane, warp) holds register r = element L(r, lane, warp). Each value's
+layout is planned before lowering (layout_plan.py, `assign_layouts`). An
 elementwise op is applied register by register; operands in another layout are converted
 (register gathers when the same thread already holds the element, else through shared memory).
 Scalars are uniform: every thread holds the same value.
@@ -14,18 +15,18 @@ from typing import Any
 
 from llvmlite import ir
 
+from ... import knobs
 from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Block, Function, Op, Value
 from ...ir.ops import ELEMENTWISE
-from ...layouts import LANE, WARP, LinearLayout, slice_layout
+from ...layouts import LANE, WARP, LinearLayout
 from ...passes.axis_info import AxisInfo, analyze_axis_info
 from ..llvm.scalar import I1, I8, I32, I64
-from .async_copy import carried_copy_layouts
 from .convert import convert, register_map
-from .dot import dot_layout
+from .layout_plan import Layout, check_plan, plan_layouts
 from .ops import lower_op
-from .remat import is_cheap, rematerialize
+from .remat import rematerialize
 from .tcgen05 import finish_tmem
 from .tiles import GPTR, SPTR, GPUTile, SharedOperand, blocked_for, num_regs, nv_type
 from .wgmma import wait_tiles
@@ -75,7 +76,7 @@ class NvLowering:
         # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
         # NVPTX emits mul.rn/add.rn, which also stops ptxas from fusing them.
         self.fmf: tuple[str, ...] = ("contract",)
-        self.dot_layouts: dict[Value, LinearLayout] | None = None
+        self.layouts: dict[Value, Layout] | None = None  # every tile value's layout (assign_layouts)
         self.uses_libdevice = False  # a math function calls libdevice (linked at emission)
         self.tmem: Any = None  # tcgen05.Tmem: the kernel's tensor memory, set up by its first tcgen05 dot
         # tcgen05 dots whose accumulator stays in tensor memory through the loop being lowered
@@ -128,8 +129,7 @@ class NvLowering:
 
     # ------------------------------------------------------------------ function
     def build(self) -> ir.Function:
-        self.axis = analyze_axis_info(self.fn)
-        self.vec_hint = _vector_hints(self.fn, self.axis)
+        plan = self.assign_layouts()
         params = [nv_type(a.type) if a.type != T.i1 else I32 for a in self.fn.args]
         f = ir.Function(self.m, ir.FunctionType(ir.VoidType(), params), self.name)
         f.calling_convention = "ptx_kernel"
@@ -147,6 +147,8 @@ class NvLowering:
         for a, p in zip(self.fn.args, f.args, strict=True):
             self.vals[a] = self.entry.trunc(p, I1) if a.type == T.i1 else p
         self.lower_block(self.fn.body)
+        if knobs.verify_ir():
+            check_plan(self, plan)
         if self.tmem is None:
             self.b.ret_void()
             self.entry.branch(body_bb)
@@ -235,103 +237,27 @@ class NvLowering:
             return again
         return convert(self, x, target, T.elem_of(v.type))
 
-    def carried_layout(self, arg: Value, init: Value) -> LinearLayout | None:
-        """The layout a loop should carry `arg` (initialised by `init`) in: a dot's accumulator
-        layout when the body feeds `arg` to a tensor-core dot, so the loop moves no data; for the
-        addresses of a pipelined copy, the layout the copy takes them in."""
-        if self.dot_layouts is None:
-            self.dot_layouts = carried_copy_layouts(self)  # addresses of pipelined copies
-            for op in self.fn.walk():
-                if op.opcode == "dot":
-                    lay = dot_layout(self, op)
-                    # the accumulator, and what it is computed from elementwise (acc * alpha)
-                    todo, seen = [op.operands[2]], set()
-                    while todo:
-                        v = todo.pop()
-                        if v in seen or T.shape_of(v.type) != lay.out_shape:
-                            continue
-                        seen.add(v)
-                        self.dot_layouts.setdefault(v, lay)
-                        d = v.op
-                        if d is not None and d.opcode in ELEMENTWISE and d.opcode not in ("load", "broadcast"):
-                            todo.extend(d.operands)
-            for op in self.fn.walk():
-                if op.opcode == "for":
-                    self._row_statistics(op)
-        return self.dot_layouts.get(arg)
+    def layout(self, v: Value) -> LinearLayout:
+        """The layout planned for the tile value `v` (layout_plan.py)."""
+        assert self.layouts is not None, "assign_layouts runs before lowering"
+        lay = self.layouts[v]
+        assert isinstance(lay, LinearLayout), f"{v} lives in shared memory, not in registers"
+        return lay
 
-    def _row_statistics(self, loop: Op) -> None:
-        """Loop-carried vectors updated from reductions of a dot result in the body (attention's
-        running max and sum): carried in the reduction's layout (the dot layout, sliced), so the
-        body neither converts them nor broadcasts them back through shared memory."""
-        body = loop.regions[0]
-        y = body.terminator
-        dots = {op.result: op for op in body.ops if op.opcode == "dot"}
-        if y is None or not dots:
-            return
-
-        def source_dot(v: Value, depth: int = 0) -> Op | None:
-            d = v.op
-            if d is None or d.parent is not body or depth > 12:
-                return None
-            if d.opcode == "dot":
-                return d
-            if d.opcode not in ELEMENTWISE or d.opcode in ("load", "make_range", "constant"):
-                return None
-            for o in d.operands:
-                if len(T.shape_of(o.type)) == len(T.shape_of(v.type)):
-                    found = source_dot(o, depth + 1)
-                    if found is not None:
-                        return found
-            return None
-
-        def reduction(v: Value, depth: int = 0) -> tuple[Op, int] | None:
-            d = v.op
-            if d is None or d.parent is not body or depth > 6:
-                return None
-            if d.opcode == "reduce":
-                dot = source_dot(d.operands[0])
-                return (dot, d.attrs["axis"]) if dot is not None else None
-            if d.opcode not in ELEMENTWISE:
-                return None
-            for o in d.operands:
-                found = reduction(o, depth + 1)
-                if found is not None:
-                    return found
-            return None
-
-        assert self.dot_layouts is not None
-        for arg, v in zip(body.args[1:], y.operands, strict=False):
-            if len(T.shape_of(arg.type)) != 1 or arg in self.dot_layouts:
-                continue
-            found = reduction(v)
-            if found is not None:
-                dot, axis = found
-                lay = dot_layout(self, dot)
-                if len(lay.out_dims) == 2:
-                    self.dot_layouts[arg] = slice_layout(lay, axis)
+    def assign_layouts(self) -> dict[Value, Layout]:
+        """Plan every tile value's layout (layout_plan.py), once, after the GPU passes changed fn:
+        the axis analysis and vector widths the canonical layouts depend on first."""
+        if self.layouts is None:
+            self.axis = analyze_axis_info(self.fn)
+            self.vec_hint = _vector_hints(self.fn, self.axis)
+            self.layouts = plan_layouts(self)
+        return self.layouts
 
     def scalar(self, v: Value) -> ir.Value:
         x = self.vals[v]
         if isinstance(x, GPUTile):
             raise UnsupportedError("internal: a tile was used where a scalar was expected")
         return x
-
-    def result_layout(self, op: Op) -> LinearLayout:
-        """Elementwise results keep their operands' layout when they all agree; otherwise the
-        layout of the first operand that cannot be recomputed cheaply (a dot's accumulator, a
-        loaded tile, a loop-carried value), so only the cheap operands move."""
-        shape = T.shape_of(op.results[0].type)
-        tiles = [(o, self.vals[o]) for o in op.operands if isinstance(self.vals.get(o), GPUTile)]
-        layouts = {t.layout for _, t in tiles}
-        if len(layouts) == 1:
-            lay = layouts.pop()
-            if lay.out_shape == shape:
-                return lay
-        for o, t in tiles:
-            if t.layout.out_shape == shape and not is_cheap(o):
-                return t.layout
-        return self.canonical(shape)
 
     # ------------------------------------------------------------------ ops
     def lower_block(self, block: Block) -> None:

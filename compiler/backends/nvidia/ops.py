@@ -11,7 +11,6 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
 from ...ir.ops import ELEMENTWISE_COMPUTE
-from ...layouts import LinearLayout, dim_names
 from ..llvm import scalar as S
 from ..llvm.scalar import I1, I32
 from . import async_copy, control, debug, histogram, inline_asm, memory, shape_ops, sort
@@ -54,8 +53,7 @@ def _nprog(lw: NvLowering, op: Op) -> None:
 
 
 def _make_range(lw: NvLowering, op: Op) -> None:
-    shape = T.shape_of(op.result.type)
-    layout = lw.canonical(shape)
+    layout = lw.layout(op.result)
     hw = lw.hw_coords(layout)[0]
     start = op.attrs["start"]
     b = lw.b
@@ -65,33 +63,21 @@ def _make_range(lw: NvLowering, op: Op) -> None:
 
 
 def _splat(lw: NvLowering, op: Op) -> None:
-    layout = lw.canonical(T.shape_of(op.result.type))
+    layout = lw.layout(op.result)
     lw.vals[op.result] = GPUTile(layout, [lw.scalar(op.operands[0])] * num_regs(layout))
 
 
 def _expand_dims(lw: NvLowering, op: Op) -> None:
     x = lw.vals[op.operands[0]]
-    ax = op.attrs["axis"]
-    shape = T.shape_of(op.result.type)
-    if not isinstance(x, GPUTile):
-        lw.vals[op.result] = GPUTile(lw.canonical(shape), [x] * num_regs(lw.canonical(shape)))
-        return
-
-    lay = x.layout
-    bases = {name: [(*b[:ax], 0, *b[ax:]) for b in rows] for name, rows in lay.in_dims}
-    names = dim_names(len(shape))
-    new = LinearLayout.from_bases(bases, dict(zip(names, shape, strict=True)))
-    lw.vals[op.result] = GPUTile(new, list(x.regs))
+    layout = lw.layout(op.result)  # x's bases with 0 along the new axis (layout_plan.expanded_layout)
+    lw.vals[op.result] = GPUTile(layout, list(x.regs) if isinstance(x, GPUTile) else [x] * num_regs(layout))
 
 
 def _trans(lw: NvLowering, op: Op) -> None:
 
     x = lw.tile(op.operands[0])
-    perm = op.attrs["perm"]
-    shape = T.shape_of(op.result.type)
-    bases = {name: [tuple(b[p] for p in perm) for b in rows] for name, rows in x.layout.in_dims}
-    new = LinearLayout.from_bases(bases, dict(zip(dim_names(len(shape)), shape, strict=True)))
-    lw.vals[op.result] = GPUTile(new, list(x.regs))
+    # the same registers, the output dims permuted (layout_plan.permuted_layout)
+    lw.vals[op.result] = GPUTile(lw.layout(op.result), list(x.regs))
 
 
 def _noop(lw: NvLowering, op: Op) -> None:

@@ -9,6 +9,7 @@ is such a cheap elementwise or shape op; loads, reductions, dots and control flo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -24,7 +25,7 @@ from .tiles import GPUTile, num_regs, reg_coords
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["rematerialize", "collapse", "lower_broadcast", "is_cheap"]
+__all__ = ["rematerialize", "collapse", "lower_broadcast", "is_cheap", "consumer_layout"]
 
 # elementwise ops the op table does not mark expensive (div, pow, math, ...), but for loads and constants
 _CHEAP = frozenset(n for n in ELEMENTWISE if not SPECS[n].expensive) - {"load", "constant"}
@@ -134,7 +135,7 @@ def lower_broadcast(lw: NvLowering, op: Op) -> None:
     src = op.operands[0]
     x = lw.vals[src]
     shape = T.shape_of(op.result.type)
-    dst = _consumer_layout(lw, op) or lw.canonical(shape)
+    dst = lw.layout(op.result)  # layout_plan.py: that of the expensive tile it is combined with
     if not isinstance(x, GPUTile):
         lw.vals[op.result] = GPUTile(dst, [x] * num_regs(dst))
         return
@@ -147,7 +148,7 @@ def lower_broadcast(lw: NvLowering, op: Op) -> None:
     lw.vals[op.result] = GPUTile(dst, list(src_tile.regs))
 
 
-def _consumer_layout(lw: NvLowering, op: Op) -> LinearLayout | None:
+def consumer_layout(op: Op, layout_of: Callable[[Value], LinearLayout | None]) -> LinearLayout | None:
     """The layout of an already lowered, expensive operand that the broadcast result is combined
     with elementwise further down the block (e.g. `acc * alpha[:, None]` with `acc` a dot's
     accumulator): broadcasting straight into it spares converting the big operand."""
@@ -160,7 +161,7 @@ def _consumer_layout(lw: NvLowering, op: Op) -> LinearLayout | None:
         if op.result not in user.operands or not _cheap_op(user):
             continue
         for o in user.operands:
-            t = lw.vals.get(o)
-            if o is not op.result and isinstance(t, GPUTile) and t.layout.out_shape == shape and not is_cheap(o):
-                return t.layout
+            t = layout_of(o)  # None: not planned yet (defined after op) or not in registers
+            if o is not op.result and t is not None and t.out_shape == shape and not is_cheap(o):
+                return t
     return None

@@ -33,7 +33,7 @@ def lower_reshape(lw: NvLowering, op: Op) -> None:
     shape = T.shape_of(op.result.type)
     x = lw.vals[src]
     if not isinstance(x, GPUTile):  # a scalar operand: every element is that value
-        dst = lw.canonical(shape)
+        dst = lw.layout(op.result)
         lw.vals[op.result] = GPUTile(dst, [x] * num_regs(dst))
         return
     layout = reshaped_layout(x.layout, shape)  # compiler/layouts/shape.py
@@ -41,4 +41,4 @@ def lower_reshape(lw: NvLowering, op: Op) -> None:
         lw.vals[op.result] = GPUTile(layout, list(x.regs))
         return
 
-    lw.vals[op.result] = through_shared(lw, x, T.shape_of(src.type), lw.canonical(shape), T.elem_of(op.result.type))
+    lw.vals[op.result] = through_shared(lw, x, T.shape_of(src.type), lw.layout(op.result), T.elem_of(op.result.type))
