@@ -14,6 +14,7 @@ from ..errors import ArgumentError, DtypeError, ShapeError
 from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Value
+from ..ir.ops import DOT_PRECISIONS, MEMORY_ORDERS, SCOPES
 from ..language.core import Tensor
 from . import scaled_dot
 
@@ -66,6 +67,17 @@ def _hint_choice(what: str, value: Any, allowed: dict[str, str], elsewhere: str 
 _PRECISION = {"tf32": "float32 inputs rounded to tf32 on NVIDIA tensor cores (Triton's default)",
               "tf32x3": "three tf32 products per float32 product (Anvil computes these as 'ieee')",
               "ieee": "full float32 products"}
+_ORDERS = {"acq_rel": "acquire and release (the default)", "acquire": "later accesses stay after it",
+           "release": "earlier accesses stay before it", "relaxed": "atomic, with no ordering of other accesses"}
+_SCOPES = {"gpu": "with every program on the device (the default)", "cta": "with the threads of this program",
+           "sys": "with the host and other devices too"}
+assert tuple(_PRECISION) == DOT_PRECISIONS and tuple(_ORDERS) == MEMORY_ORDERS and tuple(_SCOPES) == SCOPES
+
+
+def atomic_order(what: str, sem: Any, scope: Any) -> tuple[str, str]:
+    """An atomic's `sem` and `scope`, checked (None or "": the defaults, acq_rel and gpu)."""
+    order = _hint_choice(f"{what} sem", sem, _ORDERS) or "acq_rel"
+    return order, _hint_choice(f"{what} scope", scope, _SCOPES) or "gpu"
 
 
 def dot_precision(value: Any) -> str:
@@ -545,6 +557,7 @@ class Semantic:
 
     def atomic(self, kind: str, ptr: Tensor, val: Operand, mask: Operand | None, sem: str | None,
                scope: str | None) -> Tensor:
+        sem, scope = atomic_order(f"tl.atomic_{kind}", sem, scope)
         pe = ptr.ir_elem
         if not isinstance(pe, T.PointerType):
             raise DtypeError(f"atomic_{kind} needs a pointer, got {pe}")
@@ -572,7 +585,7 @@ class Semantic:
         elif kind in ("and", "or", "xor") and not elem.is_int:
             raise DtypeError(f"atomic_{kind} needs an integer pointer, got {elem}")
         return Tensor(self.b.value("atomic_rmw", ops, T.with_elem(ptr.type, elem), kind=kind,
-                                   sem=sem or "acq_rel", scope=scope or "gpu", has_mask=len(ops) == 3))
+                                   sem=sem, scope=scope, has_mask=len(ops) == 3))
 
     def atomic_cas(self, ptr: Tensor, cmp: Operand, val: Operand, sem: str | None,
                    scope: str | None) -> Tensor:
@@ -587,8 +600,9 @@ class Semantic:
         v = self.cast(self.to_tensor(val) if not _is_num(val) else self.constant(val, elem), elem)
         ptr, c = self.broadcast_pair(ptr, c)
         ptr, v = self.broadcast_pair(ptr, v)
+        sem, scope = atomic_order("tl.atomic_cas", sem, scope)
         return Tensor(self.b.value("atomic_cas", [ptr.handle, c.handle, v.handle], T.with_elem(ptr.type, elem),
-                                   sem=sem or "acq_rel", scope=scope or "gpu"))
+                                   sem=sem, scope=scope))
 
     # ----------------------------------------------------------------- shape ops
     def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:

@@ -21,8 +21,12 @@ from .types import ScalarType, i1, i32
 __all__ = [
     "OpSpec", "SPECS", "Attr", "Operand", "COMMON_ATTRS", "is_pure", "operand_range",
     "BINARY", "FLOAT_BINARY", "EXPENSIVE_BINARY", "ASSOCIATIVE", "ELEMENTWISE", "ELEMENTWISE_COMPUTE", "MOVEMENT",
-    "MATH_FNS", "MATH_RESULTS", "CMP_PREDICATES", "ATOMIC_KINDS",
+    "MATH_FNS", "MATH_RESULTS", "CMP_PREDICATES", "ATOMIC_KINDS", "MEMORY_ORDERS", "SCOPES", "DOT_PRECISIONS",
 ]
+
+MEMORY_ORDERS = ("acq_rel", "acquire", "release", "relaxed")  # an atomic's `sem`
+SCOPES = ("gpu", "cta", "sys")  # an atomic's `scope`
+DOT_PRECISIONS = ("tf32", "tf32x3", "ieee")  # tl.dot's input_precision for float32 operands
 
 # How an elementwise op computes its result: from operands at the result's index ("unary",
 # "binary", "ternary", "variadic": math, by function), from an operand at a projected index
@@ -109,8 +113,8 @@ def _cache(choices: tuple[str, ...]) -> tuple[Attr, ...]:
             Attr("eviction", "str", False, None, _EVICTION, "eviction policy"))
 
 
-_SEM = Attr("sem", "str", doc="memory order: relaxed, acquire, release or acq_rel")
-_SCOPE = Attr("scope", "str", doc="gpu, cta or sys")
+_SEM = Attr("sem", "str", choices=MEMORY_ORDERS, doc="memory order")
+_SCOPE = Attr("scope", "str", choices=SCOPES, doc="which threads the order is with")
 _HAS_MASK = Attr("has_mask", "bool", doc="a mask operand follows")
 
 
@@ -175,7 +179,7 @@ _TABLE: tuple[OpSpec, ...] = (
            doc="reserves shared memory; the result is its address"),
     # ----------------------------------------------------------------- tile computations
     OpSpec("dot", (Operand("a"), Operand("b"), Operand("acc")), R.same_as(2),
-           (Attr("input_precision", "str", doc="tf32, tf32x3 or ieee (float32 operands)"),
+           (Attr("input_precision", "str", choices=DOT_PRECISIONS, doc="for float32 operands"),
             Attr("b_kmajor", "bool", False, False, doc="B is loaded K-contiguous (backends/nvidia/async_copy.py)"),
             Attr("in_flight", "bool", False, False, doc="may complete after the next dot (passes/pipeline.py)"))),
     OpSpec("reduce", (Operand("inputs", variadic=True),), R.reduced(), (Attr("axis", "int"),), regions=1,

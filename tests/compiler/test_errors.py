@@ -297,3 +297,29 @@ def test_long_source_lines_and_messages_are_clipped_around_the_caret(where: str)
     first, shown, caret = str(e).splitlines()[:3]
     assert len(shown) < 300 and shown[caret.index("^"):].startswith("BAD")
     assert first.endswith("... (3,000 more characters)") and len(first) < 2100
+
+
+@pytest.mark.parametrize(("call", "fragment"), [
+    ("tl.atomic_add(x_ptr, 1.0, sem='seq_cst')", "tl.atomic_add sem='seq_cst' is not supported: use one of 'acq_rel'"),
+    ("tl.atomic_max(x_ptr, 1.0, scope='device')", "tl.atomic_max scope='device' is not supported: use one of 'gpu'"),
+    ("tl.atomic_cas(x_ptr, 0.0, 1.0, sem='strong')", "tl.atomic_cas sem='strong' is not supported"),
+])
+def test_an_unknown_memory_order_or_scope_is_refused_at_the_call(call: str, fragment: str) -> None:
+    """Not passed on to a backend (the CPU used to ignore it, a GPU backend to fail on it)."""
+    e = expect(E.ArgumentError, f"""
+        @triton.jit
+        def k(x_ptr, n):
+            {call}
+        """, 7, fragment, caret_at="tl.atomic_")
+    assert e.hint and "(the default)" in e.hint
+
+
+def test_the_documented_memory_orders_and_scopes_compile() -> None:
+    for sem in ("acq_rel", "acquire", "release", "relaxed", None):
+        for scope in ("gpu", "cta", "sys", None):
+            ck = compile_text(f"""
+                @triton.jit
+                def k(x_ptr, n):
+                    tl.atomic_add(x_ptr, 1.0, sem={sem!r}, scope={scope!r})
+                """)
+            assert f'sem="{sem or "acq_rel"}"' in ck.asm["tir"] and f'scope="{scope or "gpu"}"' in ck.asm["tir"]
