@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 from server import schema_cache
 from server.descriptions import tool_description
 from server.resources import default_examples_dir, language_text, register_resources
+from server.worker import ProcessExecutor
 from tools import models as m
 from tools.bench import benchmark as run_benchmark
 from tools.compile import compile_kernel as run_compile
@@ -50,7 +51,7 @@ from tools.quantize import quantize_weights as run_quantize
 from tools.quantize.models import Format, Scheme
 from tools.quantize.paths import allowed_roots, resolve_input
 from tools.reference import reference_language
-from tools.runtime import Runtime, resolve_source_file
+from tools.runtime import Runtime, device_for, resolve_source_file, resolve_target
 
 INSTRUCTIONS = """\
 Anvil compiles, runs, checks and benchmarks GPU kernels written in a Triton-style Python DSL \
@@ -246,8 +247,6 @@ def create_app(
     if allowed_paths is None:
         allowed_paths = env_allowed_paths()
     if runtime is None:
-        from server.worker import ProcessExecutor
-
         limits = limits or Limits.from_env()
         runtime = Runtime(limits=limits, executor=executor or ProcessExecutor(limits), allowed_paths=allowed_paths,
                           state_dir=server_cache_dir())
@@ -263,8 +262,6 @@ def create_app(
         warm = getattr(rt.executor, "warm", None)
         warming: asyncio.Task[None] | None = None
         if prestart and prestart_workers is not None:
-            from tools.runtime import device_for, resolve_target
-
             prestart_workers([device_for(resolve_target("auto"))])
             if warm is not None:
                 # in the background: their spares start once they are ready. (A task, not a task group: the

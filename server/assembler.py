@@ -29,6 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from server.sandbox import SandboxConfig, apply
+
 __all__ = ["start", "serve"]
 
 _ARCH = re.compile(r"sm_\d{2,3}[af]?")
@@ -59,8 +61,6 @@ def start(scratch: Path, memory_bytes: int) -> tuple[subprocess.Popen[bytes], in
 
 def serve(fd: int, config: dict[str, Any]) -> None:
     """The helper's loop: answer requests until the worker closes its end."""
-    from server.sandbox import SandboxConfig, apply
-
     apply(SandboxConfig(gpu=False, memory_bytes=int(config["memory_bytes"]), writable=(config["scratch"],),
                         seccomp=False, allow_exec=True))
     conn = multiprocessing.connection.Connection(fd)
@@ -77,6 +77,8 @@ def serve(fd: int, config: dict[str, Any]) -> None:
 
 
 def _ptxas() -> str:
+    # A worker imports this module before its sandbox; the helper imports the compiler once confined (serve).
+    # deferred: security: never the compiler before the sandbox, in the helper or in a worker
     from compiler.backends.nvidia.toolchain import find_ptxas
 
     path = find_ptxas()

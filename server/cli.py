@@ -51,6 +51,7 @@ def isolate_stdout() -> None:
 
 
 def _token_verifier(token: str) -> Any:
+    # deferred: start-up cost: the CLI parses its arguments before loading fastmcp (about 2 s)
     from fastmcp.server.auth.providers.debug import DebugTokenVerifier
 
     return DebugTokenVerifier(validate=lambda offered: hmac.compare_digest(offered, token), client_id="anvil")

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import jsonschema
+from mcp.server.lowlevel import server as lowlevel
 
 __all__ = ["install"]
 
@@ -37,8 +38,6 @@ def _validate(instance: Any, schema: dict[str, Any], *args: Any, **kwargs: Any) 
 
 def install() -> None:
     """Point the SDK's low-level server at the caching validator (idempotent)."""
-    from mcp.server.lowlevel import server as lowlevel
-
     if getattr(lowlevel.jsonschema, "_anvil_cached", False):
         return
     lowlevel.jsonschema = SimpleNamespace(  # type: ignore[assignment]

@@ -536,6 +536,7 @@ _SUGGESTIONS = {
 def _client_key() -> str:
     """The MCP session of the current tool call ("" outside one: scripts and tests share one slot)."""
     try:
+        # deferred: start-up cost: fastmcp (about 2 s); scripts and tests run workers without the MCP server
         from fastmcp.server.dependencies import get_context
 
         return str(get_context().session_id)

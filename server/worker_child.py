@@ -9,15 +9,18 @@ and the first job read.
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing.connection
 import os
+import resource
 import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
+from server.assembler import start as start_assembler
 from server.sandbox import SandboxConfig, apply
 
 BOOT = ("import sys, json; c = json.loads(sys.argv[1]); sys.path[:] = c['sys_path']; "
@@ -34,8 +37,6 @@ def main(config: dict[str, Any]) -> None:
     conn = multiprocessing.connection.Connection(int(config["fd"]))
     sandbox = SandboxConfig.from_dict(config["sandbox"])
     if config.get("assembler"):
-        from server.assembler import start as start_assembler
-
         _helper, fd = start_assembler(Path(config["scratch"]), sandbox.memory_bytes)
         os.environ["ANVIL_PTXAS_FD"] = str(fd)
     try:
@@ -54,9 +55,10 @@ def serve(
 ) -> None:
     """Import the jobs, warm up (tools/warmup.py: a compile, or a launch on ``device``, per target),
     report ready, then run jobs until the socket closes."""
-    import importlib
-
+    # deferred: security: tools/ (torch, the compiler) is imported only after the sandbox is applied (main)
     from tools.launch import is_device_fault
+
+    # deferred: security: tools/ (torch, the compiler) is imported only after the sandbox is applied (main)
     from tools.runtime import WorkerState, job_table
 
     jobs = job_table()
@@ -65,6 +67,7 @@ def serve(
     state = WorkerState(device, protections=protections)
     warm_ms = None
     if warm_targets:
+        # deferred: security: tools/ (torch, the compiler) is imported only after the sandbox is applied (main)
         from tools.warmup import warm_up
 
         try:
@@ -107,8 +110,6 @@ def _grown() -> bool:
     """Whether this worker's data memory passed 3/4 of its limit. Native code of every kernel compiled
     in a process stays in its one JIT engine (about 0.1 MB each), so a worker that has compiled many
     thousands retires before an allocation past its limit would abort it in the middle of a job."""
-    import resource
-
     limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
     if limit in (resource.RLIM_INFINITY, -1) or limit <= 0:
         return False
@@ -121,6 +122,7 @@ def _grown() -> bool:
 
 
 def _error_reply(call_id: int, exc: Exception, device_fault: bool) -> tuple[dict[str, Any], bool]:
+    # deferred: security: tools/ (torch, the compiler) is imported only after the sandbox is applied (main)
     from tools.errors import ToolInputError
 
     if isinstance(exc, ToolInputError):

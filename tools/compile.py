@@ -341,6 +341,7 @@ def _assumed_type(name: str) -> str:
 
 def load_kernel(source: str, kernel_name: str | None) -> Any:
     """compiler.compile_source with compile errors turned into ToolInputError."""
+    # deferred: start-up cost: the compiler (about 0.2 s); the server process imports this module and never compiles
     import compiler
 
     try:
@@ -352,6 +353,7 @@ def load_kernel(source: str, kernel_name: str | None) -> Any:
 def run_compile_job(payload: dict[str, Any], state: WorkerState, report: Report) -> dict[str, Any]:
     """Compile a CompileSpec; return the fields of a KernelRecord (except the spec). The compiled code
     is not kept: the device worker builds the binary it launches, so a compile worker's memory stays flat."""
+    # deferred: start-up cost: the compiler (about 0.2 s); the server process imports this module and never compiles
     from compiler.runtime.compiled import forget_compiled
 
     try:
@@ -361,6 +363,7 @@ def run_compile_job(payload: dict[str, Any], state: WorkerState, report: Report)
 
 
 def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
+    # deferred: start-up cost: the compiler (about 0.2 s); the server process imports this module and never compiles
     import compiler
 
     requested = list(payload.get("artifacts") or [])

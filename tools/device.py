@@ -66,6 +66,7 @@ def compile_targets() -> list[TargetEntry]:
     """Every target the compiler compiles for, with whether it has run on hardware: the CPU (CI runs
     it), then the NVIDIA table (compiler/backends/nvidia_targets.py, read without importing the
     backend), then AMD Instinct. Compiling for a GPU target needs ptxas or ld.lld, not a GPU."""
+    # deferred: start-up cost: importing it runs compiler/__init__ (the whole compiler, about 0.2 s)
     from compiler.backends.nvidia_targets import describe_targets
 
     cpu = TargetEntry(target="cpu", family=f"this machine's CPU ({platform.machine()}), native code through LLVM",

@@ -72,6 +72,7 @@ class Executor(Protocol):
 
 def gpu_available() -> bool:
     try:
+        # deferred: start-up cost: torch (about 2 s), needed only to resolve the target 'auto'
         import torch
 
         return bool(torch.cuda.is_available())
@@ -85,6 +86,7 @@ def resolve_target(target: str) -> str:
     if target == "auto":
         if not gpu_available():
             return "cpu"
+        # deferred: start-up cost: torch (about 2 s), needed only to resolve the target 'auto'
         import torch
 
         return "amd" if getattr(torch.version, "hip", None) else "cuda"  # ROCm builds call AMD GPUs "cuda"

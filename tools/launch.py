@@ -376,6 +376,7 @@ def launch_once(
     except ToolInputError:
         raise
     except Exception as exc:
+        # deferred: start-up cost: the compiler (about 0.2 s); the server process imports this module and never compiles
         import compiler
 
         if isinstance(exc, compiler.CompilationError):
@@ -400,6 +401,7 @@ def runtime_report(exc: Any, kernel: dict[str, Any]) -> ToolInputError:
     ``data`` holds the fields: error ("out_of_bounds" or "device_assert"), kernel_name, kernel_id,
     file, line, column, source_line, program_id, and for accesses tensor, offset (elements from
     the tensor's start) and numel."""
+    # deferred: start-up cost: the compiler (about 0.2 s); the server process imports this module and never compiles
     import compiler
 
     info: dict[str, Any] = dict(getattr(exc, "info", {}) or {})

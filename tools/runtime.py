@@ -20,6 +20,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from tools import bench, compile, device, launch
+from tools.errors import ToolInputError
 from tools.executor import (
     Executor,
     Job,
@@ -32,6 +33,7 @@ from tools.executor import (
     resolve_target,
 )
 from tools.limits import Limits
+from tools.paths import read_regular_file, resolve_inside
 from tools.store import KernelStore
 
 # the executor's names are re-exported: scripts and the server take them from here with Runtime
@@ -113,9 +115,6 @@ def resolve_source_file(path: str, allowed: list[Path], max_bytes: int = Limits.
 
     Blocking (it opens and reads a file): the server calls it in a worker thread.
     """
-    from tools.errors import ToolInputError
-    from tools.paths import read_regular_file, resolve_inside
-
     resolved = resolve_inside(path, allowed, "source_file")
     data = read_regular_file(resolved, "source_file", path, max_bytes, "max_source_bytes")
     try:

@@ -16,7 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tools.compile import compiler_version, run_compile_job
 from tools.executor import WorkerState, device_for
+from tools.launch import run_launch_job
+from tools.store import CompileSpec
 
 WARM_KERNEL = """\
 import triton
@@ -47,9 +50,6 @@ def _no_disk_cache() -> Iterator[None]:
 
 
 def _spec(target: str) -> dict[str, object]:
-    from tools.compile import compiler_version
-    from tools.store import CompileSpec
-
     return CompileSpec(source=WARM_KERNEL, kernel_name=None, signature=dict(_SIGNATURE), hints={},
                        constexprs={"BLOCK": 64}, target=target, compiler_version=compiler_version()).to_dict()
 
@@ -79,9 +79,6 @@ def _launch_payload(target: str, device: str) -> dict[str, Any]:
 def warm_up(state: WorkerState, targets: list[str], *, launch: bool) -> float:
     """Compile the warm-up kernel for each target as compile_kernel does, or with ``launch``, launch and
     check it on this worker's device as launch_kernel does; return the milliseconds spent."""
-    from tools.compile import run_compile_job
-    from tools.launch import run_launch_job
-
     start = time.perf_counter()
     with _no_disk_cache():
         for target in targets:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from .lowering import decompositions
 from .partition import FxGroup, partition
 from .runner import GroupRunner, dump_source, external_values, fallback_module, log
 from .wrapper import lean_forward
@@ -41,6 +42,7 @@ def _free_symbols(shapes: Sequence[tuple[Any, ...]]) -> list[Any]:
 
 def _symbol_sources(gm: fx.GraphModule) -> dict[Any, tuple[fx.Node, int | None]]:
     """Where each size symbol can be read at run time: a graph input's dim, or a size input."""
+    # deferred: start-up cost: sympy (about 0.9 s), loaded by torch.compile before it calls a backend
     import sympy
 
     found: dict[Any, tuple[fx.Node, int | None]] = {}
@@ -102,6 +104,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
     out = fx.GraphModule(gm, new)
     lean = lean_forward(out, f"graph{next(_graph_ids)}")
     if lean is None:  # symbolic sizes: FX's forward, whose runners read the sizes at each call
+        # deferred: start-up cost: AOTAutograd (about 3 s), loaded by torch.compile before it calls a backend
         from torch._functorch.aot_autograd import make_boxed_func
 
         return make_boxed_func(out.forward)  # type: ignore[no-untyped-call]
@@ -113,10 +116,11 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
 
 def anvil(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Callable[..., Any]:
     """The torch.compile backend (registered as "anvil" through the `torch_dynamo_backends` entry point)."""
+    # deferred: start-up cost: AOTAutograd (about 3 s), loaded by torch.compile before it calls a backend
     from functorch.compile import min_cut_rematerialization_partition
-    from torch._dynamo.backends.common import aot_autograd
 
-    from .lowering import decompositions
+    # deferred: start-up cost: torch._dynamo (about 3 s), loaded by torch.compile before it calls a backend
+    from torch._dynamo.backends.common import aot_autograd
 
     backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph,
                            decompositions=decompositions(), partition_fn=min_cut_rematerialization_partition)

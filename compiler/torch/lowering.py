@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._decomp import core_aten_decompositions, get_decompositions
 
 from ..fusion.ops import ELEMENTWISE, TL_DTYPE
 
@@ -255,8 +256,6 @@ def decompositions() -> Mapping[Any, Callable[..., Any]]:
     """AOTAutograd's decompositions: torch's core ATen set, and the composite ops whose parts fuse
     (softmax, layer norm and their backward) broken into them. Made once per process (making torch's
     table takes about 150 ms), read-only."""
-    from torch._decomp import core_aten_decompositions, get_decompositions
-
     # Attention stays torch's fused op: its decomposition is slower, and with torch 2.13 on the CPU
     # the gradients through core ATen's decomposition of it are wrong (tests/torch/test_backend.py).
     table = {op: fn for op, fn in core_aten_decompositions().items() if "scaled_dot_product" not in str(op)}

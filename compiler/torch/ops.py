@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._subclasses import fake_tensor
 
 from ..errors import AnvilError
 
@@ -167,6 +168,7 @@ def _reads_values(env: Any, before: set[Any], out: Any) -> bool:
     """Whether the body made an unbacked symbol (read a value) that no output's size holds: torch
     would reject the op's output for it with a message that does not say what to do."""
     try:
+        # deferred: start-up cost: torch's symbolic shapes import sympy (about 0.7 s); the server imports this module
         from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
         fresh = (_unbound_symbols(env) or set()) - before - set(getattr(env, "ignorable_fresh_unbacked_symbols", ()))
@@ -179,10 +181,9 @@ def _data_dependent_errors() -> tuple[type[BaseException], ...]:
     """The exceptions by which torch says that an operation needs a fake tensor's values: a value read
     on the host, an output shape that depends on data, a branch on a value read earlier (under
     torch.compile, where a read value is a symbol)."""
-    from torch._subclasses import fake_tensor
-
     found = [getattr(fake_tensor, n, None) for n in ("DataDependentOutputException", "DynamicOutputShapeException")]
     try:
+        # deferred: start-up cost: torch's symbolic shapes import sympy (about 0.7 s); the server imports this module
         from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
         found.append(GuardOnDataDependentSymNode)

@@ -27,6 +27,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return a == b
     try:
+        # deferred: start-up cost: torch's symbolic shapes import sympy (about 0.7 s); the server imports this module
         from torch.fx.experimental.symbolic_shapes import statically_known_true
 
         return bool(statically_known_true(a == b))

@@ -21,6 +21,7 @@ import torch
 import torch.fx as fx
 
 from .. import knobs
+from ..frontend.textmodule import compile_source
 from ..fusion.emit import MAX_ROW, emit
 from ..fusion.graph import Group, Layout
 from ..fusion.split import ColsSplit, split_cols
@@ -180,6 +181,7 @@ class GroupRunner:
     def _sizes(self, sym_values: tuple[int, ...]) -> tuple[Any, ...]:
         hit = self.shapes.get(sym_values)
         if hit is None:
+            # deferred: start-up cost: sympy (about 0.9 s); the server imports this module (tools.generate)
             import sympy
 
             env = {s: sympy.Integer(v) for s, v in zip(self.symbols, sym_values, strict=True)}
@@ -195,8 +197,6 @@ class GroupRunner:
         key = (part, tuple(lay.key() for lay in layouts), wide, even, tuple(values.items()) if values else None)
         k = self.kernels.get(key)
         if k is None:
-            from ..frontend.textmodule import compile_source
-
             group = self.group if not part else getattr(self._split(), part)
             # Named by content: groups (and graphs) computing the same thing share one kernel.
             text = emit(group, layouts, "KERNEL", wide=wide, values=values, even_rows=even[0],

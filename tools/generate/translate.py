@@ -18,6 +18,8 @@ from typing import Any, NoReturn
 
 import torch
 
+import compiler.language as tl
+from compiler.frontend.closed import module_export
 from compiler.fusion.ops import TL_DTYPE
 from tools.errors import ToolInputError
 from tools.generate.registry import Lowering
@@ -528,9 +530,6 @@ def _nearest(key: str, lowerings: Mapping[str, Any]) -> str:
 
 def _by_hand(key: str) -> str:
     """What to do instead of generating: write the kernel (naming the tl op of the same name, if any)."""
-    import compiler.language as tl
-    from compiler.frontend.closed import module_export
-
     name = key.rsplit(".", 1)[-1]
     op = f" (the language has tl.{name})" if module_export(tl, name)[0] else ""
     return (f"Write this kernel by hand{op}: compile_kernel or launch_kernel with source, and this expression over "

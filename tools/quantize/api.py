@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from tools.errors import ToolInputError
+from tools.specs import TensorSpec, build_tensor
 
 from .awq import awq_search, int4_fake_quant
 from .configs import quantization_config
@@ -71,8 +74,6 @@ def _load_source(source: Any, roots: list[Path]) -> tuple[_Source, Path | None]:
     if isinstance(source, Mapping) and source and all(isinstance(v, torch.Tensor) for v in source.values()):
         return _Source({str(k): v.detach().cpu() for k, v in source.items()}), None
     if isinstance(source, Mapping):
-        from tools.specs import TensorSpec, build_tensor
-
         try:
             spec = TensorSpec.model_validate(dict(source))
         except Exception as exc:
@@ -83,8 +84,6 @@ def _load_source(source: Any, roots: list[Path]) -> tuple[_Source, Path | None]:
 
 
 def _read_safetensors(path: Path, what: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    from safetensors import safe_open
-
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = dict(f.metadata() or {})
@@ -380,8 +379,6 @@ def _fmt_db(v: float | None) -> str:
 def _write(out: dict[str, torch.Tensor], metadata: dict[str, str], fmt: str, out_path: Path, cfg_path: Path,
            config: dict[str, Any]) -> None:
     """Write through temporary files in the same directory, then rename (no half-written outputs)."""
-    from safetensors.torch import save_file
-
     meta = {**metadata, "format": metadata.get("format", "pt"), "quantization": fmt, "quantized_by": "anvil"}
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     tmp_cfg = cfg_path.with_name(f".{cfg_path.name}.{os.getpid()}.tmp")
