@@ -46,3 +46,32 @@ def test_configs_compile_in_parallel_and_big_ones_are_pruned() -> None:
     verdicts = [exceeds(k.metadata, small) for k in ok]
     assert verdicts[0] is None
     assert verdicts[2] is not None and "shared memory" in verdicts[2]
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found")
+def test_a_config_past_the_target_s_shared_memory_is_pruned_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config that needs more shared memory than a block of the target may have fails its
+    compile with a ResourceError (Triton's OutOfResources): the tuner leaves it out and tunes the
+    others, as Triton's autotuner does (liger-kernel's gemm_swiglu lists such configs)."""
+    import sys
+
+    import compiler.runtime.autotune as A
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shared_memory_kernels import held_regions
+
+    sig = {"x_ptr": "*i32", "y_ptr": "*i32", "sum_ptr": "*i32", "addr_ptr": "*i32"}
+    configs = [Config({"A": 64 * 1024, "B": 48 * 1024}, num_warps=1),  # 112 KB: fits sm_90a's 227 KB
+               Config({"A": 128 * 1024, "B": 128 * 1024}, num_warps=1)]  # 256 KB: does not
+
+    def warmup(*args: Any, **kwargs: Any) -> Any:
+        consts = {"A": kwargs["A"], "B": kwargs["B"], "NW": 1}
+        return held_regions.compile(sig, consts, target="cuda:sm_90a", num_warps=kwargs["num_warps"])
+
+    tuner = compiler.autotune(configs=configs, key=[])(held_regions)
+    monkeypatch.setattr(tuner.fn, "warmup", warmup)
+    monkeypatch.setattr(A, "device_limits", lambda device: H200)
+    kept = tuner._precompiled(configs, (), {}, (1,), "cuda:0")
+    assert kept == configs[:1]
+    why = tuner.pruned[configs[1]]
+    assert "needs 262144 bytes of shared memory per program; a block on sm_90a may have at most 232448" in why

@@ -183,5 +183,5 @@ def test_shared_memory_beyond_the_target_is_a_compile_error() -> None:
     consts = {"A": 64 * 1024, "B": 48 * 1024, "NW": 1}
     ck = held_regions.compile(sig, consts, target="cuda:sm_100a", num_warps=1)
     assert ck.metadata["shared"] >= 112 * 1024
-    with pytest.raises(compiler.errors.UnsupportedError, match=r"a block on sm_120a may have at most 101376 \(99 KB\)"):
+    with pytest.raises(compiler.errors.ResourceError, match=r"a block on sm_120a may have at most 101376 \(99 KB\)"):
         held_regions.compile(sig, consts, target="cuda:sm_120a", num_warps=1)

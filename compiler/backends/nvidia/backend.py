@@ -182,12 +182,13 @@ def _record_metadata(ctx: StageContext, o: NvidiaOptions, lw: NvLowering, report
 
 def _check_shared_memory(name: str, arch: str, nbytes: int) -> None:
     """A kernel that needs more shared memory than a block of `arch` may have never loads there:
-    say so at compile time (for a compile-only target nothing else would)."""
+    say so at compile time (for a compile-only target nothing else would). A ResourceError
+    (Triton's OutOfResources), so an autotuner leaves such a config out, as Triton's does."""
     limit = nv_target(arch).max_shared_bytes
     if nbytes > limit:
-        raise E.UnsupportedError(f"{name} needs {nbytes} bytes of shared memory per program; a block on {arch} may "
-                                 f"have at most {limit} ({limit // 1024} KB)",
-                                 hint="use smaller blocks, fewer stages or less tl.extra.cuda.shared_memory")
+        raise E.ResourceError(f"{name} needs {nbytes} bytes of shared memory per program; a block on {arch} may "
+                              f"have at most {limit} ({limit // 1024} KB): use smaller blocks, fewer stages or less "
+                              "tl.extra.cuda.shared_memory")
 
 
 def _report(m: Any) -> PtxasReport | None:
