@@ -24,8 +24,8 @@ from ...ir.core import Block, Function, Op, Value
 from ...layouts import LANE, WARP, LinearLayout, fill_blocked
 from ...passes.axis_info import AxisInfo, analyze_axis_info
 from ..llvm.scalar import I1, I8, I32, I64
+from . import dot
 from .convert import convert
-from .dot import plan
 from .ops import lower_op
 from .tiles import CPTR, LDS_LIMIT, LDS_SYMBOL, WAVE, GPUTile, amd_type, num_regs, unsupported
 
@@ -115,7 +115,7 @@ class AmdLowering:
                 self.users.setdefault(o, []).append(op)
         self.vec_hint = _vector_hints(self.fn, self.axis)
         if any(op.opcode == "dot" for op in self.fn.walk()):
-            plan(self)
+            dot.plan(self)
         params = [amd_type(a.type) if a.type != T.i1 else I32 for a in self.fn.args]
         f = ir.Function(self.m, ir.FunctionType(ir.VoidType(), params), self.name)
         f.calling_convention = "amdgpu_kernel"
