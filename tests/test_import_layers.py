@@ -273,18 +273,6 @@ ALLOWED_CYCLES: tuple[AllowedCycle, ...] = (
             "kernel (the `jit` users call) in the runtime layer above it"
         ),
     ),
-    AllowedCycle(
-        modules=frozenset(),
-        within="compiler.backends.amd",
-        edges=frozenset({("compiler.backends.amd.lower", "compiler.backends.amd.*")}),
-        reason=(
-            "the AMD backend's lowering driver (amd/lower.py) imports its op modules inside its methods "
-            "while they import it for its helpers, as the NVIDIA and CPU backends did before their "
-            "values and helpers moved to modules of their own (nvidia/tiles.py, cpu/buffers.py); the "
-            "folder is being extended, so any cycle inside it that the driver's imports close is "
-            "allowed until it is cut the same way"
-        ),
-    ),
 )
 
 
@@ -345,8 +333,7 @@ def _unmarked_in(path: Path, rel: str) -> list[str]:
     return sites
 
 
-# not counted: the AMD backend's folder, which is being extended (see ALLOWED_CYCLES)
-UNCOUNTED = ("compiler/backends/amd/",)
+UNCOUNTED: tuple[str, ...] = ()
 
 
 def test_function_level_imports_are_marked() -> None:

@@ -31,7 +31,8 @@ from ...ir import types as T
 from ...ir.core import Op, Value
 from ..llvm.scalar import I16, I32
 from .convert import lds_load, lds_store
-from .lower import GPUTile, amd_type, num_regs, reg_coords
+from .memory import _vec
+from .tiles import GPUTile, amd_type, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import AmdLowering
@@ -205,13 +206,10 @@ def lower_atomic_rmw(lw: AmdLowering, op: Op) -> None:
         m = lw.scalar(mask_v) if mask_v is not None else None
         _scalar(lw, op, lambda: _rmw(lw, op, kind, elem, p, v), amd_type(elem), elem, m)
         return
-    if kind == "fadd" and elem in (T.fp16, T.bf16):
-        from .memory import _vec
-
-        if _vec(lw, lw.tile(ptr_v).layout, ptr_v, mask_v, elem) >= 2:
-            _per_element(lw, op, ptr_v, mask_v, elem,
-                         lambda r, t: _packed_fadd(lw, op, elem, t[0].regs[r], t[1].regs[r:r + 2]), [val_v], 2)
-            return
+    if kind == "fadd" and elem in (T.fp16, T.bf16) and _vec(lw, lw.tile(ptr_v).layout, ptr_v, mask_v, elem) >= 2:
+        _per_element(lw, op, ptr_v, mask_v, elem,
+                     lambda r, t: _packed_fadd(lw, op, elem, t[0].regs[r], t[1].regs[r:r + 2]), [val_v], 2)
+        return
     _per_element(lw, op, ptr_v, mask_v, elem, lambda r, t: [_rmw(lw, op, kind, elem, t[0].regs[r], t[1].regs[r])],
                  [val_v])
 

@@ -17,8 +17,12 @@ from llvmlite import ir
 
 from ... import errors as E
 from ...ir import types as T
+from ...runtime import cuda
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
-from . import ARCHS, DEFAULT_ARCH, AmdBinary
+from . import ARCHS, DEFAULT_ARCH, AmdBinary, hip, toolchain
+from .hip import values_of
+from .metadata import kernel_metadata
+from .toolchain import INSTALL_HINT, LinkerNotFoundError, link
 
 if TYPE_CHECKING:
     from ...runtime.compiled import CompiledKernel
@@ -45,8 +49,10 @@ class AmdOptions:
 
 def _llir(o: AmdOptions) -> Any:
     def run(ctx: StageContext) -> str:
+        # the lowering and LLVM's AMDGPU code generation (a kernel loaded from the disk cache never needs them)
+        # deferred: start-up cost
         from .codegen import finish_module, optimise
-        from .lower import AmdLowering
+        from .lower import AmdLowering  # deferred: start-up cost, as the import above
 
         t0 = time.perf_counter()
         lw = AmdLowering(ctx.fn, ir.Module(name=ctx.symbol), ctx.symbol, o.num_warps, o.arch)
@@ -64,8 +70,6 @@ def _llir(o: AmdOptions) -> Any:
 
 
 def _amdgcn(ctx: StageContext) -> str:
-    from .metadata import kernel_metadata
-
     mod, tm = ctx.scratch["module"]
     # code generation rewrites the module it runs on (the control flow annotations of divergent
     # branches), so each emission gets its own copy
@@ -79,8 +83,6 @@ def _amdgcn(ctx: StageContext) -> str:
 
 def _hsaco(o: AmdOptions) -> Any:
     def run(ctx: StageContext) -> bytes | None:
-        from .toolchain import LinkerNotFoundError, link
-
         mod, tm = ctx.scratch.pop("module")
         obj = bytes(tm.emit_object(mod.clone()))
         try:
@@ -117,8 +119,6 @@ class AmdBackend(Backend):
         if launch.num_warps not in (1, 2, 4, 8, 16):
             raise E.ArgumentError(f"num_warps={launch.num_warps}: an amd:{arch} program is 1, 2, 4, 8 or 16 "
                                   "wavefronts of 64 threads (at most 1024 threads)")
-        from . import toolchain
-
         return AmdOptions(arch, launch.num_warps, toolchain.find_linker() is not None)
 
     def stages(self, options: AmdOptions) -> list[Stage]:
@@ -135,9 +135,6 @@ class AmdBackend(Backend):
 
     def load(self, artifacts: Artifacts) -> Any:
         """The code object loaded on the current device through the HIP runtime (hip.py)."""
-        from . import hip
-        from .toolchain import INSTALL_HINT
-
         b = self.binary(artifacts)
         if b.hsaco is None:
             raise E.LaunchError(f"{artifacts.name}: no code object was linked for amd:{b.arch} ({INSTALL_HINT})")
@@ -184,10 +181,7 @@ class AmdLauncher:
         return self._fn
 
     def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
-        from ...runtime.cuda import current_stream
-        from .hip import values_of
-
         if grid[0] * grid[1] * grid[2] == 0:
             return
         fn = self._fn or self.function
-        fn.launch(grid, current_stream(), values_of(params, self.kernel.arg_index, self._is_ptr))
+        fn.launch(grid, cuda.current_stream(), values_of(params, self.kernel.arg_index, self._is_ptr))

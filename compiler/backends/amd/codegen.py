@@ -12,7 +12,7 @@ import threading
 import llvmlite.binding as llvm
 
 from ...errors import UnsupportedError
-from .lower import LDS_SYMBOL
+from .tiles import LDS_SYMBOL
 
 __all__ = ["TRIPLE", "target_machine", "finish_module", "optimise", "foreign_calls"]
 

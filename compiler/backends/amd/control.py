@@ -13,7 +13,7 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Op, Value
 from ..llvm.scalar import loop_continues
-from .lower import GPUTile, amd_type
+from .tiles import GPUTile, amd_type
 
 if TYPE_CHECKING:
     from .lower import AmdLowering

@@ -19,7 +19,7 @@ from ...ir import types as T
 from ...ir.core import Op
 from ...layouts import LANE, WARP, LinearLayout
 from ..llvm.scalar import I1, I8, I32, I64
-from .lower import GPUTile, amd_type, num_regs, reg_coords
+from .tiles import GPUTile, amd_type, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import AmdLowering

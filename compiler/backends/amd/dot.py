@@ -23,9 +23,10 @@ from ...layouts import LinearLayout
 from ..llvm import scalar as S
 from ..llvm.fp8 import FORMATS
 from ..llvm.scalar import I8, I32
+from .atomic import BF16
 from .convert import _index, elem_bytes, lds_addr, lds_load, lds_store
-from .lower import GPUTile, amd_type, num_regs, reg_coords
 from .mfma import BLOCK, Mfma, accumulator_layout, choose, wave_grid
+from .tiles import GPUTile, amd_type, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import AmdLowering
@@ -171,8 +172,6 @@ def _fragment(lw: AmdLowering, inst: Mfma, base: ir.Value, row: ir.Value, k0: in
         return [b.shuffle_vector(h, h, ir.Constant(ir.VectorType(I32, per), list(range(p * per, (p + 1) * per))))
                 for p in range(inst.parts)]
     if inst.operand.startswith("<8 x bfloat>"):
-        from .atomic import BF16
-
         return [b.bitcast(v, ir.VectorType(BF16, 8))]
     if inst.operand == "i64":
         return [b.bitcast(v, ir.IntType(64))]

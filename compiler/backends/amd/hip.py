@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ...errors import ArgumentOverflowError, LaunchError
 from ...ir import types as T
 from . import AmdBinary
@@ -60,12 +62,7 @@ def ctype_of(t: T.Type) -> Any:
 def find_hip_runtime() -> str | None:
     """libamdhip64.so: torch's copy (ROCm builds), then $ROCM_PATH/lib, /opt/rocm/lib, the loader's path."""
     candidates: list[Path] = []
-    try:
-        import torch
-
-        candidates.append(Path(torch.__file__).parent / "lib" / "libamdhip64.so")
-    except ImportError:  # the compiler imports without torch; launching then needs ROCm's runtime
-        pass
+    candidates.append(Path(torch.__file__).parent / "lib" / "libamdhip64.so")
     for root in (os.environ.get("ROCM_PATH"), os.environ.get("HIP_PATH"), "/opt/rocm"):
         if root:
             candidates.append(Path(root) / "lib" / "libamdhip64.so")
@@ -193,8 +190,6 @@ class HipFunction:
 
 def device_arch() -> str:
     """The current torch device's AMD architecture name (ROCm builds of torch report gcnArchName)."""
-    import torch
-
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     arch = getattr(props, "gcnArchName", None)
     if not arch:

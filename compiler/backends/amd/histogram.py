@@ -17,7 +17,7 @@ from ...ir import types as T
 from ...ir.core import Op
 from ..llvm.scalar import I32, I64
 from .convert import _index, lds_addr, lds_load, lds_store
-from .lower import WAVE, GPUTile, num_regs
+from .tiles import WAVE, GPUTile, num_regs
 
 if TYPE_CHECKING:
     from .lower import AmdLowering

@@ -13,60 +13,23 @@ reduction and sized to the largest: `lds_bytes`, the code object's group segment
 
 from __future__ import annotations
 
-import linecache
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
 
 from ...errors import UnsupportedError
 from ...ir import types as T
-from ...ir.core import Block, Function, Location, Op, Value
-from ...layouts import LANE, REGISTER, WARP, LinearLayout, fill_blocked
+from ...ir.core import Block, Function, Op, Value
+from ...layouts import LANE, WARP, LinearLayout, fill_blocked
 from ...passes.axis_info import AxisInfo, analyze_axis_info
-from ..llvm import scalar as S
 from ..llvm.scalar import I1, I8, I32, I64
+from . import dot
+from .convert import convert
+from .ops import lower_op
+from .tiles import CPTR, LDS_LIMIT, LDS_SYMBOL, WAVE, GPUTile, amd_type, num_regs, unsupported
 
-__all__ = ["AmdLowering", "GPUTile", "GPTR", "LPTR", "WAVE", "LDS_SYMBOL", "amd_type", "num_regs", "reg_coords",
-           "unsupported"]
-
-WAVE = 64  # lanes of a wavefront on gfx9 (CDNA): gfx942 and gfx950 run wave64 only
-GPTR = ir.PointerType(addrspace=1)  # global memory
-LPTR = ir.PointerType(addrspace=3)  # LDS
-CPTR = ir.PointerType(addrspace=4)  # constant memory (the implicit kernel arguments)
-LDS_SYMBOL = "__anvil_lds"
-LDS_LIMIT = 64 * 1024  # LDS one workgroup may allocate on gfx942 (gfx950 has 160 KiB; the slice keeps to 64)
-
-
-def amd_type(t: T.Type) -> ir.Type:
-    e = T.elem_of(t)
-    if isinstance(e, T.PointerType):
-        return GPTR
-    return S.llvm_type(e)
-
-
-@dataclass
-class GPUTile:
-    layout: LinearLayout
-    regs: list[ir.Value]
-
-
-def reg_coords(layout: LinearLayout, r: int) -> tuple[int, ...]:
-    """The coordinates register `r` holds in lane 0 of wave 0 (a thread's own coordinates XOR them)."""
-    return tuple(layout.apply({REGISTER: r}))
-
-
-def num_regs(layout: LinearLayout) -> int:
-    return layout.in_dim_size(REGISTER)
-
-
-def unsupported(what: str, op: Op | None, arch: str, hint: str = "") -> UnsupportedError:
-    """The error for an op this backend does not lower: names the op, its source line and the target."""
-    loc: Location | None = op.loc if op is not None else None
-    line = linecache.getline(loc.file, loc.line) if loc is not None and loc.line > 0 else ""
-    return UnsupportedError(f"{what} is not supported by the AMD backend for amd:{arch} yet", loc, line,
-                            hint or "compile for 'cpu' or a 'cuda' target, which support it")
+__all__ = ["AmdLowering"]
 
 
 class AmdLowering:
@@ -152,9 +115,7 @@ class AmdLowering:
                 self.users.setdefault(o, []).append(op)
         self.vec_hint = _vector_hints(self.fn, self.axis)
         if any(op.opcode == "dot" for op in self.fn.walk()):
-            from .dot import plan
-
-            plan(self)
+            dot.plan(self)
         params = [amd_type(a.type) if a.type != T.i1 else I32 for a in self.fn.args]
         f = ir.Function(self.m, ir.FunctionType(ir.VoidType(), params), self.name)
         f.calling_convention = "amdgpu_kernel"
@@ -249,8 +210,6 @@ class AmdLowering:
             return x
         if v.op is not None and v.op.opcode == "splat":  # the same value in every register
             return GPUTile(target, [x.regs[0]] * num_regs(target))
-        from .convert import convert
-
         return convert(self, x, target, T.elem_of(v.type), v.op)
 
     def scalar(self, v: Value) -> ir.Value:
@@ -276,8 +235,6 @@ class AmdLowering:
 
     # ------------------------------------------------------------------ ops
     def lower_block(self, block: Block) -> None:
-        from .ops import lower_op
-
         for op in block.ops:
             if op.opcode in ("yield", "condition"):
                 continue

@@ -19,7 +19,7 @@ from ...ir.core import Op, Value
 from ...layouts import REGISTER, LinearLayout
 from ..llvm.scalar import I32
 from .convert import elem_bytes
-from .lower import GPUTile, amd_type, num_regs, reg_coords, unsupported
+from .tiles import GPUTile, amd_type, num_regs, reg_coords, unsupported
 
 if TYPE_CHECKING:
     from .lower import AmdLowering

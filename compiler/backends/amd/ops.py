@@ -8,7 +8,6 @@ raises an UnsupportedError naming the op, its source line and the target.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -17,9 +16,19 @@ from llvmlite import ir
 from ...ir import types as T
 from ...ir.core import Op
 from ...ir.ops import ELEMENTWISE_COMPUTE
+from ...layouts import LinearLayout, dim_names
 from ..llvm import scalar as S
 from ..llvm.scalar import I64
-from .lower import GPUTile, amd_type, num_regs, reg_coords, unsupported
+from .atomic import lower_atomic_cas, lower_atomic_rmw
+from .control import lower_for, lower_if, lower_while
+from .convert import move, row_major
+from .dot import lower_dot
+from .histogram import lower_histogram
+from .memory import lower_load, lower_store
+from .reduce import lower_reduce
+from .scan import lower_scan
+from .shape_ops import RENAMING, lower_gather, lower_reshape, lower_sort
+from .tiles import GPUTile, amd_type, num_regs, reg_coords, unsupported
 
 if TYPE_CHECKING:
     from .lower import AmdLowering
@@ -186,8 +195,6 @@ def _splat(lw: AmdLowering, op: Op) -> None:
 def _relabel(lw: AmdLowering, op: Op, bases_of: Callable[[tuple[int, ...]], tuple[int, ...]]) -> None:
     """A result holding the operand's registers unchanged, in a layout whose bases are the
     operand's mapped by `bases_of` (expand_dims inserts a dim of size 1, trans permutes dims)."""
-    from ...layouts import LinearLayout, dim_names
-
     x = lw.vals[op.operands[0]]
     shape = T.shape_of(op.result.type)
     if not isinstance(x, GPUTile):
@@ -213,8 +220,6 @@ def _broadcast(lw: AmdLowering, op: Op) -> None:
     """The result in the canonical layout of its shape, each element read from the operand at
     the same coordinates with the broadcast dims at 0 (the thread's own registers when it holds
     them: a reduction's result broadcast back over the reduced dim moves no data)."""
-    from .convert import move, row_major
-
     src_v = op.operands[0]
     shape = T.shape_of(op.result.type)
     x = lw.vals[src_v]
@@ -226,16 +231,6 @@ def _broadcast(lw: AmdLowering, op: Op) -> None:
     strides = tuple(0 if s == 1 and n != 1 else st for s, n, st in zip(src_shape, shape, row_major(src_shape),
                                                                          strict=True))
     lw.vals[op.result] = move(lw, x, layout, strides, T.elem_of(src_v.type), op)
-
-
-def _lazy(module: str, name: str, key: str = "") -> Callable[[AmdLowering, Op], None]:
-    """The lowering `name` of module `module` (imported at first use); with `key`, the entry
-    `key` of the table `name`."""
-    def f(lw: AmdLowering, op: Op) -> None:
-        found = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-        (found[key] if key else found)(lw, op)
-
-    return f
 
 
 def _noop(lw: AmdLowering, op: Op) -> None:
@@ -254,24 +249,24 @@ LOWER: dict[str, Callable[[AmdLowering, Op], None]] = {
     "splat": _splat,
     "expand_dims": _expand_dims,
     "broadcast": _broadcast,
-    "reshape": _lazy("shape_ops", "lower_reshape"),
+    "reshape": lower_reshape,
     "trans": _trans,
-    "load": _lazy("memory", "lower_load"),
-    "store": _lazy("memory", "lower_store"),
-    "for": _lazy("control", "lower_for"),
-    "if": _lazy("control", "lower_if"),
-    "while": _lazy("control", "lower_while"),
-    "reduce": _lazy("reduce", "lower_reduce"),
-    "atomic_rmw": _lazy("atomic", "lower_atomic_rmw"),
-    "atomic_cas": _lazy("atomic", "lower_atomic_cas"),
-    "scan": _lazy("scan", "lower_scan"),
-    "histogram": _lazy("histogram", "lower_histogram"),
-    "dot": _lazy("dot", "lower_dot"),
-    "join": _lazy("shape_ops", "RENAMING", "join"),
-    "split": _lazy("shape_ops", "RENAMING", "split"),
-    "cat": _lazy("shape_ops", "RENAMING", "cat"),
-    "gather": _lazy("shape_ops", "lower_gather"),
-    "sort": _lazy("shape_ops", "lower_sort"),
+    "load": lower_load,
+    "store": lower_store,
+    "for": lower_for,
+    "if": lower_if,
+    "while": lower_while,
+    "reduce": lower_reduce,
+    "atomic_rmw": lower_atomic_rmw,
+    "atomic_cas": lower_atomic_cas,
+    "scan": lower_scan,
+    "histogram": lower_histogram,
+    "dot": lower_dot,
+    "join": RENAMING["join"],
+    "split": RENAMING["split"],
+    "cat": RENAMING["cat"],
+    "gather": lower_gather,
+    "sort": lower_sort,
     "assume": _noop,
     "barrier": _barrier,
 }

@@ -17,8 +17,8 @@ from ...ir.core import Block, Op
 from ...ir.ops import ASSOCIATIVE
 from ...layouts import LANE, REGISTER, WARP, LinearLayout, slice_layout
 from ..llvm.scalar import I32, I64
-from .convert import elem_bytes, lds_addr, lds_load, lds_store
-from .lower import GPUTile, num_regs, reg_coords
+from .convert import _index, elem_bytes, lds_addr, lds_load, lds_store, row_major
+from .tiles import GPUTile, num_regs, reg_coords
 
 if TYPE_CHECKING:
     from .lower import AmdLowering
@@ -150,6 +150,4 @@ def _out_index(lw: AmdLowering, layout: LinearLayout, r: int, shape: tuple[int, 
     """The row-major index of register r's output element in this thread."""
     if not shape:
         return ir.Constant(I32, 0)
-    from .convert import _index, row_major
-
     return _index(lw, layout, r, row_major(shape))

@@ -28,8 +28,8 @@ from ...layouts import LANE
 from ...layouts.scan import doubling, scan_bits
 from ..llvm.scalar import I1, I8, I32
 from .convert import elem_bytes, lds_addr, lds_load, lds_store
-from .lower import WAVE, GPUTile, num_regs
 from .reduce import _combine, lane_xor
+from .tiles import WAVE, GPUTile, num_regs
 
 if TYPE_CHECKING:
     from .lower import AmdLowering

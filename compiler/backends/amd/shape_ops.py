@@ -25,8 +25,8 @@ from ...layouts.shape import reshaped_layout
 from .. import tile_shape
 from ..llvm.scalar import I32
 from .convert import lds_load, linear_index, move, register_map, row_major, spill
-from .lower import WAVE, GPUTile, amd_type, num_regs
 from .reduce import lane_xor
+from .tiles import WAVE, GPUTile, amd_type, num_regs
 
 if TYPE_CHECKING:
     from .lower import AmdLowering

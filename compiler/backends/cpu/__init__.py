@@ -16,6 +16,7 @@ import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...ir import types as T
@@ -150,8 +151,6 @@ def load_binary(binary: CPUBinary) -> CPUKernel:
 
 
 def optimize_parsed(text: str) -> Any:
-    import llvmlite.binding as llvm
-
     mod = llvm.parse_assembly(text)
     mod.triple = host().triple
     mod.data_layout = str(target_machine().target_data)

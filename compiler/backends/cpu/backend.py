@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 from ... import errors as E
 from ...ir import types as T
 from ...ir.core import Location
+from ...runtime.launch import run_grid
+from ...runtime.specialize import check_cluster_grid
+from ...runtime.waiting import new_record, run_waiting
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
 from . import CPUBinary, CPUKernel, build_module, engine, load_binary, optimize_parsed
 from .dot import fold_dot_add
@@ -179,30 +182,21 @@ class CpuLauncher:
         if total == 0:
             return
         if self.options.cluster_dims is not None:  # programs run independently here; the grid as on a GPU
-            from ...runtime.specialize import check_cluster_grid
-
             check_cluster_grid(grid, self.options.cluster_dims, self.name)
         vals = [params[i].data_ptr() if p else params[i] for i, p in zip(self.arg_index, self._is_ptr, strict=True)]
         if self.options.checked:
             return self._launch_debug(grid, [params[i] for i in self.arg_index], vals)
         cfunc = self.cfunc
         if self.binary.waits:  # programs may wait for each other: run concurrently (waiting.py)
-            from ...runtime.waiting import new_record
-
             record = new_record()
             self._run_waiting(lambda: cfunc(*vals, 0, total, gx, gy, gz, record, None), total, record)
             return
         if total == 1:
             cfunc(*vals, 0, 1, gx, gy, gz, None, None)
             return
-        from ...runtime.launch import run_grid
-
         run_grid(lambda s, e: cfunc(*vals, s, e, gx, gy, gz, None, None), total)
 
     def _launch_debug(self, grid: tuple[int, int, int], args: list[Any], vals: list[Any]) -> None:
-        from ...runtime.launch import run_grid
-        from ...runtime.waiting import new_record
-
         gx, gy, gz = grid
         bounds = (ctypes.c_int64 * max(4, 4 * len(args)))()  # per argument: [lo, hi) and a descriptor's
         for i, (a, p) in enumerate(zip(args, self._is_ptr, strict=True)):
@@ -221,8 +215,6 @@ class CpuLauncher:
             self._raise(err, args)
 
     def _run_waiting(self, run: Any, total: int, record: Any) -> None:
-        from ...runtime.waiting import run_waiting
-
         run_waiting(run, total, record, self.name, self.binary.locs, _source_line)
 
     def _raise(self, err: Any, args: list[Any]) -> None:

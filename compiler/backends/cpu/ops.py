@@ -11,6 +11,7 @@ from ...errors import UnsupportedError
 from ...ir import types as T
 from ...ir.core import Op
 from ...ir.ops import ELEMENTWISE, MOVEMENT
+from ..llvm import bf16
 from ..llvm import scalar as S
 from ..llvm.scalar import I1, I8, I32, I64, PTR, llvm_type
 from . import compute, control
@@ -179,8 +180,6 @@ def _atomic_rmw(lw: Lowering, op: Op) -> None:
 def _bf16_atomic_rmw(b: ir.IRBuilder, kind: str, p: ir.Value, x: ir.Value, order: str) -> ir.Value:
     """Atomic fadd/fmax/fmin on bf16 (16-bit integers here, bf16.py): a compare-and-swap loop
     computing in fp32; returns the old bits."""
-    from ..llvm import bf16
-
     i16 = ir.IntType(16)
     pre = b.block
     loop = b.append_basic_block("bf16.rmw")

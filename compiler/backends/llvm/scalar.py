@@ -15,7 +15,8 @@ from llvmlite import ir
 
 from ...ir import types as T
 from . import bf16, mathlib
-from .fp8 import f32_to_fp8, fp8_to_f32
+from .fp8 import f32_to_fp8, fp8_bits, fp8_to_f32
+from .mathlib import erfinv, fmod_f32, ilogb, ldexp_f32
 
 __all__ = ["llvm_type", "BINARY", "CMP", "emit_math", "emit_cast", "emit_bitcast", "const", "I1", "I8",
            "I32", "I64", "PTR", "F32"]
@@ -44,8 +45,6 @@ def llvm_type(t: T.Type) -> ir.Type:
 
 def const(t: T.ScalarType, v: Any) -> ir.Constant:
     if t.is_float and t.bits == 8:
-        from .fp8 import fp8_bits
-
         return ir.Constant(I8, fp8_bits(float(v), t))
     if t == T.bf16:
         return ir.Constant(I16, bf16.bf16_bits(float(v)))
@@ -128,8 +127,6 @@ def _intdiv(kind: str) -> Callable[[B, T.ScalarType, V, V, dict], V]:
             if kind == "div":
                 return b.fdiv(x, y)
             if isinstance(x.type, (ir.FloatType, ir.HalfType)):  # frem is a call of fmodf on x86
-                from .mathlib import fmod_f32
-
                 if isinstance(x.type, ir.HalfType):  # exact in float32, so exact in float16
                     return b.fptrunc(fmod_f32(b, b.fpext(x, F32), b.fpext(y, F32)), x.type)
                 return fmod_f32(b, x, y)
@@ -231,8 +228,6 @@ def _libm(b: B, name: str, ty: ir.Type, args: list[V]) -> V:
         wide = [b.fpext(a, F32) for a in args]
         return b.fptrunc(_libm(b, name, F32, wide), ty)
     if name == "erfinv":
-        from .mathlib import erfinv
-
         return erfinv(b, args[0])
     if isinstance(ty, ir.FloatType):
         if len(args) == 1 and name in mathlib.F32_UNARY:
@@ -308,21 +303,14 @@ def emit_math(b: B, fn: str, t: T.ScalarType, args: list[V], fast: bool = True) 
         if isinstance(ty, ir.HalfType):
             return b.fptrunc(emit_math(b, fn, T.fp32, [b.fpext(x, F32), args[1]], fast), ty)
         if isinstance(ty, ir.FloatType):
-            from .mathlib import ldexp_f32
-
             return ldexp_f32(b, x, args[1])
         return _intrinsic(b, f"llvm.ldexp.{_suffix(ty)}.i32", ty, [x, args[1]])
     if fn == "ilogb":
-        from .mathlib import ilogb
-
         if isinstance(ty, (ir.HalfType,)):
             x = b.fpext(x, F32)
         return ilogb(b, x)
-    if isinstance(ty, ir.FloatType) and fast:
-        from . import mathlib
-
-        if fn in mathlib.F32_UNARY:
-            return mathlib.F32_UNARY[fn](b, x)
+    if isinstance(ty, ir.FloatType) and fast and fn in mathlib.F32_UNARY:
+        return mathlib.F32_UNARY[fn](b, x)
     if fn == "round":
         return _intrinsic(b, f"llvm.round.{_suffix(ty)}", ty, [x])
     if fn in _LLVM_UNARY:

@@ -18,6 +18,7 @@ import llvmlite.binding as llvm
 from ...ir import types as T
 from ..llvm.lock import llvm_lock
 from ..nvidia_targets import nv_target
+from .driver import device_arch
 from .jitlink import warm_up as _warm_up_assembler
 from .toolchain import PtxasReport, libdevice_bitcode
 
@@ -92,8 +93,6 @@ def _likely_arch() -> str:
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_initialized():
-            from .driver import device_arch
-
             return device_arch()
     except Exception:  # noqa: BLE001 - only a guess for the warm-up
         pass

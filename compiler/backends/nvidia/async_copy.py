@@ -47,9 +47,10 @@ from ...layouts import REGISTER, LinearLayout
 from ...passes.axis_info import analyze_axis_info
 from ..llvm.scalar import I8, I32, I64
 from ..nvidia_targets import nv_target
+from .convert import convert
 from .memory import _vec, access_width, load_tile
 from .mma import plan_mma
-from .staging import runs
+from .staging import runs, stage
 from .tiles import GPUTile, SharedOperand, blocked_for, num_regs, nv_type
 from .wgmma import WgmmaPlan, operand_smem, register_a_layout, wait_tied
 
@@ -376,8 +377,6 @@ def _lower_private_copy(lw: NvLowering, op: Op, buf: PipeBuffer) -> None:
         def through_registers() -> None:
             tile = load_tile(lw, ptr_v, mask_v, None, buf.elem)
             if tile.layout != layout:
-                from .convert import convert
-
                 tile = convert(lw, tile, layout, buf.elem)
             regs = tile.regs
             ety = nv_type(buf.elem)
@@ -438,9 +437,6 @@ def lower_async_copy(lw: NvLowering, op: Op) -> None:
 
     def copies() -> None:
         if not vec:  # through registers: a vectorized load, then stores in the slot's layout
-            from .memory import load_tile
-            from .staging import stage
-
             tile = load_tile(lw, ptr_v, mask_v, None, buf.elem)
             ptr8 = lw.b.inttoptr(lw.b.zext(slot, I64), ir.PointerType(ir.IntType(8), addrspace=3))
             stage(lw, tile, ptr8, 0, place, fast, buf.elem.bits)

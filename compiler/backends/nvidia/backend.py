@@ -20,10 +20,16 @@ from ... import errors as E
 from ... import knobs
 from ...ir import types as T
 from ...ir.core import Location
+from ...passes.pipeline import pipeline_dot_loads
+from ...passes.prefetch import prefetch_dot_operands
+from ...runtime import cuda
+from ...runtime.specialize import check_cluster_grid
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
 from ..nvidia_targets import nv_target
-from . import CudaBinary, optimise, with_launch_bound
+from . import CudaBinary, driver, optimise, with_launch_bound
+from .debug_record import DEBUG_LOCS
 from .jitlink import assemble
+from .notes import assembler_notes
 from .toolchain import PtxasReport
 
 if TYPE_CHECKING:
@@ -54,7 +60,7 @@ class NvidiaOptions:
 def _lowering(ctx: StageContext, o: NvidiaOptions) -> NvLowering:
     """The lowering of this compile, made by the first stage that needs it (the GPU passes ask it
     about layouts and shared memory before it lowers)."""
-    from .lower import NvLowering
+    from .lower import NvLowering  # deferred: start-up cost: the lowering (a kernel from the disk cache never needs it)
 
     lw = ctx.scratch.get("lowering")
     if lw is None:
@@ -64,7 +70,7 @@ def _lowering(ctx: StageContext, o: NvidiaOptions) -> NvLowering:
 
 
 def _mark_kmajor_b(ctx: StageContext) -> None:
-    from .async_copy import mark_kmajor_b
+    from .async_copy import mark_kmajor_b  # deferred: start-up cost: part of the lowering, as in _lowering
 
     mark_kmajor_b(ctx.fn)
     return None
@@ -72,7 +78,7 @@ def _mark_kmajor_b(ctx: StageContext) -> None:
 
 def _pipeline(o: NvidiaOptions) -> Callable[[StageContext], None]:
     def run(ctx: StageContext) -> None:
-        from ...passes.pipeline import pipeline_dot_loads
+        # deferred: start-up cost: part of the lowering, as in _lowering
         from .async_copy import pipeline_stages, private_budget, private_sizer, reads_shared
 
         lw, fn = _lowering(ctx, o), ctx.fn
@@ -86,8 +92,6 @@ def _pipeline(o: NvidiaOptions) -> Callable[[StageContext], None]:
 
 def _prefetch(o: NvidiaOptions) -> Callable[[StageContext], None]:
     def run(ctx: StageContext) -> None:
-        from ...passes.prefetch import prefetch_dot_operands
-
         prefetch_dot_operands(ctx.fn, o.num_warps)
         return None
 
@@ -148,7 +152,7 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
         # ... wgmma.mma_async instructions are serialized"): lower again, waiting in each iteration.
         # This stage then repeats the LLVM IR and PTX stages, and revises their outputs.
         if (ctx.scratch["in_flight"] or lw.carried) and any(n.startswith(_SERIALIZED) for n in report.notes):
-            from .lower import NvLowering
+            from .lower import NvLowering  # deferred: start-up cost, as in _lowering
 
             lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, ir.Module(name=ctx.symbol), ctx.symbol, o.num_warps,
                                                       o.arch, o.checked)
@@ -166,9 +170,6 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
 
 
 def _record_metadata(ctx: StageContext, o: NvidiaOptions, lw: NvLowering, report: PtxasReport) -> None:
-    from .debug import DEBUG_LOCS
-    from .notes import assembler_notes
-
     dots = [op.loc for op in ctx.fn.walk() if op.opcode == "dot"]
     ctx.metadata.update(
         arch=o.arch, num_warps=o.num_warps, shared_bytes=lw.smem_bytes,
@@ -223,8 +224,8 @@ class NvidiaBackend(Backend):
         in loops (passes/pipeline.py; at most what fits in shared memory; none in checked mode).
         `maxnreg`: `.maxnreg` (more programs per SM, ptxas may spill). `cluster_dims`:
         `.reqnctapercluster` (sm_90 and newer: a cluster's programs run at once on one GPC)."""
-        # deferred: start-up cost: the lowering's modules, imported before the stages run (a kernel
-        # loaded from the disk cache never needs them)
+        # the lowering's modules, imported before the stages run (a kernel loaded from the disk cache never needs them)
+        # deferred: start-up cost
         from . import async_copy, lower  # noqa: F401
 
         o = options
@@ -243,9 +244,6 @@ class NvidiaBackend(Backend):
                           [type_from_text(t) for t in m["arg_types"]], _report(m), {}, list(m["arg_names"]))
 
     def load(self, artifacts: Artifacts) -> Any:
-        from . import driver
-        from .debug import DEBUG_LOCS
-
         b = self.binary(artifacts)
         locs = artifacts.metadata.get("debug_locs")
         if locs and b.symbol not in DEBUG_LOCS:  # compiled by another process
@@ -307,23 +305,20 @@ class NvidiaLauncher:
 
     def launch(self, grid: tuple[int, int, int], params: list[Any]) -> None:
         """The general path: `params` holds a value for every kernel parameter (constants ignored)."""
-        from ...runtime.cuda import current_stream
-
         if grid[0] * grid[1] * grid[2] == 0:
             return
         ck = self.kernel
         if self.options.cluster_dims is not None:
-            from ...runtime.specialize import check_cluster_grid
-
             check_cluster_grid(grid, self.options.cluster_dims, ck.name)
         fn = self._fn or self.function
         vals = tuple(params[i].data_ptr() if p else params[i]
                      for i, p in zip(ck.arg_index, self._is_ptr, strict=True))
         if self.options.checked:  # the tensors' bounds for the kernel's checks (debug_host.py)
+            # deferred: start-up cost: debug mode only; the host side reads the lowering's debug globals
             from .debug_host import check_debug_record, write_debug_bounds
 
             write_debug_bounds(ck, params)
-        fn.launch(grid[0], grid[1], grid[2], current_stream(), vals)
+        fn.launch(grid[0], grid[1], grid[2], cuda.current_stream(), vals)
         if self.options.checked:  # debug-mode hook: a failed tl.device_assert or bounds check raises here
             check_debug_record(ck)
 
@@ -335,13 +330,11 @@ class NvidiaLauncher:
         where kernel argument i sits among them), and the v (every parameter's value) are unused.
         None in debug mode: every debug launch goes through `launch` (bounds before, record after).
         `install`: called later with the native entry that replaces the one returned (driver.entry)."""
-        from ...runtime.cuda import stream_source
-
         if self.options.checked:
             return None
         ck = self.kernel
         fn = self._fn or self.function
-        read, arg = stream_source()
+        read, arg = cuda.stream_source()
         cd = self.options.cluster_dims
         if cd is None:
             return fn.entry(raw_positions, n_raw, n_params, read, arg, ck,  # type: ignore[no-any-return]
@@ -352,8 +345,6 @@ class NvidiaLauncher:
 
 
 def _cluster_checked(entry: Callable[..., Any], dims: tuple[int, int, int], ck: Any) -> Callable[..., Any]:
-    from ...runtime.specialize import check_cluster_grid
-
     def checked(gx: int, gy: int, gz: int, *rest: Any) -> Any:
         if gx % dims[0] or gy % dims[1] or gz % dims[2]:
             check_cluster_grid((gx, gy, gz), dims, ck.name)

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir import types as T
-from ...ir.core import Location, Op
+from ...ir.core import Op
 from ..llvm import scalar as S
 from ..llvm.scalar import I1, I8, I32, I64
+from .debug_record import DEBUG_LOCS, ERR_GLOBAL, ERR_WORDS
 from .ownership import owned_registers, owner_predicate
 from .tiles import GPUTile, reg_coords
 
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["lower_print", "lower_assert", "record_error", "vprintf", "DEBUG_LOCS", "ERR_GLOBAL", "ERR_WORDS"]
 
-ERR_GLOBAL = "__anvil_debug_err"
-ERR_WORDS = 8  # kind << 32 | loc id, pid x, y, z, detail, argument position + 1 (bounds checks), (spare)
-DEBUG_LOCS: dict[str, list[Location]] = {}
 _PTR = ir.PointerType()
 
 

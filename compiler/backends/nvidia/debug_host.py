@@ -19,10 +19,13 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from ... import errors as E
 from ...ir import types as T
+from ...runtime import cuda
 from .bounds import BOUNDS_GLOBAL
-from .debug import DEBUG_LOCS, ERR_GLOBAL, ERR_WORDS
+from .debug_record import DEBUG_LOCS, ERR_GLOBAL, ERR_WORDS
 
 __all__ = ["read_debug_record", "check_debug_record", "write_debug_bounds", "tensor_extent"]
 
@@ -79,8 +82,6 @@ def write_debug_bounds(kernel: Any, params: Any) -> None:
     # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
     from cuda.bindings import driver as cu
 
-    from ...runtime.cuda import current_stream
-
     args = [params[i] for i in kernel.arg_index]
     names = list(kernel.binary.arg_names) or [f"argument {i}" for i in range(len(args))]
     table = (ctypes.c_uint64 * max(4, 4 * len(args)))()  # per argument: its range, a descriptor's tensor's
@@ -99,7 +100,7 @@ def write_debug_bounds(kernel: Any, params: Any) -> None:
     ptr, size = g
     # on the launch's stream, so the kernel reads this launch's bounds; the previous debug launch
     # was synchronised by its check, so no kernel still reads the table
-    res = cu.cuMemcpyHtoDAsync(ptr, ctypes.addressof(table), min(size, ctypes.sizeof(table)), current_stream())
+    res = cu.cuMemcpyHtoDAsync(ptr, ctypes.addressof(table), min(size, ctypes.sizeof(table)), cuda.current_stream())
     err = res[0] if isinstance(res, tuple) else res
     if err != cu.CUresult.CUDA_SUCCESS:
         raise E.LaunchError(f"writing the debug bounds of kernel {kernel.name} failed: {err}")
@@ -107,8 +108,6 @@ def write_debug_bounds(kernel: Any, params: Any) -> None:
 
 def read_debug_record(kernel: Any, clear: bool = True) -> list[int] | None:
     """The record's words (zeros: nothing recorded), or None if the kernel has no record."""
-    import torch
-
     # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
     from cuda.bindings import driver as cu
 

@@ -16,9 +16,9 @@ from ..llvm import scalar as S
 from ..llvm.scalar import I32
 from .convert import linear_index, smem_load, smem_store
 from .mma import MmaPlan, mma_tiles, plan_mma
-from .tcgen05 import Tcgen05Plan, tcgen05_tiles
+from .tcgen05 import Tcgen05Plan, tcgen05_resident, tcgen05_tiles
 from .tiles import GPUTile, SharedOperand, num_regs, nv_type, reg_coords
-from .wgmma import WgmmaPlan, wgmma_tiles
+from .wgmma import WgmmaPlan, register_a_layout, wgmma_in_flight, wgmma_tiles, wgmma_wait
 
 if TYPE_CHECKING:
     from .lower import NvLowering
@@ -54,8 +54,6 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
     plan = plan_mma(lw, op)
     layout = plan.layout if plan is not None else lw.canonical((m, n))
     if len(ashape) == 2:
-        from .wgmma import WgmmaPlan, register_a_layout, wgmma_in_flight, wgmma_tiles, wgmma_wait
-
         # A from registers when it is already in wgmma's fragment layout (a dot result, attention's
         # probabilities; or a loop-invariant tile converted before the loop): else it is staged
         a_layout = register_a_layout(plan, m, k) if isinstance(plan, WgmmaPlan) else None
@@ -70,8 +68,6 @@ def lower_dot(lw: NvLowering, op: Op) -> None:
         b = _operand(lw, b_v)
         first = lw.resident.get(op)
         if first is not None:  # the accumulator stays in tensor memory (control.lower_for reads it back)
-            from .tcgen05 import Tcgen05Plan, tcgen05_resident
-
             assert isinstance(plan, Tcgen05Plan) and isinstance(a, GPUTile) and isinstance(b, GPUTile)
             lw.vals[op.result] = tcgen05_resident(lw, plan, a, b, m, n, k, first)
             return

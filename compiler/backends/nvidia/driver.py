@@ -27,6 +27,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, NoReturn
 
+import torch
+
+from ... import knobs
 from ...errors import LaunchError, ResourceError
 from ...ir import types as T
 from . import native_launch
@@ -70,8 +73,6 @@ def _check(res: Any, what: str) -> Any:
 
 
 def _ensure_context() -> None:
-    import torch
-
     # deferred: cuda-bindings, an optional dependency used only with an NVIDIA GPU
     from cuda.bindings import driver as cu
 
@@ -87,8 +88,6 @@ def _ensure_context() -> None:
 def device_arch() -> str:
     """The PTX target for the current device: the arch-specific one on Hopper and Blackwell (sm_90a,
     sm_100a, sm_103a, sm_120a), sm_XY elsewhere; nvidia_targets.py says which it compiles for."""
-    import torch
-
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"
     return arch + "a" if major in (9, 10, 12) else arch
@@ -202,8 +201,6 @@ class CudaFunction:
         fn.__anvil_source__ = src  # type: ignore[attr-defined]
         fn.__anvil_result__ = result  # type: ignore[attr-defined]
         if native is None:
-            from ... import knobs
-
             native = knobs.native_launch()
         if not native:
             return fn

@@ -13,6 +13,7 @@ from ...ir.core import Op
 from ..cpu.elementwise import emit_scalar_op
 from ..llvm import scalar as S
 from ..llvm.scalar import I64
+from .math import emit_gpu_cast, emit_gpu_math, libdevice_call
 from .tiles import GPUTile, constant_runs, num_regs, nv_type
 
 if TYPE_CHECKING:
@@ -26,8 +27,6 @@ def scalar_op(lw: NvLowering, op: Op, args: list[ir.Value]) -> ir.Value:
     b = lw.b
     oc = op.opcode
     if oc == "math":
-        from .math import emit_gpu_math
-
         return emit_gpu_math(lw, op.attrs["fn"], T.elem_of(op.operands[0].type), args)  # type: ignore[arg-type]
     if oc == "addptr":
         pe = T.elem_of(op.operands[0].type)
@@ -40,14 +39,10 @@ def scalar_op(lw: NvLowering, op: Op, args: list[ir.Value]) -> ir.Value:
     if oc in ("pow", "atan2", "hypot"):
         et = T.elem_of(op.result.type)
         if isinstance(et, T.ScalarType) and et.is_float:
-            from .math import libdevice_call
-
             return libdevice_call(lw, oc, et, args)
     if oc == "div" and T.elem_of(op.result.type) == T.fp32:
         return lw.intrinsic("llvm.nvvm.div.full", S.F32, args)
     if oc == "cast":
-        from .math import emit_gpu_cast
-
         r = emit_gpu_cast(lw, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0],
                           op.attrs.get("rounding"))
         if r is not None:

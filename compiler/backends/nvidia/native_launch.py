@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...collector import collector_paused
@@ -120,8 +121,6 @@ def supported(codes: str) -> bool:
 def _register_api() -> None:
     """Make the C API functions known to the JIT (once) and prepare PyCFunction_NewEx."""
     global _api_registered
-    import llvmlite.binding as llvm
-
     if _api_registered:
         return
     for name in _API:
@@ -139,10 +138,9 @@ def native_entry(codes: str, positions: list[int], n_raw: int, n_params: int, la
     found at raw position `positions[k]`), launched through `launch_ex` (a ctypes function with
     cuLaunchKernelEx's signature) on function `handle`. `fallback` takes the same arguments (the
     ctypes entry); `on_error(err, gx, gy, gz)` raises the driver error."""
-    import llvmlite.binding as llvm
-
+    # deferred: start-up cost: the CPU backend's package (its host JIT) loads the CPU lowering
     from ..cpu import optimize_parsed
-    from ..cpu.engine import jit_engine
+    from ..cpu.engine import jit_engine  # deferred: start-up cost, as the import above
 
     with llvm_lock:  # the host JIT's first use registers LLVM targets, as the NVPTX warm-up thread does
         engine = jit_engine()
