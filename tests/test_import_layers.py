@@ -255,25 +255,6 @@ class AllowedCycle:
 # only shrinks.
 ALLOWED_CYCLES: tuple[AllowedCycle, ...] = (
     AllowedCycle(
-        modules=frozenset({
-            "compiler.runtime.jit", "compiler.runtime.launch", "compiler.runtime.compiled",
-            "compiler.runtime.fastpath", "compiler.runtime.specialize",
-            "compiler.frontend.closed", "compiler.frontend.codegen", "compiler.frontend.compiletime",
-            "compiler.frontend.descriptor", "compiler.frontend.kernel", "compiler.frontend.pybuiltins",
-            "compiler.frontend.statements", "compiler.frontend.textmodule", "compiler.frontend.values",
-            "compiler.language", "compiler.language.random", "compiler.language.standard",
-        }),
-        edges=frozenset({("compiler.runtime.jit", "compiler.runtime.launch")}),
-        reason=(
-            "JITFunction (runtime/jit.py) is at once the handle the frontend and the language's own "
-            "library (language/standard.py, random.py, written as @jit functions) refer to, and the "
-            "kernel that launches: kernel[grid], .run, .warmup and .compile reach runtime/launch.py, "
-            "whose compile pipeline needs the frontend, which needs the language. The cut: a device "
-            "function handle below the frontend for the library and the frontend, and the launchable "
-            "kernel (the `jit` users call) in the runtime layer above it"
-        ),
-    ),
-    AllowedCycle(
         modules=frozenset(),
         within="compiler.backends.amd",
         edges=frozenset({("compiler.backends.amd.lower", "compiler.backends.amd.*")}),

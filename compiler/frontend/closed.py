@@ -39,6 +39,7 @@ from typing import Any
 
 from ..helpers import cdiv, next_power_of_2
 from ..language import core as lc
+from ..runtime.function import DeviceFunction, python_helper
 from .limits import (
     MAX_AST_DEPTH,
     MAX_INLINE_DEPTH,
@@ -181,9 +182,7 @@ def is_closed(v: Any, exported: bool = False, _depth: int = 0) -> bool:
         return True
     if isinstance(v, type):
         return v in _language_classes()
-    from ..runtime.jit import JITFunction
-
-    return isinstance(v, JITFunction)
+    return isinstance(v, DeviceFunction)
 
 
 # ---------------------------------------------------------------------- a Python kernel's own data
@@ -255,8 +254,6 @@ def value_attribute(base: Any, attr: str) -> Any:
     if isinstance(base, DataModule):
         if attr.startswith("_"):
             return _MISSING
-        from ..runtime.jit import python_helper
-
         value = getattr(base.module, attr, _MISSING)
         helper = python_helper(value)  # a compile-time helper of the user's module (compiletime.py)
         return helper if helper is not None else admit_data(value)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import errors as E
-from .jit import KernelInterface, as_jit
+from .jit import KernelInterface, as_kernel, jit
 from .specialize import without_data
 
 __all__ = ["Config", "Autotuner", "Heuristics", "autotune", "heuristics", "precompile", "exceeds", "device_limits"]
@@ -349,9 +349,9 @@ def autotune(configs: list[Config], key: list[str], prune_configs_by: Mapping[st
     """Pick the fastest of `configs` for each value of the `key` arguments."""
 
     def decorator(fn: Any) -> Autotuner:
-        inner = fn if isinstance(fn, KernelInterface) else as_jit(fn)
+        inner = fn if isinstance(fn, KernelInterface) else as_kernel(fn)
         if inner is None:
-            inner = __import__("compiler").jit(fn)
+            inner = jit(fn)
         names = inner.arg_names if hasattr(inner, "arg_names") else []
         return Autotuner(inner, list(names), configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,
                          post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
@@ -387,9 +387,9 @@ def heuristics(values: Mapping[str, Callable[[dict[str, Any]], Any]]) -> Any:
     """Compute meta-parameters from the arguments: `@heuristics({"EVEN": lambda a: a["n"] % 128 == 0})`."""
 
     def decorator(fn: Any) -> Heuristics:
-        inner = fn if isinstance(fn, KernelInterface) else as_jit(fn)
+        inner = fn if isinstance(fn, KernelInterface) else as_kernel(fn)
         if inner is None:
-            inner = __import__("compiler").jit(fn)
+            inner = jit(fn)
         return Heuristics(inner, list(getattr(inner, "arg_names", [])), values)
 
     return decorator

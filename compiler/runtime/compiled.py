@@ -22,7 +22,7 @@ from ..passes.unmasked import unmasked_program_accesses
 from ..version import __version__
 from . import disk_cache
 from . import stages as stage_loop  # its functions looked up at each call: tests wrap them
-from .jit import as_jit
+from .function import as_device_function
 from .specialize import LaunchOptions
 
 __all__ = ["CompiledKernel", "KernelMetadata", "compile_kernel"]
@@ -203,7 +203,7 @@ def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str
     from ..frontend.codegen import GenOptions
     from ..frontend.kernel import generate_kernel
     def resolve(obj: Any) -> Any:
-        j = as_jit(obj)
+        j = as_device_function(obj)
         return j.source if j is not None else None
 
     backend = backend_for(target)

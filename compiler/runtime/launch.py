@@ -12,6 +12,7 @@ from typing import Any
 from .. import errors as E
 from .. import knobs
 from ..collector import collector_paused
+from ..frontend.constants import module_constant
 from ..ir import types as T
 from .compiled import CompiledKernel, compile_kernel
 from .fastpath import MISSING, Unchecked, bind_grid, grid3, grid_of, make_front
@@ -93,10 +94,8 @@ class Launcher:
             try:
                 self.defaults[name] = ast.literal_eval(node)
             except ValueError:
-                from ..frontend.textmodule import _literal
-
                 with contextlib.suppress(Exception):  # an unresolvable default is simply required
-                    self.defaults[name] = _literal(node, dict(src.globals))
+                    self.defaults[name] = module_constant(node, dict(src.globals))
         self.cache: dict[Any, tuple[CompiledKernel, bool]] = {}
         self.has_descriptors = False  # set once a launch passes a host tensor descriptor
         self.index = {n: i for i, n in enumerate(self.names)}
