@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import torch
+
 from .. import errors as E
 from .jit import KernelInterface, as_kernel, jit
 from .specialize import without_data
@@ -301,8 +303,6 @@ def precompile(configs: list[Config], compile_one: Callable[[Config], Any],
 def device_limits(device: Any) -> dict[str, int]:
     """What one program may use on `device`: dynamic shared memory (bytes, with the opt-in) and
     registers per multiprocessor."""
-    import torch
-
     props = torch.cuda.get_device_properties(device)
     return {"shared": int(getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024),
             "registers": int(getattr(props, "regs_per_multiprocessor", 0) or 65536)}
@@ -331,7 +331,6 @@ def _synchronizer(named: Mapping[str, Any]) -> Callable[[], None]:
     device = _cuda_device(named)
     if device is None:
         return lambda: None
-    import torch
 
     return lambda: torch.cuda.synchronize(device)
 

@@ -17,6 +17,8 @@ from .. import knobs
 from ..backends.contract import Artifacts, Backend, StageContext
 from ..backends.registry import backend_for
 from ..collector import collector_paused
+from ..frontend.codegen import GenOptions
+from ..frontend.kernel import generate_kernel
 from ..ir import types as T
 from ..passes.unmasked import unmasked_program_accesses
 from ..version import __version__
@@ -200,8 +202,6 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
 def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str,
            t0: float) -> tuple[Artifacts, dict[str, float]]:
     """Frontend, then every stage (stages.py) for one specialization (the disk cache missed)."""
-    from ..frontend.codegen import GenOptions
-    from ..frontend.kernel import generate_kernel
     def resolve(obj: Any) -> Any:
         j = as_device_function(obj)
         return j.source if j is not None else None

@@ -76,8 +76,7 @@ class DeviceFunction:
     def source(self) -> Any:
         """The parsed FunctionSource (parsed once)."""
         if self._source is None:
-            # deferred: compiler.frontend's __init__ loads the code generator, which needs the language,
-            # whose library is made of device functions (this module)
+            # deferred: compiler.frontend's __init__ loads codegen, which needs the language (made of these)
             from ..frontend.source import parse_function
 
             self._source = parse_function(self.text, self.filename, self.first_line, self.globals,
@@ -92,7 +91,7 @@ class DeviceFunction:
 
     @property
     def constexpr_names(self) -> set[str]:
-        # deferred: as in `source` (the frontend package loads the language, made of device functions)
+        # deferred: as in `source`: compiler.frontend's __init__ loads the language, made of these
         from ..frontend.source import is_constexpr_annotation
 
         src = self.source

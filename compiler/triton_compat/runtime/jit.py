@@ -8,9 +8,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ... import errors as E
+from ...ir import types as T
 from ...runtime.function import ConstexprFunction, DeviceFunction, constexpr_function
 from ...runtime.jit import JITFunction as _AnvilJITFunction
 from ...runtime.jit import KernelInterface
+from ...runtime.specialize import spec_for
 
 __all__ = ["JITFunction", "JITCallable", "KernelInterface", "jit", "TensorWrapper", "reinterpret", "MockTensor",
            "ConstexprFunction", "constexpr_function",
@@ -80,9 +82,6 @@ class JITFunction(_AnvilJITFunction):
 
     def _specialization(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What `repr=` receives: the signature types and the constants of a launch."""
-        from ...ir import types as T
-        from ...runtime.specialize import spec_for
-
         launcher = self.launcher
         vals, _ = launcher.bind(args, dict(kwargs))
         signature, constants = {}, {}
