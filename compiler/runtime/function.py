@@ -129,7 +129,7 @@ class DeviceFunction:
         raise E.AnvilError(f"{self.__name__} is a device function: call it from a @jit function")
 
     def __repr__(self) -> str:
-        return f"JITFunction({self.__name__})"
+        return f"JITFunction({self.__name__})"  # as Triton names its library functions, and as ours did
 
 
 def device_function(fn: Callable[..., Any] | None = None, *, noinline: bool = False) -> Any:
