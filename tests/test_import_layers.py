@@ -253,27 +253,7 @@ class AllowedCycle:
 # does a new component), and the graph less these edges must have no cycle at all (a new cycle
 # that does not go through them fails). An entry no longer found fails too: drop it, so the list
 # only shrinks.
-ALLOWED_CYCLES: tuple[AllowedCycle, ...] = (
-    AllowedCycle(
-        modules=frozenset({
-            "compiler.runtime.jit", "compiler.runtime.launch", "compiler.runtime.compiled",
-            "compiler.runtime.fastpath", "compiler.runtime.specialize",
-            "compiler.frontend.closed", "compiler.frontend.codegen", "compiler.frontend.compiletime",
-            "compiler.frontend.descriptor", "compiler.frontend.kernel", "compiler.frontend.pybuiltins",
-            "compiler.frontend.statements", "compiler.frontend.textmodule", "compiler.frontend.values",
-            "compiler.language", "compiler.language.random", "compiler.language.standard",
-        }),
-        edges=frozenset({("compiler.runtime.jit", "compiler.runtime.launch")}),
-        reason=(
-            "JITFunction (runtime/jit.py) is at once the handle the frontend and the language's own "
-            "library (language/standard.py, random.py, written as @jit functions) refer to, and the "
-            "kernel that launches: kernel[grid], .run, .warmup and .compile reach runtime/launch.py, "
-            "whose compile pipeline needs the frontend, which needs the language. The cut: a device "
-            "function handle below the frontend for the library and the frontend, and the launchable "
-            "kernel (the `jit` users call) in the runtime layer above it"
-        ),
-    ),
-)
+ALLOWED_CYCLES: tuple[AllowedCycle, ...] = ()
 
 
 def test_no_import_cycles() -> None:
@@ -297,9 +277,9 @@ def test_no_import_cycles() -> None:
 
 # Function-level imports (of any module) not marked `# deferred: <reason>`: each is either a
 # dependency that belongs at the top of its module or one kept out of module import on purpose,
-# which then needs the mark. The ones left from before this check are counted here; the number
-# only goes down, so a new function-level import needs the mark and its reason.
-MAX_UNMARKED_FUNCTION_IMPORTS = 155
+# which then needs the mark and its reason (an optional dependency, start-up cost, the worker's
+# sandbox coming first). None is left unmarked.
+MAX_UNMARKED_FUNCTION_IMPORTS = 0
 
 
 def unmarked_function_imports(root: Path = ROOT) -> list[str]:

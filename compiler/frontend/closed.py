@@ -30,8 +30,11 @@ frontend visits and the ops it creates.
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import math
 import re
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +42,8 @@ from typing import Any
 
 from ..helpers import cdiv, next_power_of_2
 from ..language import core as lc
+from ..language import standard
+from ..runtime.function import DeviceFunction, python_helper
 from .limits import (
     MAX_AST_DEPTH,
     MAX_INLINE_DEPTH,
@@ -53,6 +58,7 @@ from .limits import (
     leaves,
     too_deep,
 )
+from .values import Shape
 
 __all__ = ["LimitError", "Budget", "MAX_INT_BITS", "MAX_ITEMS", "MAX_UNROLL", "MAX_STEPS", "MAX_OPS",
            "MAX_INLINE_DEPTH", "MAX_AST_DEPTH", "module_export", "value_attribute", "CompileTimeMethod",
@@ -67,8 +73,6 @@ def language_modules() -> dict[int, types.ModuleType]:
     """The namespaces kernel code may reach, by identity: the language and the `triton` stand-in's."""
     global _MODULES
     if _MODULES is None:
-        import importlib
-
         names = ["compiler.language", "compiler.language.core", "compiler.language.builtins",
                  "compiler.language.standard", "compiler.language.math", "compiler.language.random",
                  "compiler.language.extra", "compiler.language.extra.libdevice", "compiler.language.extra.cuda",
@@ -96,8 +100,6 @@ MATH_CONSTANTS = frozenset(("pi", "e", "tau", "inf", "nan"))
 
 
 def _package(mod: types.ModuleType) -> tuple[str, ...] | None:
-    import sys
-
     for name, allowed in _PACKAGE_NAMES.items():
         if sys.modules.get(name) is mod:
             return allowed
@@ -159,8 +161,6 @@ _PURE: dict[int, Any] | None = None
 def _pure_functions() -> dict[int, Any]:
     global _PURE
     if _PURE is None:
-        from ..language import standard
-
         fns = [getattr(math, n) for n in MATH_FUNCTIONS] + [cdiv, next_power_of_2, standard._log2,
                                                            standard._is_power_of_two]
         _PURE = {id(f): f for f in fns}
@@ -181,9 +181,7 @@ def is_closed(v: Any, exported: bool = False, _depth: int = 0) -> bool:
         return True
     if isinstance(v, type):
         return v in _language_classes()
-    from ..runtime.jit import JITFunction
-
-    return isinstance(v, JITFunction)
+    return isinstance(v, DeviceFunction)
 
 
 # ---------------------------------------------------------------------- a Python kernel's own data
@@ -255,8 +253,6 @@ def value_attribute(base: Any, attr: str) -> Any:
     if isinstance(base, DataModule):
         if attr.startswith("_"):
             return _MISSING
-        from ..runtime.jit import python_helper
-
         value = getattr(base.module, attr, _MISSING)
         helper = python_helper(value)  # a compile-time helper of the user's module (compiletime.py)
         return helper if helper is not None else admit_data(value)
@@ -278,8 +274,6 @@ def value_attribute(base: Any, attr: str) -> Any:
         if attr in ("element_ty", "scalar"):
             return base.element_ty
         if attr == "shape":
-            from .values import Shape
-
             return Shape(tuple(base.shape))
         if attr == "is_block":
             return CompileTimeMethod(base, attr)
@@ -364,8 +358,6 @@ def bounded_format(value: Any, spec: str) -> str:
 
 def close_exports(mod: Any, name: str, limit: int = 3) -> list[str]:
     """Names kernel code may read from ``mod`` that are spelled like ``name`` (for 'did you mean')."""
-    import difflib
-
     public = [n for n in dir(mod) if not n.startswith("_")]
     near = difflib.get_close_matches(name, public, n=3 * limit, cutoff=0.6)
     near += [n for n in public if n not in near and len(name) >= 3 and (name in n or n in name) and len(n) >= 4]

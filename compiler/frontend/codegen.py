@@ -21,7 +21,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Location
 from ..language import TENSOR_METHODS
 from ..language import core as lc
-from ..runtime.jit import ConstexprFunction, python_helper
+from ..runtime.function import ConstexprFunction, python_helper
 from . import descriptor
 from .closed import (
     MAX_INLINE_DEPTH,

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import errors as E
 from ..ir import types as T
+from ..language import builtins as B
 from ..language import core as lc
 from .values import BlockPointer, Shape, _BoundMethod, is_tensor
 
@@ -147,8 +148,6 @@ _ATOMICS = ("add", "min", "max", "and", "or", "xor")
 def attribute(gen: Any, d: TensorDescriptor, attr: str) -> Any:
     """`desc.load`, `desc.store`, `desc.atomic_add` (min, max, and, or, xor), `desc.block_shape`,
     `desc.block_type`, `desc.shape`, `desc.strides`, `desc.dtype`."""
-    from ..language import builtins as B
-
     if attr == "block_shape":
         return Shape(d.block_shape)
     if attr == "shape":

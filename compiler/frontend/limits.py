@@ -3,6 +3,7 @@ checks the language's compile-time builtins share with it (static_print, static_
 
 from __future__ import annotations
 
+import ast
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -54,8 +55,6 @@ class Budget:
 
 def too_deep(tree: Any) -> Any:
     """The first node of `tree` nested deeper than MAX_AST_DEPTH, or None (walked without recursion)."""
-    import ast
-
     stack: list[tuple[Any, int]] = [(tree, 1)]
     while stack:
         node, depth = stack.pop()

@@ -12,6 +12,8 @@ import builtins as py
 from typing import Any
 
 from .. import errors as E
+from ..language.builtins import device_print
+from ..language.core import Tensor
 from .closed import LimitError, bounded_str_source, check_value, is_closed, leaves
 from .values import _unwrap as unwrap
 
@@ -36,8 +38,6 @@ def python_builtin(gen: Any, fn: Any, args: list[Any], kwargs: dict[str, Any], n
     """`fn(*args)` for one of PY_BUILTINS in kernel code `gen` is generating, on compile-time values
     (tensors only where noted)."""
     if fn is py.print:
-        from ..language.builtins import device_print
-
         prefix = args[0] if args and isinstance(args[0], str) else ""
         rest = args[1:] if prefix else args
         return device_print(prefix, *rest, _sem=gen.sem)
@@ -87,8 +87,6 @@ def python_builtin(gen: Any, fn: Any, args: list[Any], kwargs: dict[str, Any], n
 
 
 def _is_tensor(x: Any) -> bool:
-    from ..language.core import Tensor
-
     return isinstance(x, Tensor)
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import textwrap
+import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,9 +117,6 @@ def parse_text(text: str, filename: str, first_line: int = 1, lines: list[str] |
 
 def _busiest_line(text: str) -> int:
     """The line whose logical line has the most tokens (where a parse ran too deep), 1 if unknown."""
-    import io
-    import tokenize
-
     counts: dict[int, int] = {}
     start = 1
     try:

@@ -16,7 +16,7 @@ from .. import errors as E
 from ..ir import types as T
 from ..ir.core import Block
 from ..language import core as lc
-from ..language.builtins import item
+from ..language.builtins import device_assert, item
 from .codegen import CodeGenerator
 from .limits import MAX_UNROLL, LimitError, bounded_str_source
 from .livecode import Decide, assigned_names
@@ -182,7 +182,6 @@ class KernelGenerator(CodeGenerator):
             if not cond:
                 raise self.error(E.ArgumentError, node, f"assertion failed: {msg}" if msg else "assertion failed")
             return
-        from ..language.builtins import device_assert
 
         device_assert(cond, str(bounded_str_source(msg)), _sem=self.sem)
 

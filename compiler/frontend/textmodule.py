@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 import importlib
-import operator
 from typing import Any
 
 from .. import errors as E
 from ..ir.core import Location
-from ..runtime.jit import JITFunction, register_source_lines
-from .closed import LimitError, bounded_binary, check_value, module_export
+from ..runtime.function import register_source_lines
+from ..runtime.jit import JITFunction
+from .closed import LimitError, module_export
+from .constants import NotConstant, decorator_name, module_constant
 from .source import parse_text
 
 __all__ = ["load_text_module", "compile_source", "MODULE_MAP"]
@@ -41,70 +42,6 @@ _COMPILE_TIME_NAMES = ("constexpr_function", "constexpr")
 def _module(name: str) -> Any:
     target = MODULE_MAP.get(name)
     return importlib.import_module(target) if target else None
-
-
-def _decorator_name(d: ast.expr) -> str:
-    if isinstance(d, ast.Call):
-        d = d.func
-    parts = []
-    while isinstance(d, ast.Attribute):
-        parts.append(d.attr)
-        d = d.value
-    if isinstance(d, ast.Name):
-        parts.append(d.id)
-    return ".".join(reversed(parts))
-
-
-_CONST_BINOPS: dict[type, tuple[str, Any]] = {
-    ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub), ast.Mult: ("mul", operator.mul),
-    ast.FloorDiv: ("floordiv", operator.floordiv), ast.Div: ("truediv", operator.truediv),
-    ast.Pow: ("pow", operator.pow), ast.LShift: ("shl", operator.lshift), ast.RShift: ("shr", operator.rshift),
-    ast.Mod: ("mod", operator.mod), ast.BitAnd: ("and", operator.and_), ast.BitOr: ("or", operator.or_),
-    ast.BitXor: ("xor", operator.xor),
-}
-
-
-class _NotConstant(Exception):
-    """A module-level value that is not a compile-time constant: the name is left undefined."""
-
-
-def _literal(node: ast.expr, ns: dict[str, Any]) -> Any:
-    """A module-level constant: a literal, a constexpr(literal), a tuple of constants, an exported name of
-    a language module or `math`, or bounded arithmetic on known constants (closed.py's rules)."""
-    if isinstance(node, ast.Call):
-        if _decorator_name(node.func).split(".")[-1] == "constexpr" and len(node.args) == 1 and not node.keywords:
-            return _literal(node.args[0], ns)
-        raise _NotConstant
-    if isinstance(node, ast.Constant):
-        if isinstance(node.value, (bytes, complex)):
-            raise _NotConstant
-        return check_value(node.value)
-    if isinstance(node, ast.Name):
-        v = ns.get(node.id)
-        if isinstance(v, (int, float, bool, str, tuple)) or v is None and node.id in ns:
-            return v
-        raise _NotConstant
-    if isinstance(node, ast.Tuple):
-        return check_value(tuple(_literal(e, ns) for e in node.elts))
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        base = ns.get(node.value.id)
-        ok, value = module_export(base, node.attr) if base is not None else (False, None)
-        if ok:
-            return value
-        raise _NotConstant
-    if isinstance(node, ast.BinOp) and type(node.op) in _CONST_BINOPS:
-        name, fn = _CONST_BINOPS[type(node.op)]
-        return bounded_binary(name, fn, _literal(node.left, ns), _literal(node.right, ns))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
-        v = _literal(node.operand, ns)
-        if isinstance(node.op, ast.Invert):
-            if not isinstance(v, int):
-                raise _NotConstant
-            return ~v
-        if not isinstance(v, (int, float)):
-            raise _NotConstant
-        return -v if isinstance(node.op, ast.USub) else +v
-    raise _NotConstant
 
 
 def load_text_module(text: str, filename: str) -> dict[str, Any]:
@@ -141,18 +78,18 @@ def load_text_module(text: str, filename: str) -> dict[str, Any]:
             if node.value is None:
                 continue
             try:
-                value = _literal(node.value, ns)
+                value = module_constant(node.value, ns)
             except LimitError as e:
                 loc = Location(filename, node.lineno, node.col_offset + 1)
                 raise LimitError(e.message, loc, lines[node.lineno - 1] if node.lineno <= len(lines) else "",
                                  e.hint) from None
-            except (_NotConstant, ValueError, TypeError, ZeroDivisionError, OverflowError, ArithmeticError):
+            except (NotConstant, ValueError, TypeError, ZeroDivisionError, OverflowError, ArithmeticError):
                 continue  # not a constant: left undefined, so a kernel using it gets a clear error
             for t in targets:
                 if isinstance(t, ast.Name):
                     ns[t.id] = value
         elif isinstance(node, ast.FunctionDef):
-            names = [_decorator_name(d) for d in node.decorator_list]
+            names = [decorator_name(d) for d in node.decorator_list]
             jit = any(n in _JIT_NAMES or n.endswith(".jit") for n in names)
             compile_time = not jit and any(n.split(".")[-1] in _COMPILE_TIME_NAMES for n in names)
             if not (jit or compile_time):

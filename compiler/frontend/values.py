@@ -4,11 +4,14 @@ methods, the result of a `return`; and how objects of the real `triton` package 
 from __future__ import annotations
 
 import ast
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from .. import errors as E
+from .. import language as tl
 from ..ir import types as T
+from ..language import builtins as B
 from ..language import core as lc
 
 __all__ = ["Returned", "UNKNOWN", "is_tensor", "BlockPointer", "Shape"]
@@ -47,8 +50,6 @@ class BlockPointer:
     def attribute(self, attr: str) -> Any:
         """What kernels read of a block pointer, as of Triton's: `type` and `dtype` are
         pointer_type(block_type(element dtype, block_shape)), and `advance`, `load`, `store` are methods."""
-        from ..language import builtins as B
-
         if attr in ("type", "dtype"):
             elem = self.base.ir_elem
             assert isinstance(elem, T.PointerType)
@@ -108,8 +109,6 @@ def _normalize_global(obj: Any) -> Any:
         ours = _TRITON_CLASSES.get(obj.__name__)
         return ours if ours is not None else obj
     if isinstance(obj, type(ast)) and obj.__name__ == "triton":
-        import importlib
-
         return importlib.import_module("compiler.triton_compat")
     mod = getattr(type(obj), "__module__", "") or ""
     if mod.startswith("triton"):
@@ -137,8 +136,6 @@ _TRITON_CLASSES: dict[str, Any] = {"constexpr": lc.constexpr, "tensor": lc.Tenso
 
 
 def _triton_module(name: str) -> Any:
-    import importlib
-
     ours = "compiler.language" + name[len("triton.language"):]
     ours = ours.replace(".extra.cuda.libdevice", ".extra.libdevice").replace(".extra.cuda", ".extra")
     try:
@@ -149,8 +146,6 @@ def _triton_module(name: str) -> Any:
 
 def _triton_builtin(obj: Any, fmod: str) -> Any:
     """Our function for a function of the real triton.language (matched by name)."""
-    from .. import language as tl
-
     name = getattr(obj, "__name__", "")
     if fmod.endswith("libdevice") or ".extra" in fmod:
         return getattr(tl.extra.libdevice, name)

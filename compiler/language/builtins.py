@@ -6,11 +6,14 @@ Their docstrings are the language reference agents read.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..backends.registry import on_gpu
 from ..errors import ArgumentError, ConstexprError, DtypeError, ShapeError
 from ..ir import types as T
+from ..ir.core import Block
 from .core import PropagateNan, Tensor, block_type, builtin, dtype, to_dtype
 
 __all__ = [
@@ -466,8 +469,6 @@ def associative_scan(input: Any, axis: Any, combine_fn: Any, reverse: bool = Fal
 @builtin
 def item(input: Any, _sem: Any = None) -> Tensor:
     """The element of a one-element tile, as a scalar. `n = tl.full((1,), 0, tl.int32).item()`."""
-    from ..ir.core import Block
-
     t = _tensor(_sem, input)
     if not t.is_tile():
         return t
@@ -560,6 +561,7 @@ def static_assert(cond: Any, msg: str = "", _sem: Any = None) -> None:
         raise ConstexprError("static_assert needs a compile-time condition",
                              hint="use tl.device_assert for runtime checks")
     if not cond:
+        # deferred: compiler.frontend's __init__ loads the code generator, which needs this module
         from ..frontend.limits import bounded_str_source
 
         msg = str(bounded_str_source(msg)) if msg else ""
@@ -569,8 +571,7 @@ def static_assert(cond: Any, msg: str = "", _sem: Any = None) -> None:
 @builtin
 def static_print(*values: Any, sep: str = " ", end: str = "\n", _sem: Any = None) -> None:
     """Print compile-time values while compiling. `tl.static_print(BLOCK)`."""
-    import sys
-
+    # deferred: compiler.frontend's __init__ loads the code generator, which needs this module
     from ..frontend.limits import bounded_str_source
 
     sys.stderr.write(str(sep).join(str(bounded_str_source(v)) for v in values) + str(end))
@@ -661,8 +662,6 @@ def inline_asm_elementwise(asm: str, constraints: str, args: Any, dtype: Any, is
     follows the loads of that shape), as in Triton: warp-collective instructions (mma.sync, shfl)
     that assume a lane mapping are safe only with a last dim of 1 or a pack that spans it.
     is_pure=False keeps the asm (and its order) even when its results are unused."""
-    from ..backends.registry import on_gpu
-
     if not on_gpu(str(_sem.gen.options.target)):
         raise ArgumentError("inline_asm_elementwise is GPU assembly and cannot run on the CPU backend",
                             hint="write the operation with tl functions, or run on a CUDA tensor")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ArgumentError, DtypeError
+from ..ir import types as T
 from ..ir.ops import MATH_FNS, MATH_RESULTS
 from .builtins import (  # noqa: F401
     abs,
@@ -37,9 +39,6 @@ def math_fn(name: str) -> Any:
     arity = MATH_FNS[name]
 
     def impl(*args: Any, _sem: Any = None) -> Tensor:
-        from ..errors import ArgumentError, DtypeError
-        from ..ir import types as T
-
         if len(args) != arity:
             raise ArgumentError(f"{name} takes {arity} argument(s), got {len(args)}")
         xs = [_sem.to_tensor(a) for a in args]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..runtime.jit import jit
+from ..runtime.function import device_function
 from . import builtins as _b
 from .core import constexpr, int32, int64, static_range, uint32, uint64
 
@@ -13,7 +13,7 @@ N_ROUNDS_DEFAULT = 10
 static_assert = _b.static_assert
 
 
-@jit
+@device_function
 def philox_impl(c0, c1, c2, c3, k0, k1, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     if c0.dtype == uint32:
         KEY_A: constexpr = 0x9E3779B9
@@ -37,7 +37,7 @@ def philox_impl(c0, c1, c2, c3, k0, k1, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     return c0, c1, c2, c3
 
 
-@jit
+@device_function
 def philox(seed, c0, c1, c2, c3, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     """Run Philox on counters (c0..c3) keyed by `seed`; returns four uint tiles."""
     seed = _b.to_tensor(seed)
@@ -64,7 +64,7 @@ def philox(seed, c0, c1, c2, c3, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     return philox_impl(c0, c1, c2, c3, seed_lo, seed_hi, n_rounds)
 
 
-@jit
+@device_function
 def randint4x(seed, offset, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     """Four tiles of random uint32 for `offset` (a tile of counters) under `seed`."""
     offset_lo = offset.to(uint32)
@@ -76,14 +76,14 @@ def randint4x(seed, offset, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     return philox(seed, offset_lo, offset_hi, zero, zero, n_rounds)
 
 
-@jit
+@device_function
 def randint(seed, offset, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     """A tile of random uint32 for `offset` under `seed`. `r = tl.randint(seed, offs)`."""
     ret, _, _, _ = randint4x(seed, offset, n_rounds)
     return ret
 
 
-@jit
+@device_function
 def uint_to_uniform_float(x):
     """Map random integers to floats uniform in [0, 1)."""
     if x.dtype == uint32 or x.dtype == int32:
@@ -96,14 +96,14 @@ def uint_to_uniform_float(x):
     return x * scale
 
 
-@jit
+@device_function
 def rand(seed, offset, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     """A tile of float32 uniform in [0, 1). `keep = tl.rand(seed, offs) > p`."""
     source = randint(seed, offset, n_rounds)
     return uint_to_uniform_float(source)
 
 
-@jit
+@device_function
 def rand4x(seed, offsets, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     """Four tiles of float32 uniform in [0, 1)."""
     i1, i2, i3, i4 = randint4x(seed, offsets, n_rounds)
@@ -111,7 +111,7 @@ def rand4x(seed, offsets, n_rounds: constexpr = N_ROUNDS_DEFAULT):
             uint_to_uniform_float(i4))
 
 
-@jit
+@device_function
 def pair_uniform_to_normal(u1, u2):
     """Box-Muller: two uniform tiles to two standard normal tiles."""
     u1 = _b.maximum(1.0e-7, u1)
@@ -120,7 +120,7 @@ def pair_uniform_to_normal(u1, u2):
     return r * _b.cos(th), r * _b.sin(th)
 
 
-@jit
+@device_function
 def randn(seed, offset, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     """A tile of float32 from N(0, 1). `z = tl.randn(seed, offs)`."""
     i1, i2, _, _ = randint4x(seed, offset, n_rounds)
@@ -130,7 +130,7 @@ def randn(seed, offset, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     return n1
 
 
-@jit
+@device_function
 def randn4x(seed, offset, n_rounds: constexpr = N_ROUNDS_DEFAULT):
     """Four tiles of float32 from N(0, 1)."""
     u1, u2, u3, u4 = rand4x(seed, offset, n_rounds)

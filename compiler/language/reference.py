@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from .. import language as tl
 from .extra import libdevice
 
 __all__ = ["render_reference"]
@@ -95,8 +96,6 @@ def _doc(fn: Any) -> str:
 
 
 def render_reference() -> str:
-    from .. import language as tl
-
     out = [_PREAMBLE]
     for title, names in _SECTIONS:
         out.append(f"\n## {title}\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..runtime.jit import jit
+from ..runtime.function import device_function
 from . import builtins as _b
 from .core import bfloat16, constexpr, float16, float32, int32, static_range, uint32
 
@@ -37,19 +37,19 @@ def _is_power_of_two(i: int | constexpr) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-@jit
+@device_function
 def cdiv(x, div):
     """Ceiling division of integers: `tl.cdiv(n, BLOCK)`."""
     return (x + div - 1) // div
 
 
-@jit
+@device_function
 def sigmoid(x):
     """1 / (1 + exp(-x)). `tl.sigmoid(x)`."""
     return 1 / (1 + exp(-x))
 
 
-@jit
+@device_function
 def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
     """Softmax along `dim` (default: the last). `tl.softmax(x)`."""
     if dim is None:
@@ -62,18 +62,18 @@ def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
     return num / den
 
 
-@jit
+@device_function
 def zeros_like(input):
     """Zeros with the shape and dtype of `input`. `tl.zeros_like(x)`."""
     return zeros(input.shape, input.dtype)
 
 
-@jit
+@device_function
 def _sum_combine(a, b):
     return a + b
 
 
-@jit
+@device_function
 def sum(input, axis=None, keep_dims=False, dtype: constexpr = None):
     """Sum along `axis` (None: all). Small integers accumulate in 32 bits. `tl.sum(x, axis=0)`."""
     if dtype is not None:
@@ -89,17 +89,17 @@ def sum(input, axis=None, keep_dims=False, dtype: constexpr = None):
     return reduce(input, axis, _sum_combine, keep_dims=keep_dims)
 
 
-@jit
+@device_function
 def _max_combine(a, b):
     return maximum(a, b)
 
 
-@jit
+@device_function
 def _min_combine(a, b):
     return minimum(a, b)
 
 
-@jit
+@device_function
 def _skip_nan(take1, value1, index1, value2, index2):
     # NaN is ignored, as by tl.max / tl.min: a number beats NaN; of two NaNs the first index wins.
     if value1.dtype.is_floating():
@@ -109,7 +109,7 @@ def _skip_nan(take1, value1, index1, value2, index2):
     return take1
 
 
-@jit
+@device_function
 def _argmax_combine(value1, index1, value2, index2):
     gt = value1 > value2
     eq = value1 == value2
@@ -118,7 +118,7 @@ def _argmax_combine(value1, index1, value2, index2):
     return where(take1, value1, value2), where(take1, index1, index2)
 
 
-@jit
+@device_function
 def _argmin_combine(value1, index1, value2, index2):
     lt = value1 < value2
     eq = value1 == value2
@@ -127,7 +127,7 @@ def _argmin_combine(value1, index1, value2, index2):
     return where(take1, value1, value2), where(take1, index1, index2)
 
 
-@jit
+@device_function
 def _with_indices(input, axis, combine_fn: constexpr, keep_dims):
     if axis is None:
         flat = reshape(input, input.numel)
@@ -140,7 +140,7 @@ def _with_indices(input, axis, combine_fn: constexpr, keep_dims):
         return reduce((input, idx), axis, combine_fn, keep_dims=keep_dims)
 
 
-@jit
+@device_function
 def _expand_index(idx, axis: constexpr, rank: constexpr):
     # static_range: each expand_dims changes idx's shape, which a runtime loop cannot carry.
     for _ in static_range(0, axis):
@@ -150,7 +150,7 @@ def _expand_index(idx, axis: constexpr, rank: constexpr):
     return idx
 
 
-@jit
+@device_function
 def _promote_small(input):
     if input.dtype == bfloat16:
         input = input.to(float32)
@@ -162,7 +162,7 @@ def _promote_small(input):
     return input
 
 
-@jit
+@device_function
 def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
     """Maximum along `axis`; with return_indices=True also the index of the first maximum.
     `m = tl.max(x, axis=1)`."""
@@ -175,7 +175,7 @@ def max(input, axis=None, return_indices=False, return_indices_tie_break_left=Tr
         return reduce(input, axis, _max_combine, keep_dims=keep_dims)
 
 
-@jit
+@device_function
 def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
     """Minimum along `axis`; with return_indices=True also the index of the first minimum.
     `m = tl.min(x, axis=0)`."""
@@ -188,44 +188,44 @@ def min(input, axis=None, return_indices=False, return_indices_tie_break_left=Tr
         return reduce(input, axis, _min_combine, keep_dims=keep_dims)
 
 
-@jit
+@device_function
 def argmax(input, axis, tie_break_left=True, keep_dims=False):
     """Index of the maximum along `axis` (the first on ties). `i = tl.argmax(x, 0)`."""
     (_, ret) = max(input, axis, return_indices=True, keep_dims=keep_dims)
     return ret
 
 
-@jit
+@device_function
 def argmin(input, axis, tie_break_left=True, keep_dims=False):
     """Index of the minimum along `axis` (the first on ties). `i = tl.argmin(x, 0)`."""
     (_, ret) = min(input, axis, return_indices=True, keep_dims=keep_dims)
     return ret
 
 
-@jit
+@device_function
 def _xor_combine(a, b):
     return a ^ b
 
 
-@jit
+@device_function
 def xor_sum(input, axis=None, keep_dims=False):
     """Bitwise xor of all values along `axis`. `tl.xor_sum(x, 0)`."""
     static_assert(input.dtype.is_int(), "xor_sum needs an integer tensor")
     return reduce(input, axis, _xor_combine, keep_dims=keep_dims)
 
 
-@jit
+@device_function
 def _or_combine(a, b):
     return a | b
 
 
-@jit
+@device_function
 def reduce_or(input, axis, keep_dims=False):
     """Bitwise or along `axis`. `tl.reduce_or(x, 0)`."""
     return reduce(input, axis, _or_combine, keep_dims=keep_dims)
 
 
-@jit
+@device_function
 def cumsum(input, axis=0, reverse=False, dtype: constexpr = None):
     """Inclusive prefix sum along `axis`. `tl.cumsum(x, 0)`."""
     if input.dtype == bfloat16:  # as in Triton: bf16 scans run in fp32
@@ -239,12 +239,12 @@ def cumsum(input, axis=0, reverse=False, dtype: constexpr = None):
     return associative_scan(input, axis, _sum_combine, reverse)
 
 
-@jit
+@device_function
 def _prod_combine(a, b):
     return a * b
 
 
-@jit
+@device_function
 def cumprod(input, axis=0, reverse=False):
     """Inclusive prefix product along `axis`. `tl.cumprod(x, 0)`."""
     if input.dtype == bfloat16:  # as in Triton: bf16 scans run in fp32
@@ -252,13 +252,13 @@ def cumprod(input, axis=0, reverse=False):
     return associative_scan(input, axis, _prod_combine, reverse)
 
 
-@jit
+@device_function
 def ravel(x, can_reorder=False):
     """Flatten to 1-D. `tl.ravel(x)`."""
     return reshape(x, x.numel)
 
 
-@jit
+@device_function
 def swizzle2d(i, j, size_i, size_j, size_g):
     """Grouped program order: map (i, j) so groups of `size_g` rows share columns (L2 reuse)."""
     ij = i * size_j + j
@@ -272,7 +272,7 @@ def swizzle2d(i, j, size_i, size_j, size_g):
     return new_i, new_j
 
 
-@jit
+@device_function
 def interleave(a, b):
     """Interleave two tiles along their last axis: [a0, b0, a1, b1, ...]. `tl.interleave(a, b)`."""
     c = join(a, b)
@@ -284,7 +284,7 @@ def interleave(a, b):
         return reshape(c, c.shape[:-2] + (c.shape[-2] * 2,))
 
 
-@jit
+@device_function
 def flip(x, dim=None):
     """Reverse the order of elements along `dim` (default: the last). `tl.flip(x)`."""
     if dim is None:

@@ -16,8 +16,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import torch
+
 from .. import errors as E
-from .jit import KernelInterface, as_jit
+from .jit import KernelInterface, as_kernel, jit
 from .specialize import without_data
 
 __all__ = ["Config", "Autotuner", "Heuristics", "autotune", "heuristics", "precompile", "exceeds", "device_limits"]
@@ -301,8 +303,6 @@ def precompile(configs: list[Config], compile_one: Callable[[Config], Any],
 def device_limits(device: Any) -> dict[str, int]:
     """What one program may use on `device`: dynamic shared memory (bytes, with the opt-in) and
     registers per multiprocessor."""
-    import torch
-
     props = torch.cuda.get_device_properties(device)
     return {"shared": int(getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024),
             "registers": int(getattr(props, "regs_per_multiprocessor", 0) or 65536)}
@@ -331,7 +331,6 @@ def _synchronizer(named: Mapping[str, Any]) -> Callable[[], None]:
     device = _cuda_device(named)
     if device is None:
         return lambda: None
-    import torch
 
     return lambda: torch.cuda.synchronize(device)
 
@@ -349,9 +348,9 @@ def autotune(configs: list[Config], key: list[str], prune_configs_by: Mapping[st
     """Pick the fastest of `configs` for each value of the `key` arguments."""
 
     def decorator(fn: Any) -> Autotuner:
-        inner = fn if isinstance(fn, KernelInterface) else as_jit(fn)
+        inner = fn if isinstance(fn, KernelInterface) else as_kernel(fn)
         if inner is None:
-            inner = __import__("compiler").jit(fn)
+            inner = jit(fn)
         names = inner.arg_names if hasattr(inner, "arg_names") else []
         return Autotuner(inner, list(names), configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,
                          post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
@@ -387,9 +386,9 @@ def heuristics(values: Mapping[str, Callable[[dict[str, Any]], Any]]) -> Any:
     """Compute meta-parameters from the arguments: `@heuristics({"EVEN": lambda a: a["n"] % 128 == 0})`."""
 
     def decorator(fn: Any) -> Heuristics:
-        inner = fn if isinstance(fn, KernelInterface) else as_jit(fn)
+        inner = fn if isinstance(fn, KernelInterface) else as_kernel(fn)
         if inner is None:
-            inner = __import__("compiler").jit(fn)
+            inner = jit(fn)
         return Heuristics(inner, list(getattr(inner, "arg_names", [])), values)
 
     return decorator

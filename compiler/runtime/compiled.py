@@ -17,12 +17,14 @@ from .. import knobs
 from ..backends.contract import Artifacts, Backend, StageContext
 from ..backends.registry import backend_for
 from ..collector import collector_paused
+from ..frontend.codegen import GenOptions
+from ..frontend.kernel import generate_kernel
 from ..ir import types as T
 from ..passes.unmasked import unmasked_program_accesses
 from ..version import __version__
 from . import disk_cache
 from . import stages as stage_loop  # its functions looked up at each call: tests wrap them
-from .jit import as_jit
+from .function import as_device_function
 from .specialize import LaunchOptions
 
 __all__ = ["CompiledKernel", "KernelMetadata", "compile_kernel"]
@@ -200,10 +202,8 @@ def _compile(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: s
 def _build(fn: Any, specs: list[Any], opts: LaunchOptions, target: str, key: str,
            t0: float) -> tuple[Artifacts, dict[str, float]]:
     """Frontend, then every stage (stages.py) for one specialization (the disk cache missed)."""
-    from ..frontend.codegen import GenOptions
-    from ..frontend.kernel import generate_kernel
     def resolve(obj: Any) -> Any:
-        j = as_jit(obj)
+        j = as_device_function(obj)
         return j.source if j is not None else None
 
     backend = backend_for(target)

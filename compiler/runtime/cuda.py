@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 __all__ = ["current_stream", "stream_source"]
 
 
@@ -15,8 +17,6 @@ def _stream_reader() -> tuple[Callable[[Any], int], Any]:
     changing it. torch's `_cuda_getCurrentRawStream(-1)` asks for the current device's stream in one
     call (c10::cuda::getCurrentCUDAStream treats -1 as the current device); it is used once checked
     against the two-call form on a side stream, which it must see."""
-    import torch
-
     c = torch._C
     raw, device = c._cuda_getCurrentRawStream, c._cuda_getDevice
     try:

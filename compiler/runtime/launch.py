@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import torch
+
 from .. import errors as E
 from .. import knobs
+from ..backends.registry import canonical_target
 from ..collector import collector_paused
+from ..frontend.constants import module_constant
+from ..frontend.kernel import ParamSpec
 from ..ir import types as T
 from .compiled import CompiledKernel, compile_kernel
 from .fastpath import MISSING, Unchecked, bind_grid, grid3, grid_of, make_front
@@ -75,13 +82,11 @@ class Launcher:
             dns.add(self.names[d] if isinstance(d, int) else d)
         self.params = [ParamInfo(n, n in cexpr, n in dns) for n in self.names]
         self.defaults: dict[str, Any] = {}
-        import ast
 
         py = getattr(fn, "fn", None)
         if py is not None and not src.text_module:
             # a Python kernel: Python evaluated its defaults when it ran the def (any expression the
             # module can reach, e.g. tl.core.CONSTEXPR_0); source text keeps the closed-world rules below
-            import inspect
 
             with contextlib.suppress(TypeError, ValueError):
                 for name, p in inspect.signature(py).parameters.items():
@@ -93,10 +98,8 @@ class Launcher:
             try:
                 self.defaults[name] = ast.literal_eval(node)
             except ValueError:
-                from ..frontend.textmodule import _literal
-
                 with contextlib.suppress(Exception):  # an unresolvable default is simply required
-                    self.defaults[name] = _literal(node, dict(src.globals))
+                    self.defaults[name] = module_constant(node, dict(src.globals))
         self.cache: dict[Any, tuple[CompiledKernel, bool]] = {}
         self.has_descriptors = False  # set once a launch passes a host tensor descriptor
         self.index = {n: i for i, n in enumerate(self.names)}
@@ -351,8 +354,6 @@ def _target_for(vals: list[Any], name: str) -> str:
 
 def _rocm_arch() -> str | None:
     """The current device's AMD architecture (gfx942, ...) under a ROCm build of torch, else None."""
-    import torch
-
     if not getattr(torch.version, "hip", None):
         return None
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -369,8 +370,6 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
                           num_warps: int, num_stages: int, debug: bool,
                           maxnreg: int | None = None, cluster_dims: Any = None) -> CompiledKernel:
     """Compile for an explicit signature (no tensors needed): what the tools use."""
-    from ..frontend.kernel import ParamSpec
-
     names = list(fn.source.params)
     cexpr = fn.constexpr_names
     launcher = fn.launcher
@@ -409,7 +408,6 @@ def compile_for_signature(fn: Any, signature: dict[str, str], constexprs: dict[s
     if extra:
         raise at(None, f"the constexprs name unknown parameters of {fn.__name__}: {', '.join(sorted(extra))}; "
                  f"its parameters are {', '.join(names)}")
-    from ..backends.registry import canonical_target
 
     tgt = canonical_target("cpu" if target == "auto" else target)
     opts = LaunchOptions.from_kwargs({"num_warps": num_warps, "num_stages": num_stages, "maxnreg": maxnreg,

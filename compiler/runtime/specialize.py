@@ -8,6 +8,7 @@ from typing import Any
 from .. import errors as E
 from .. import knobs
 from ..backends.contract import parse_signature_type
+from ..frontend.descriptor import DescriptorArg
 from ..frontend.kernel import ParamSpec
 from ..ir import types as T
 from ..language import core as lc
@@ -207,7 +208,6 @@ def spec_for(p: ParamInfo, v: Any, kernel: str) -> ParamSpec:
         return ParamSpec(p.name, False, None, T.fp32)
     desc = getattr(v, "__anvil_descriptor__", None)
     if desc is not None:  # a host tensor descriptor: (torch dtype, block shape, padding)
-        from ..frontend.descriptor import DescriptorArg
 
         dt, block, padding = desc
         return ParamSpec(p.name, False, DescriptorArg(torch_elem(dt), tuple(block), padding), T.PointerType(T.i64),

@@ -13,6 +13,7 @@ of a kernel given to `compile_source` means by `import triton`: `triton.jit`,
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import sys
 from typing import Any
@@ -22,6 +23,8 @@ from ..helpers import next_power_of_2 as next_power_of_2
 from ..runtime.autotune import Config, autotune, heuristics
 from ..runtime.jit import constexpr_function as constexpr_function
 from .errors import CompilationError, InterpreterError, OutOfResources, TritonError
+from .routing import Router
+from .runtime import _allocation
 from .runtime.jit import JITFunction, KernelInterface, MockTensor, TensorWrapper, jit, reinterpret
 
 __version__ = "3.6.0+anvil"
@@ -37,8 +40,6 @@ __all__ = [
 
 def set_allocator(allocator: Any) -> None:
     """Triton's hook for device scratch memory; recorded, never called (the CPU backend needs none)."""
-    from .runtime import _allocation
-
     _allocation.set_allocator(allocator)
 
 
@@ -117,9 +118,6 @@ def install() -> None:
     global _saved, _router
     if _saved is not None:
         return
-    import builtins
-
-    from .routing import Router
 
     mods = {name: importlib.import_module(target) for name, target in MODULES.items()}
     saved = {k: v for k, v in sys.modules.items() if k == "triton" or k.startswith("triton.")}
@@ -136,7 +134,6 @@ def uninstall() -> None:
     global _saved, _router
     if _saved is None:
         return
-    import builtins
 
     previous, real = _router.previous, _router.real_modules()
     if builtins.__import__ is _router:  # else another hook was installed over it: leave that in place

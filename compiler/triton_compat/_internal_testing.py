@@ -17,6 +17,7 @@ import pytest
 import torch
 from numpy.random import RandomState
 
+from . import knobs
 from . import language as tl
 from .runtime.driver import driver
 from .runtime.jit import TensorWrapper, reinterpret, type_canonicalisation_dict
@@ -152,8 +153,6 @@ def unwrap_tensor(t: Any) -> Any:
 
 
 def _fresh_knobs_impl(skipped_attr: set[str] | None = None) -> Any:
-    from . import knobs
-
     def fresh() -> Any:
         return knobs
 

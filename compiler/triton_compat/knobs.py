@@ -12,6 +12,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from ..knobs import cache_dir
+
 __all__ = ["cache", "runtime", "compilation", "language", "autotuning", "build", "nvidia", "amd", "base_knobs",
            "propagate_env"]
 
@@ -46,8 +48,6 @@ class base_knobs:  # noqa: N801 - Triton's name
 class _CacheKnobs(base_knobs):
     @property
     def dir(self) -> str:
-        from ..knobs import cache_dir
-
         return str(cache_dir())
 
     @dir.setter

@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+import torch
+
 __all__ = ["do_bench", "do_bench_cudagraph", "assert_close", "Benchmark", "Mark", "perf_report",
            "get_dram_gbps", "get_max_tensorcore_tflops", "get_max_simd_tflops", "set_gpu_clock", "nvsmi"]
 
@@ -89,9 +92,6 @@ def do_bench_cudagraph(fn: Callable[[], Any], rep: float = 20, grad_to_none: Any
 def assert_close(x: Any, y: Any, atol: Any = None, rtol: Any = None, err_msg: str = "") -> None:
     """Assert that `x` and `y` (scalars, lists, numpy arrays or tensors) agree within atol (default
     1e-2) and rtol (default 0); NaNs compare equal."""
-    import numpy as np
-    import torch
-
     if not isinstance(x, torch.Tensor):
         x = torch.tensor(x)
     if not isinstance(y, torch.Tensor):

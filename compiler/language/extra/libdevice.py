@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...ir import types as T
 from ...ir.ops import FLOAT_BINARY, MATH_FNS
+from ..core import Tensor, builtin
 from ..math import math_fn
 
 _RENAMES = {"pow": "pow", "fast_expf": "fast_expf", "fast_logf": "fast_logf", "isinfd": "isinf",
@@ -28,11 +30,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _binary(name: str) -> Any:
-    from ..core import Tensor, builtin
-
     def impl(x: Any, y: Any, _sem: Any = None) -> Tensor:
-        from ...ir import types as T
-
         a, b = _sem.binary_operands(x, y)
         if not a.dtype.is_floating():
             a, b = _sem.cast(a, T.fp32), _sem.cast(b, T.fp32)

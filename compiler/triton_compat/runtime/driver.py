@@ -13,6 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+from ... import knobs
+
 __all__ = ["driver", "GPUTarget", "CPUDriver", "CPUDeviceInterface"]
 
 
@@ -83,8 +87,6 @@ class _Utils:
     @staticmethod
     def get_device_properties(device: Any = None) -> dict[str, Any]:
         """Numbers in the shape of CUDA's; "multiprocessor_count" is the number of CPU threads."""
-        from ... import knobs
-
         return {
             "max_shared_mem": _l2_bytes(),
             "max_num_regs": 1 << 16,
@@ -120,21 +122,18 @@ class CPUDriver:
         return 0
 
     def get_active_torch_device(self) -> Any:
-        import torch
-
         return torch.device("cpu")
 
     def get_device_interface(self) -> CPUDeviceInterface:
         return CPUDeviceInterface()
 
     def get_benchmarker(self) -> Any:
+        # deferred: start-up cost: triton.testing (statistics, decimal) loads on first use, as in __init__
         from ..testing import do_bench
 
         return do_bench
 
     def get_empty_cache_for_benchmark(self) -> Any:
-        import torch
-
         return torch.empty(max(_l2_bytes() * 2, 1 << 22) // 4, dtype=torch.int32)
 
     def clear_cache(self, cache: Any) -> None:

@@ -8,8 +8,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ... import errors as E
-from ...runtime.jit import ConstexprFunction, KernelInterface, constexpr_function
+from ...ir import types as T
+from ...runtime.function import ConstexprFunction, DeviceFunction, constexpr_function
 from ...runtime.jit import JITFunction as _AnvilJITFunction
+from ...runtime.jit import KernelInterface
+from ...runtime.specialize import spec_for
 
 __all__ = ["JITFunction", "JITCallable", "KernelInterface", "jit", "TensorWrapper", "reinterpret", "MockTensor",
            "ConstexprFunction", "constexpr_function",
@@ -79,9 +82,6 @@ class JITFunction(_AnvilJITFunction):
 
     def _specialization(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """What `repr=` receives: the signature types and the constants of a launch."""
-        from ...ir import types as T
-        from ...runtime.specialize import spec_for
-
         launcher = self.launcher
         vals, _ = launcher.bind(args, dict(kwargs))
         signature, constants = {}, {}
@@ -161,7 +161,7 @@ def jit(fn: Any = None, *, version: Any = None, repr: Any = None, launch_metadat
     """`@triton.jit`: compile the function with Anvil when it is launched (or called from a kernel)."""
 
     def decorator(f: Callable[..., Any]) -> JITFunction:
-        if isinstance(f, _AnvilJITFunction):
+        if isinstance(f, DeviceFunction):  # one of ours: a kernel, or a function of the language's library
             if f.fn is None:
                 raise E.AnvilError("@triton.jit needs a Python function")
             f = f.fn

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 __all__ = ["TensorDescriptor"]
 
 
@@ -60,8 +62,6 @@ class TensorDescriptor:
         return self.base.dtype, tuple(int(b) for b in self.block_shape), self.padding
 
     def __anvil_packed__(self) -> Any:
-        import torch
-
         words = [self.base.data_ptr(), *(int(d) for d in self.shape), *(int(s) for s in self.strides)]
         packed = torch.tensor(words, dtype=torch.int64, device=self.base.device)
         packed._anvil_described = self.base  # type: ignore[attr-defined]  # checked launches bound its accesses

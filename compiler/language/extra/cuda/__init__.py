@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ....backends.registry import on_gpu
 from ....errors import ArgumentError
 from ....ir import types as T
 from ...core import Tensor, builtin
@@ -26,7 +27,6 @@ def shared_memory(nbytes: int, _sem: Any = None) -> Tensor:
     if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= SHARED_MEMORY_MAX:
         raise ArgumentError(f"shared_memory takes a compile-time byte count from 1 to {SHARED_MEMORY_MAX}, got {n!r}",
                             hint="pass a tl.constexpr expression")
-    from ....backends.registry import on_gpu
 
     if not on_gpu(str(_sem.gen.options.target)):
         raise ArgumentError("shared_memory is GPU memory for inline assembly and has no CPU backend",
