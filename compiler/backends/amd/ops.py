@@ -18,7 +18,7 @@ from ...ir.core import Op
 from ...ir.ops import ELEMENTWISE_COMPUTE
 from ...layouts import LinearLayout, dim_names
 from ..llvm import scalar as S
-from ..llvm.scalar import I64
+from ..llvm.elementwise import emit_scalar_op
 from .atomic import lower_atomic_cas, lower_atomic_rmw
 from .control import lower_for, lower_if, lower_while
 from .convert import move, row_major
@@ -123,33 +123,10 @@ def _math(lw: AmdLowering, fn: str, t: T.ScalarType, args: list[ir.Value]) -> ir
 
 
 def _scalar_op(lw: AmdLowering, op: Op, args: list[ir.Value]) -> ir.Value:
-    b = lw.b
-    oc = op.opcode
-    if oc in S.BINARY:
-        attrs = dict(op.attrs)
-        if lw.fmf:
-            attrs["_fmf"] = lw.fmf
-        return S.BINARY[oc](b, T.elem_of(op.operands[0].type), args[0], args[1], attrs)  # type: ignore[arg-type]
-    if oc == "cmp":
-        return S.CMP(b, T.elem_of(op.operands[0].type), op.attrs["pred"], args[0], args[1])
-    if oc == "select":
-        return b.select(args[0], args[1], args[2])
-    if oc == "math":
-        return _math(lw, op.attrs["fn"], T.elem_of(op.operands[0].type), args)  # type: ignore[arg-type]
-    if oc == "cast":
-        return S.emit_cast(b, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0],
-                           op.attrs.get("rounding"))
-    if oc == "bitcast":
-        return S.emit_bitcast(b, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0])
-    if oc == "addptr":
-        pe = T.elem_of(op.operands[0].type)
-        assert isinstance(pe, T.PointerType)
-        off = args[1]
-        if off.type != I64:
-            oe = T.elem_of(op.operands[1].type)
-            off = b.sext(off, I64) if isinstance(oe, T.ScalarType) and oe.is_signed else b.zext(off, I64)
-        return b.gep(args[0], [off], source_etype=amd_type(pe.elem))
-    raise unsupported(f"the elementwise op {oc}", op, lw.arch)
+    out = emit_scalar_op(lw.b, op, args, lw.fmf, math=lambda fn, t, a: _math(lw, fn, t, a), pointee=amd_type)
+    if out is None:
+        raise unsupported(f"the elementwise op {op.opcode}", op, lw.arch)
+    return out
 
 
 def _elementwise(lw: AmdLowering, op: Op) -> None:

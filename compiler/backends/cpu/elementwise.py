@@ -8,7 +8,7 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op, Value
-from ..llvm import scalar as S
+from ..llvm.elementwise import emit_scalar_op as shared_scalar_op
 from ..llvm.scalar import I1, I32, I64, llvm_type
 
 if TYPE_CHECKING:
@@ -24,37 +24,11 @@ def _shape(t: T.Type) -> tuple[int, ...]:
 
 
 def emit_scalar_op(lw: Lowering, op: Op, args: list[ir.Value]) -> ir.Value:
-    """Apply a pure elementwise op to already-evaluated operand elements."""
-    b = lw.b
-    oc = op.opcode
-    if oc in S.BINARY:
-        et = T.elem_of(op.operands[0].type)
-        attrs = dict(op.attrs)
-        if lw.fmf:
-            attrs["_fmf"] = lw.fmf
-        return S.BINARY[oc](b, et, args[0], args[1], attrs)  # type: ignore[arg-type]
-    if oc == "cmp":
-        return S.CMP(b, T.elem_of(op.operands[0].type), op.attrs["pred"], args[0], args[1])
-    if oc == "select":
-        return b.select(args[0], args[1], args[2])
-    if oc == "math":
-        et = T.elem_of(op.operands[0].type)
-        return S.emit_math(b, op.attrs["fn"], et, args)  # type: ignore[arg-type]
-    if oc == "cast":
-        return S.emit_cast(b, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0],
-                           op.attrs.get("rounding"))
-    if oc == "bitcast":
-        return S.emit_bitcast(b, T.elem_of(op.operands[0].type), T.elem_of(op.result.type), args[0])
-    if oc == "addptr":
-        pe = T.elem_of(op.operands[0].type)
-        assert isinstance(pe, T.PointerType)
-        off = args[1]
-        if off.type != I64:
-            oe = T.elem_of(op.operands[1].type)
-            off = b.sext(off, I64) if isinstance(oe, T.ScalarType) and oe.is_signed else b.zext(off, I64)
-        return b.gep(args[0], [off], source_etype=llvm_type(pe.elem) if not isinstance(pe.elem, T.PointerType)
-                     else S.PTR)
-    raise NotImplementedError(oc)
+    """Apply a pure elementwise op to already-evaluated operand elements (llvm/elementwise.py)."""
+    out = shared_scalar_op(lw.b, op, args, lw.fmf)
+    if out is None:
+        raise NotImplementedError(op.opcode)
+    return out
 
 
 def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other: ir.Value | None) -> ir.Value:

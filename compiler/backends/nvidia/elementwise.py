@@ -10,8 +10,8 @@ from llvmlite import ir
 
 from ...ir import types as T
 from ...ir.core import Op
-from ..cpu.elementwise import emit_scalar_op
 from ..llvm import scalar as S
+from ..llvm.elementwise import emit_scalar_op
 from ..llvm.scalar import I64
 from .math import emit_gpu_cast, emit_gpu_math, libdevice_call
 from .tiles import GPUTile, constant_runs, num_regs, nv_type
@@ -48,7 +48,10 @@ def scalar_op(lw: NvLowering, op: Op, args: list[ir.Value]) -> ir.Value:
         if r is not None:
             return r
 
-    return emit_scalar_op(lw, op, args)  # type: ignore[arg-type]
+    out = emit_scalar_op(b, op, args, lw.fmf)
+    if out is None:
+        raise NotImplementedError(oc)
+    return out
 
 
 def lower_elementwise(lw: NvLowering, op: Op) -> None:
