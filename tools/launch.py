@@ -8,6 +8,7 @@ evaluate the references on the pristine inputs, launch, synchronise, report stat
 
 from __future__ import annotations
 
+import difflib
 import json
 import time
 from collections.abc import Mapping
@@ -139,6 +140,16 @@ def _parameters(record: KernelRecord) -> str:
     return f"{record.kernel_name}({', '.join(parts)})"
 
 
+def _nearest_parameter(name: str, unused: list[str]) -> str | None:
+    """The runtime parameter not given that `name` most likely means: `x` for `x_ptr` (or the other
+    way round), else the closest spelling."""
+    for cand in unused:
+        if cand.removesuffix("_ptr") == name.removesuffix("_ptr"):
+            return cand
+    close = difflib.get_close_matches(name, unused, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def check_args(record: KernelRecord, args: Mapping[str, TensorSpec | Scalar]) -> None:
     """Every runtime parameter has an arg of a matching type; nothing else is passed."""
     problems: list[str] = []
@@ -146,7 +157,8 @@ def check_args(record: KernelRecord, args: Mapping[str, TensorSpec | Scalar]) ->
         if name in record.constexpr_names:
             problems.append(f"{name!r} is a tl.constexpr parameter: pass it in constexprs, not args")
         elif name not in record.arg_names:
-            problems.append(f"{name!r} is not a parameter")
+            near = _nearest_parameter(name, [a for a in record.runtime_args if a not in args])
+            problems.append(f"{name!r} is not a parameter" + (f" (did you mean {near!r}?)" if near else ""))
     for name in record.runtime_args:
         sig = record.signature[name]
         if name not in args:

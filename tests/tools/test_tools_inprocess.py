@@ -140,6 +140,10 @@ def test_launch_by_id_with_other_dtype_recompiles(rt: Runtime) -> None:
     ("change", "message"),
     [
         ({"args": {**ARGS, "bogus": 1}}, "'bogus' is not a parameter"),
+        ({"args": {**{k: v for k, v in ARGS.items() if k != "x_ptr"}, "x": ARGS["x_ptr"]}},
+         "'x' is not a parameter (did you mean 'x_ptr'?)"),
+        ({"args": {**{k: v for k, v in ARGS.items() if k != "y_ptr"}, "y_pt": ARGS["y_ptr"]}},
+         "'y_pt' is not a parameter (did you mean 'y_ptr'?)"),
         ({"args": {k: v for k, v in ARGS.items() if k != "n"}}, "missing 'n' (i32)"),
         ({"args": {**ARGS, "BLOCK": 4}}, "'BLOCK' is a tl.constexpr parameter"),
         ({"args": {**ARGS, "n": {"shape": [1]}}, "signature": {"n": "i32"}}, "'n' is a scalar (i32)"),
