@@ -10,6 +10,7 @@ kernel's results.
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import time
@@ -86,9 +87,13 @@ class Autotuner(KernelInterface):
         self.user_defined_pre_hook = pre_hook is not None
         self.user_defined_post_hook = post_hook is not None
         prune = dict(prune_configs_by or {})
-        self.early_prune = prune.get("early_config_prune")
+        # Triton's attribute names: code that rebuilds a tuner from one (torch's wrap_triton) reads them
+        self.early_config_prune = prune.get("early_config_prune")
         self.perf_model = prune.get("perf_model")
-        self.top_k = prune.get("top_k")
+        self.configs_top_k = prune.get("top_k")
+        self.base_fn = fn  # the innermost Python function, under any heuristics and JIT wrappers
+        while not inspect.isfunction(self.base_fn) and hasattr(self.base_fn, "fn"):
+            self.base_fn = self.base_fn.fn
         self.num_warmups, self.num_reps = warmup, rep
         self.use_cuda_graph = use_cuda_graph
         self.user_do_bench = do_bench
@@ -106,11 +111,12 @@ class Autotuner(KernelInterface):
 
     def _pruned(self, named: dict[str, Any]) -> list[Config]:
         configs = self.configs
-        if self.early_prune is not None:
-            configs = list(self.early_prune(configs, named))
+        if self.early_config_prune is not None:
+            configs = list(self.early_config_prune(configs, named))
         model = self.perf_model
-        if model is not None and self.top_k:
-            k = self.top_k if isinstance(self.top_k, int) else int(len(configs) * self.top_k)
+        top_k = self.configs_top_k
+        if model is not None and top_k:
+            k = top_k if isinstance(top_k, int) else int(len(configs) * top_k)
             configs = sorted(configs, key=lambda c: model(**named, **c.all_kwargs()))[:max(1, k)]
         return configs
 

@@ -31,6 +31,13 @@ __all__ = ["Router"]
 # Packages whose imports of `triton` resolve to the real package.
 REAL_OWNERS = ("torch", "triton")
 
+# Modules of those packages that import `triton` only to recognise a user's kernel, never to compile
+# one: `torch.library.wrap_triton` / `triton_op` check that the kernel they are handed is a
+# `triton.runtime.jit.JITFunction` or an `Autotuner`. After install(), a library's kernels are the
+# stand-in's, so that check must see the stand-in's classes; in eager mode torch then launches the
+# kernel itself (`kernel[grid](...)`), which is Anvil's launch.
+STANDIN_IMPORTERS = ("torch._library.triton", "torch._higher_order_ops.triton_kernel_wrap")
+
 
 def _within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
@@ -65,7 +72,9 @@ class Router:
         if not globals_:
             return False
         if level == 0:
-            return _is_triton(name) and any(_within(str(globals_.get("__name__") or ""), p) for p in REAL_OWNERS)
+            importer = str(globals_.get("__name__") or "")
+            return (_is_triton(name) and any(_within(importer, p) for p in REAL_OWNERS)
+                    and importer not in STANDIN_IMPORTERS)
         # a relative import inside the real package (the stand-in's modules live under `compiler.`)
         return _is_triton(str(globals_.get("__package__") or ""))
 
