@@ -136,39 +136,48 @@ def test_default_backend_on_cuda_after_install(tmp_path: Path) -> None:
     """)
 
 
+# A `triton_op` around stand-in kernels (plain and autotuned), called eagerly and under torch.compile.
+TRITON_OP = """
+import torch._dynamo
+import triton
+import triton.language as tl
+from torch.library import triton_op, wrap_triton
+
+tuned = triton.autotune([triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 128})], key=["n"])(
+    userlib.affine)
+
+@triton_op("anviltest::affine", mutates_args={})
+def affine(x: torch.Tensor, tune: bool) -> torch.Tensor:
+    y = torch.empty_like(x)
+    n = x.numel()
+    if tune:
+        wrap_triton(tuned)[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+    else:
+        wrap_triton(userlib.affine)[(triton.cdiv(n, 64),)](x, y, n, BLOCK=64)
+    return y
+
+def f(x, tune):
+    return torch.sin(affine(x, tune)) + x
+
+for n in (100, 1000):
+    x = torch.randn(n, device=DEV)
+    want = torch.sin(x * 2 + 1) + x
+    for tune in (False, True):
+        torch.testing.assert_close(f(x, tune), want)
+        for backend in ("aot_eager", "anvil"):
+            torch._dynamo.reset()
+            torch.testing.assert_close(torch.compile(f, backend=backend, fullgraph=True)(x, tune), want)
+assert torch._dynamo.explain(f)(torch.randn(100, device=DEV), True).graph_break_count == 0
+"""
+
+
 @pytest.mark.parametrize("hide_triton", [False, True], ids=["real-triton", "no-triton"])
 def test_triton_op_wraps_the_stand_ins_kernels(tmp_path: Path, hide_triton: bool) -> None:
-    """`torch.library.triton_op` + `wrap_triton` around a stand-in kernel (plain and autotuned): eager
-    launches it through Anvil; traced (aot_eager, the anvil backend), it is one graph with no break."""
-    _run(tmp_path, """
-        import torch._dynamo
-        import triton
-        import triton.language as tl
-        from torch.library import triton_op, wrap_triton
+    """`torch.library.triton_op` + `wrap_triton` around a stand-in kernel: eager launches it through Anvil;
+    traced (aot_eager, the anvil backend), it is one graph with no break."""
+    _run(tmp_path, 'DEV = "cpu"\n' + TRITON_OP, hide_triton=hide_triton)
 
-        tuned = triton.autotune([triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 128})], key=["n"])(
-            userlib.affine)
 
-        @triton_op("anviltest::affine", mutates_args={})
-        def affine(x: torch.Tensor, tune: bool) -> torch.Tensor:
-            y = torch.empty_like(x)
-            n = x.numel()
-            if tune:
-                wrap_triton(tuned)[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
-            else:
-                wrap_triton(userlib.affine)[(triton.cdiv(n, 64),)](x, y, n, BLOCK=64)
-            return y
-
-        def f(x, tune):
-            return torch.sin(affine(x, tune)) + x
-
-        for n in (100, 1000):
-            x = torch.randn(n)
-            want = torch.sin(x * 2 + 1) + x
-            for tune in (False, True):
-                torch.testing.assert_close(f(x, tune), want)
-                for backend in ("aot_eager", "anvil"):
-                    torch._dynamo.reset()
-                    torch.testing.assert_close(torch.compile(f, backend=backend, fullgraph=True)(x, tune), want)
-        assert torch._dynamo.explain(f)(torch.randn(100), True).graph_break_count == 0
-    """, hide_triton=hide_triton)
+@pytest.mark.gpu
+def test_triton_op_wraps_the_stand_ins_kernels_on_cuda(tmp_path: Path) -> None:
+    _run(tmp_path, 'DEV = "cuda"\n' + TRITON_OP)
