@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from .cse import cse_joint
 from .lowering import decompositions
 from .partition import FxGroup, partition
 from .runner import GroupRunner, dump_source, external_values, fallback_module, log
@@ -114,14 +115,25 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable
     return fn
 
 
+def partition_joint(joint: fx.GraphModule, joint_inputs: Sequence[Any], **kwargs: Any) -> tuple[fx.GraphModule,
+                                                                                            fx.GraphModule]:
+    """The min-cut partitioner of forward and backward, after this backend's own CSE (cse.py says why)."""
+    # deferred: start-up cost: AOTAutograd (about 3 s), loaded by torch.compile before it calls a backend
+    from torch._functorch import config as functorch_config
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    joint.graph.eliminate_dead_code()
+    joint.graph = cse_joint(joint.graph)
+    joint.recompile()
+    with functorch_config.patch(cse=False):
+        return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)  # type: ignore[no-any-return]
+
+
 def anvil(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Callable[..., Any]:
     """The torch.compile backend (registered as "anvil" through the `torch_dynamo_backends` entry point)."""
-    # deferred: start-up cost: AOTAutograd (about 3 s), loaded by torch.compile before it calls a backend
-    from functorch.compile import min_cut_rematerialization_partition
-
     # deferred: start-up cost: torch._dynamo (about 3 s), loaded by torch.compile before it calls a backend
     from torch._dynamo.backends.common import aot_autograd
 
     backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph,
-                           decompositions=decompositions(), partition_fn=min_cut_rematerialization_partition)
+                           decompositions=decompositions(), partition_fn=partition_joint)
     return backend(gm, example_inputs)  # type: ignore[no-any-return]
