@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from tools.arg_kinds import argument_kind_mistake
-from tools.errors import ToolInputError
+from tools.errors import ToolInputError, listed, quoted
 from tools.executor import Progress, Report, WorkerState, noop_progress, resolve_target
 from tools.models import ArtifactPage, CompileRequest, CompileResult, Diagnostic, KernelEntry, KernelList, Resources
 from tools.specs import Scalar, check_signature_type
@@ -379,26 +379,26 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
         if name in constexpr_names:
             problems.append(f"signature gives a type for {name!r}, a tl.constexpr parameter: pass it in constexprs")
         elif name not in arg_names:
-            problems.append(f"signature names {name!r}, which is not a parameter of {kernel_name}")
+            problems.append(f"signature names {quoted(name)}, which is not a parameter of {kernel_name}")
     for name in spec.constexprs:
         if name not in constexpr_names:
             kind = "a runtime parameter (pass it in args)" if name in arg_names else "not a parameter"
-            problems.append(f"constexprs has {name!r}, which is {kind} of {kernel_name}")
+            problems.append(f"constexprs has {quoted(name)}, which is {kind} of {kernel_name}")
     missing = [n for n in constexpr_names if n not in spec.constexprs]
     if missing:
         example = ", ".join(f"'{n}': ..." for n in missing)
         problems.append(f"no value for tl.constexpr parameter(s) {', '.join(missing)}: pass constexprs={{{example}}}")
     if problems:
         params = ", ".join(f"{a}{': tl.constexpr' if a in constexpr_names else ''}" for a in arg_names)
-        raise ToolInputError("; ".join(problems) + f". The parameters of {kernel_name} are ({params}).")
+        raise ToolInputError(listed(problems) + f". The parameters of {kernel_name} are ({params}).")
     notes: list[dict[str, Any]] = []
     signature: dict[str, str] = {}
     for name in runtime:
         signature[name] = spec.signature.get(name) or spec.hints.get(name) or _assumed_type(name)
     assumed = {n: t for n, t in signature.items() if n not in spec.signature and n not in spec.hints}
     if assumed:
-        listed = ", ".join(f"{n}: {t}" for n, t in assumed.items())
-        message = f"no types given for {', '.join(assumed)}; assumed {listed}"
+        given = ", ".join(f"{n}: {t}" for n, t in assumed.items())
+        message = f"no types given for {', '.join(assumed)}; assumed {given}"
         notes.append({
             "severity": "note",
             "message": message,

@@ -25,3 +25,21 @@ class KernelFault(ToolInputError):
     The worker was replaced; ``data`` holds ``error`` ("crash", "timeout", "oom"), the job, the
     kernel and a suggestion.
     """
+
+
+MAX_PROBLEMS = 8  # problems listed in one error; the rest are counted
+MAX_NAME_CHARS = 64  # characters of a caller's name quoted in an error
+
+
+def quoted(name: str) -> str:
+    """`repr(name)`, shortened for an error message when the caller sent a long one."""
+    if len(name) <= MAX_NAME_CHARS:
+        return repr(name)
+    return f"{name[:MAX_NAME_CHARS]!r}... ({len(name):,} characters)"
+
+
+def listed(problems: list[str]) -> str:
+    """The problems joined for one message: the first MAX_PROBLEMS, then how many more there are."""
+    shown = "; ".join(problems[:MAX_PROBLEMS])
+    more = len(problems) - MAX_PROBLEMS
+    return shown + (f"; and {more} more like these" if more > 0 else "")

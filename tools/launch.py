@@ -19,7 +19,7 @@ import torch
 
 from tools.checks import compare, reference_shape_error, tensor_stats
 from tools.compile import compile_error, ensure_compiled, get_record, load_kernel, plan_compile
-from tools.errors import ToolInputError
+from tools.errors import ToolInputError, listed, quoted
 from tools.executor import Progress, Report, WorkerState, device_for, noop_progress, resolve_target
 from tools.grid import evaluate_grid
 from tools.models import LaunchRequest, LaunchResult, VariantResult
@@ -158,7 +158,7 @@ def check_args(record: KernelRecord, args: Mapping[str, TensorSpec | Scalar]) ->
             problems.append(f"{name!r} is a tl.constexpr parameter: pass it in constexprs, not args")
         elif name not in record.arg_names:
             near = _nearest_parameter(name, [a for a in record.runtime_args if a not in args])
-            problems.append(f"{name!r} is not a parameter" + (f" (did you mean {near!r}?)" if near else ""))
+            problems.append(f"{quoted(name)} is not a parameter" + (f" (did you mean {near!r}?)" if near else ""))
     for name in record.runtime_args:
         sig = record.signature[name]
         if name not in args:
@@ -179,7 +179,7 @@ def check_args(record: KernelRecord, args: Mapping[str, TensorSpec | Scalar]) ->
         elif not scalar_fits(value, sig):
             problems.append(f"{name!r} = {value!r} does not fit its type {sig}")
     if problems:
-        raise ToolInputError("args: " + "; ".join(problems) + f". The kernel is {_parameters(record)}.")
+        raise ToolInputError("args: " + listed(problems) + f". The kernel is {_parameters(record)}.")
 
 
 def plan_launch(rt: Runtime, req: LaunchRequest, record: KernelRecord, *, copies: int = 1) -> LaunchPlan:

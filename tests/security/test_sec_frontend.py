@@ -98,6 +98,10 @@ CODE_EXECUTION = {
     # the standard library's private helpers are for trusted kernel files, not text
     "private_standard_helper": "x = tl.standard._log2(8)",
     "private_standard_import": "from triton.language.standard import _log2",
+    # memory orders and scopes reach the generated assembly: only the listed words pass
+    "atomic_sem_asm_injection": 'tl.atomic_add(out_ptr + offs, 1.0, sem="acq_rel\\"); trap; (\\"", mask=offs < n)',
+    "atomic_scope_asm_injection": 'tl.atomic_add(out_ptr + offs, 1.0, scope="sys\\n.reg .b32 r;", mask=offs < n)',
+    "atomic_sem_object": "tl.atomic_add(out_ptr + offs, 1.0, sem=tl.float32.__class__, mask=offs < n)",
     "inline_asm_cpu": 'x = tl.inline_asm_elementwise("syscall", "=r,r", [offs], dtype=tl.int32, is_pure=True, '
     "pack=1)",
 }
@@ -167,6 +171,14 @@ def test_compile_time_bombs_are_bounded(child: CompileChild, name: str) -> None:
     assert outcome.seconds < 10, f"took {outcome.seconds:.1f} s"
     after = child.compile(VECTOR_ADD, ADD_SIGNATURE, {"BLOCK": 64})
     assert after.outcome == "ok", after.message
+
+
+def test_a_huge_memory_order_is_refused_with_a_bounded_message(child: CompileChild) -> None:
+    for arg in ("sem", "scope"):
+        body = f'tl.atomic_add(out_ptr + offs, 1.0, {arg}="x" * 60000, mask=offs < n)'
+        outcome = child.compile(kernel(body), SIGNATURE, {"BLOCK": 16}, kernel="attack_kernel")
+        assert outcome.outcome == "compilation_error" and outcome.line == ATTACK_LINE, outcome.message[:300]
+        assert len(outcome.message) < 4000, len(outcome.message)
 
 
 _CALL_TREE = "\n\n".join(f"@triton.jit\ndef f{i}(x):\n    return f{i + 1}(x) + f{i + 1}(x)" for i in range(40))

@@ -322,3 +322,23 @@ async def test_a_spec_cannot_ask_for_meta_or_fake_tensors(client: Client) -> Non
     result, text = await call(client, "launch_kernel", args)
     assert_clear_error(result, text, "device")
     await next_call_works(client)
+
+
+async def test_many_long_unknown_argument_names_get_a_short_answer(client: Client) -> None:
+    """The "did you mean" hint compares each unknown name with the kernel's own parameters: many long
+    names cost bounded time and give a bounded answer."""
+    junk = {f"x_ptr{'q' * 1000}{i}": 1 for i in range(300)}
+    t0 = time.monotonic()
+    result, text = await call(client, "launch_kernel", {**GOOD, "args": {**ADD_ARGS, **junk}})
+    assert time.monotonic() - t0 < 20
+    assert_clear_error(result, text, "not a parameter")
+    assert len(text) < 20_000, len(text)
+    await next_call_works(client)
+
+
+async def test_many_long_unknown_constexpr_and_signature_names_get_a_short_answer(client: Client) -> None:
+    junk = {f"BLOCK{'z' * 2000}{i}": 1 for i in range(300)}
+    result, text = await call(client, "compile_kernel", {"source": VECTOR_ADD, "constexprs": {"BLOCK": 64, **junk},
+                                                         "signature": {f"n{'s' * 2000}{i}": "i32" for i in range(300)}})
+    assert_clear_error(result, text, "not a parameter", "more like these")
+    assert len(text) < 20_000, len(text)
