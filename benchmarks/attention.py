@@ -54,7 +54,8 @@ CONFIGS = [(128, 64, 8), (128, 128, 8), (64, 64, 4)]
 # dK/dV and BLOCK_M of dQ are the rows each program keeps, the other the block its loop walks. The first is
 # the example's attention_backward (32x32 blocks for both, 8 warps from head dim 64); then square 64x64
 # blocks; the kept side widened to 128 (Triton's tutorial's split); and 64-row walked blocks beside kept
-# blocks of 32 keys and 128 queries (at head dim 128, where Anvil's sm_90a build of both kernels has no spills).
+# blocks of 32 keys and 128 queries (no spills in either compiler's sm_90a build at head dim 128; registers and
+# spills of every config: benchmarks/probes/attention_bwd_regs.py, no GPU needed).
 BWD_CONFIGS = [(32, 32, 32, 32, 8), (64, 64, 64, 64, 8), (32, 128, 128, 32, 8), (64, 32, 128, 64, 8)]
 # The forward that produces O and the log-sum-exp the backward reads (a config both compilers ran above).
 BWD_FWD_CONFIG = (64, 64, 4)
