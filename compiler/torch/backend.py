@@ -120,6 +120,8 @@ def partition_joint(joint: fx.GraphModule, joint_inputs: Sequence[Any], **kwargs
     """The min-cut partitioner of forward and backward, after this backend's own CSE (cse.py says why)."""
     # deferred: start-up cost: AOTAutograd (about 3 s), loaded by torch.compile before it calls a backend
     from torch._functorch import config as functorch_config
+
+    # deferred: start-up cost: the partitioner comes with AOTAutograd, loaded by torch.compile
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     joint.graph.eliminate_dead_code()
