@@ -17,14 +17,12 @@ from tools.limits import Limits
 from tools.specs import (
     ArgValue,
     TensorSpec,
-    build_tensor,
     check_args_limits,
     check_signature_type,
-    count_poison,
-    poison_,
     scalar_fits,
     signature_of,
 )
+from tools.tensors import build_tensor, count_poison, poison_
 from tools.store import CompileSpec
 
 
