@@ -22,8 +22,8 @@ from tools.specs import (
     scalar_fits,
     signature_of,
 )
-from tools.tensors import build_tensor, count_poison, poison_
 from tools.store import CompileSpec
+from tools.tensors import build_tensor, count_poison, poison_
 
 
 def spec(**kw: object) -> TensorSpec:
