@@ -40,17 +40,15 @@ from tools.compile import read_artifact as run_read_artifact
 from tools.device import device_info as run_device_info
 from tools.errors import ToolInputError
 from tools.generate import GenerateRequest, GenerateResult
-from tools.generate import generate_kernel as run_generate
 from tools.generate import models as gm
-from tools.generate.lowerings import supported_functions
+from tools.generate.catalog import supported_functions
 from tools.launch import launch_kernel as run_launch
 from tools.limits import Limits
 from tools.paths import no_roots_error, stat_regular
 from tools.quantize import QuantizeRequest, QuantizeResult
-from tools.quantize import quantize_weights as run_quantize
 from tools.quantize.models import Format, Scheme
 from tools.quantize.paths import allowed_roots, resolve_input
-from tools.reference import reference_language
+from tools.reference_language import reference_language
 from tools.runtime import Runtime, device_for, resolve_source_file, resolve_target
 
 INSTRUCTIONS = """\
@@ -89,6 +87,10 @@ args incl. outputs, sizes and strides, reference, constexprs), compile, check, b
 Nothing is executed as Python. It fuses: {supported_functions()}."""
 
 _Model = TypeVar("_Model", bound=BaseModel)
+# Seconds from the server's start to importing torch in the background: a client's first requests (initialize,
+# tools/list) arrive at once, and an import beside them holds the interpreter (measured: tools/list answered
+# 0.3-0.5 s later with it, 0.05 s without, on two shared cores).
+QUIET_START_S = 1.0
 ALLOWED_PATHS_ENV = "ANVIL_ALLOWED_PATHS"
 SERVER_CACHE_ENV = "ANVIL_SERVER_CACHE_DIR"
 SourceFile = Annotated[
@@ -193,6 +195,14 @@ def _error(exc: ToolInputError) -> ToolResult:
     )
 
 
+def _generate_tool() -> Callable[..., Awaitable[GenerateResult]]:
+    """generate_kernel's implementation, loaded on the tool's first use."""
+    # deferred: start-up cost: torch and the compiler's fusion library (about 3 s), which only this tool needs here
+    from tools.generate.tool import generate_kernel
+
+    return generate_kernel
+
+
 class _Gate:
     """Counts calls in flight and refuses those beyond ``Limits.max_concurrent_calls``."""
 
@@ -256,22 +266,31 @@ def create_app(
     file_roots = list(rt.allowed_paths or allowed_paths)  # a given runtime's own list first
     quantize_lock = anyio.Lock()  # one quantization at a time: each is CPU- and memory-heavy
 
+    async def start_up() -> None:
+        """What the server does once it is up, in the background. With ``prestart``: the compile worker (unless
+        started already: ``anvil serve`` starts it before importing the server). Then, after the client's first
+        requests, torch, imported in a thread, says what target 'auto' means (the tools ask it on the event
+        loop: by then it is imported); with ``prestart`` that device's worker starts (``anvil serve`` guessed it
+        from the device nodes), and the started workers' spares once they are ready."""
+        prestart_workers = getattr(rt.executor, "prestart", None) if prestart else None
+        warm = getattr(rt.executor, "warm", None)
+        if prestart_workers is not None:
+            prestart_workers([])
+        await anyio.sleep(QUIET_START_S)
+        target = await anyio.to_thread.run_sync(resolve_target, "auto", abandon_on_cancel=True)
+        if prestart_workers is not None:
+            prestart_workers([device_for(target)])
+            if warm is not None:
+                await warm()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        prestart_workers = getattr(rt.executor, "prestart", None)
-        warm = getattr(rt.executor, "warm", None)
-        warming: asyncio.Task[None] | None = None
-        if prestart and prestart_workers is not None:
-            prestart_workers([device_for(resolve_target("auto"))])
-            if warm is not None:
-                # in the background: their spares start once they are ready. (A task, not a task group: the
-                # lifespan may be left from another task than the one that entered it.)
-                warming = asyncio.get_running_loop().create_task(warm())
+        # a task, not a task group: the lifespan may be left from another task than the one that entered it
+        starting = asyncio.get_running_loop().create_task(start_up())
         try:
             yield {"runtime": rt}
         finally:
-            if warming is not None:
-                warming.cancel()
+            starting.cancel()
             if owns:
                 rt.executor.close()
 
@@ -512,6 +531,7 @@ def create_app(
             atol=atol,
             rtol=rtol,
         )
+        run_generate = await anyio.to_thread.run_sync(_generate_tool)  # (its first use imports torch: not on the loop)
         return await guarded(lambda: run_generate(rt, req, _progress(ctx)))
 
     @tool(m.DeviceInfo, annotations={"title": "Devices and limits", "readOnlyHint": True, "idempotentHint": True})
@@ -614,7 +634,10 @@ def create_app(
                         f"{rt.limits.max_quantize_bytes:,} (the file is loaded whole): quantize one shard at a "
                         "time, or raise ANVIL_MAX_QUANTIZE_BYTES."
                     )
-            return run_quantize(**req.model_dump(), allowed_dirs=dirs, progress=forward)
+            # deferred: start-up cost: torch and the quantization kernels (about 3 s), loaded on the first quantization
+            from tools.quantize.api import quantize_weights
+
+            return quantize_weights(**req.model_dump(), allowed_dirs=dirs, progress=forward)
 
         with gate.enter():
             if quantize_lock.locked() and report is not None:

@@ -22,7 +22,7 @@ from fastmcp import FastMCP
 from tools.compile import get_record, list_kernels
 from tools.compile import read_artifact as run_read_artifact
 from tools.errors import ToolInputError
-from tools.reference import reference_language
+from tools.reference_language import reference_language
 from tools.runtime import Runtime
 
 _MAX_DOC_CHARS = 100_000

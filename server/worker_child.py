@@ -56,7 +56,7 @@ def serve(
     """Import the jobs, warm up (tools/warmup.py: a compile, or a launch on ``device``, per target),
     report ready, then run jobs until the socket closes."""
     # deferred: security: tools/ (torch, the compiler) is imported only after the sandbox is applied (main)
-    from tools.launch import is_device_fault
+    from tools.launch_job import is_device_fault
 
     # deferred: security: tools/ (torch, the compiler) is imported only after the sandbox is applied (main)
     from tools.runtime import WorkerState, job_table

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from tools.models import CheckResult, Mismatch, TensorStats
-from tools.specs import count_poison, dtype_name, poison_mask, poison_possible
+from tools.tensors import count_poison, dtype_name, poison_mask, poison_possible
 
 # (atol, rtol) by output dtype. Kernels reorder reductions, fuse multiply-adds and use
 # approximate exp/log, so float tolerances are looser than torch.testing's defaults.

@@ -4,7 +4,8 @@ Ceilings (copy bandwidth, dense matmul rate) are measured in the worker of the d
 machine: the server keeps each device's description in ``<state dir>/devices.json`` under a key
 of everything that would change it (host, CPU, memory, driver, boards, torch and Anvil versions),
 so device_info and benchmark (which reports results as a percentage of the ceilings) read them
-from there afterwards. Workers cannot write to that directory.
+from there afterwards. Workers cannot write to that directory. The measuring is the "device"
+job in the device worker (tools/device_job.py).
 """
 
 from __future__ import annotations
@@ -16,23 +17,28 @@ import importlib.util
 import json
 import os
 import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-import torch
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from tools.compile import compiler_version
-from tools.executor import Progress, Report, WorkerState, gpu_available, noop_progress, resolve_target
+from tools.executor import Progress, gpu_available, noop_progress, resolve_target
 from tools.models import DeviceEntry, DeviceInfo, TargetEntry
 
 if TYPE_CHECKING:
     from tools.runtime import Runtime
 
 _VERSIONED = ("anvil", "torch", "llvmlite", "numpy", "pydantic", "fastmcp", "mcp", "cuda-bindings", "triton")
+
+
+def _torch() -> ModuleType:
+    """torch, for what only it knows about this host (its CUDA build, the GPUs it sees): imported on first
+    use, since the server process starts without it (server/app.py imports it in the background)."""
+    # deferred: start-up cost: torch (about 2 s), which the server process needs only for these facts
+    import torch
+
+    return torch
 
 
 def versions() -> dict[str, str]:
@@ -42,6 +48,7 @@ def versions() -> dict[str, str]:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
+    torch = _torch()
     if torch.version.cuda:
         found["cuda (torch)"] = str(torch.version.cuda)
     return found
@@ -78,7 +85,7 @@ def compile_targets() -> list[TargetEntry]:
                     for row in describe_targets()] + amd
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -89,87 +96,11 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _memory_bytes() -> int | None:
+def host_memory_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def _median_seconds(fn: Callable[[], None], device: str, reps: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def measure_ceilings(state: WorkerState) -> dict[str, Any]:
-    """Copy bandwidth (read + write bytes / s) and matmul rate, measured once per worker."""
-    if state.ceilings:
-        return state.ceilings
-    device = state.device
-    gpu = device.startswith("cuda")
-    n = (256 << 20) // 4 if gpu else (64 << 20) // 4
-    src = torch.ones(n, device=device)
-    dst = torch.empty_like(src)
-
-    def copy() -> None:
-        dst.copy_(src)
-
-    seconds = _median_seconds(copy, device, 10 if gpu else 5)
-    copy_gbps = 2 * src.nbytes / seconds / 1e9
-    size, dtype = (8192, torch.bfloat16) if gpu else (1024, torch.float32)
-    a = torch.randn(size, size, device=device).to(dtype)
-    b = torch.randn(size, size, device=device).to(dtype)
-
-    def matmul() -> None:
-        torch.mm(a, b)
-
-    seconds = _median_seconds(matmul, device, 5 if gpu else 3)
-    state.ceilings = {
-        "copy_gbps": round(copy_gbps, 2),
-        "matmul_tflops": round(2 * size**3 / seconds / 1e12, 4),
-        "matmul_dtype": str(dtype).removeprefix("torch."),
-    }
-    return state.ceilings
-
-
-def run_device_job(payload: dict[str, Any], state: WorkerState, report: Report) -> dict[str, Any]:
-    """Describe this worker's device and measure its ceilings; return a DeviceEntry dict."""
-    report(0, 1, f"measuring {state.device}")
-    ceilings = measure_ceilings(state) if payload.get("measure", True) else {}
-    if state.device.startswith("cuda"):
-        index = int(state.device.split(":")[1]) if ":" in state.device else 0
-        props = torch.cuda.get_device_properties(index)
-        kind: Literal["cuda", "rocm"] = "rocm" if getattr(torch.version, "hip", None) else "cuda"
-        arch = getattr(props, "gcnArchName", None) if kind == "rocm" else f"sm_{props.major}{props.minor}"
-        entry = DeviceEntry(
-            kind=kind,
-            index=index,
-            name=props.name,
-            arch=arch,
-            cores=props.multi_processor_count,
-            memory_bytes=props.total_memory,
-            **ceilings,
-        )
-    else:
-        entry = DeviceEntry(
-            kind="cpu",
-            name=_cpu_name(),
-            arch=platform.machine(),
-            cores=os.cpu_count(),
-            memory_bytes=_memory_bytes(),
-            **ceilings,
-        )
-    entry.protections = state.protections or None
-    return entry.model_dump() | {"backends": backends(), "versions": versions(), "executable": sys.executable}
 
 
 # --- in the server: described once per machine, kept on disk -----------------------------------------------
@@ -190,7 +121,8 @@ def machine_key(device: str) -> str:
     """What identifies a device's description and ceilings on this machine: the host, its CPU and memory,
     the torch and Anvil versions, and for GPUs the driver and the boards it reports (read from /proc,
     without touching the driver). A change in any of them measures again."""
-    parts = [device, platform.node(), _cpu_name(), str(os.cpu_count()), str(_memory_bytes()), torch.__version__,
+    torch = _torch()
+    parts = [device, platform.node(), cpu_name(), str(os.cpu_count()), str(host_memory_bytes()), torch.__version__,
              compiler_version(), sys.version.split()[0]]
     if device != "cpu":
         parts += [_read_text("/proc/driver/nvidia/version"), os.environ.get("CUDA_VISIBLE_DEVICES", ""),
@@ -269,7 +201,7 @@ async def device_info(rt: Runtime, progress: Progress | None = None) -> DeviceIn
     cached = rt.device_info_cache.get("info")
     if cached is not None:
         return DeviceInfo.model_validate(cached)
-    devices = ["cpu"] + ([f"cuda:{i}" for i in range(torch.cuda.device_count())] if gpu_available() else [])
+    devices = ["cpu"] + ([f"cuda:{i}" for i in range(_torch().cuda.device_count())] if gpu_available() else [])
     entries: list[DeviceEntry] = []
     protections_of = getattr(rt.executor, "protections", None)
     for device in devices:

@@ -7,7 +7,7 @@ references and baselines of launch_kernel and benchmark take it too (:func:`pars
 
 Statements are separated by newlines or `;`. Each is `name = expression`, except that the last may
 be a bare expression (its value is called `out`). Every expression passes the reference evaluator's
-validator (tools/reference.py: allowed names, functions and attributes, size limits) over the
+validator (tools/reference_language.py: allowed names, functions and attributes, size limits) over the
 arguments and the names assigned before it. Nothing else is accepted: no other statement kinds, no
 augmented or tuple assignment, no name assigned twice, no assignment to an argument or a namespace.
 
@@ -20,13 +20,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tools.errors import ToolInputError
-from tools.reference import Reference, evaluate, measure_tree, parse_reference
+from tools.reference_language import Reference, measure_tree, parse_reference
 
 __all__ = ["Statement", "Program", "parse_program", "inline", "parse_reference_text", "setup_names",
-           "evaluate_setup", "MAX_STATEMENTS",
+           "setup_program", "MAX_STATEMENTS",
            "MAX_PROGRAM_CHARS", "DEFAULT_OUTPUT"]
 
 MAX_STATEMENTS = 16
@@ -224,7 +223,8 @@ def parse_reference_text(
                            max_nodes=max_nodes, max_depth=max_depth * MAX_STATEMENTS)
 
 
-def _setup_program(text: str, names: Collection[str], max_chars: int) -> Program:
+def setup_program(text: str, names: Collection[str], max_chars: int) -> Program:
+    """A baseline_setup's statements, validated over the argument ``names``."""
     try:
         return parse_program(text, arg_names=names, outputs=None, max_chars=max_chars, max_nodes=400, max_depth=40)
     except ToolInputError as exc:
@@ -235,24 +235,4 @@ def setup_names(text: str | None, names: Collection[str], max_chars: int = 2000)
     """The names a baseline_setup assigns (validated over the argument ``names``); [] without one."""
     if text is None:
         return []
-    return [s.target for s in _setup_program(text, names, max_chars).statements]
-
-
-def evaluate_setup(text: str | None, envs: list[dict[str, Any]], **size_limits: Any) -> list[dict[str, Any]]:
-    """Each of ``envs`` (the input sets, of one set of names) with the values a baseline_setup assigns,
-    each statement evaluated in turn (the reference evaluator: validated trees, size limits), never
-    executed as Python. The text is parsed once."""
-    if text is None or not envs:
-        return [dict(env) for env in envs]
-    names = list(envs[0])
-    refs = []
-    for stmt in _setup_program(text, names, 2000).statements:
-        refs.append((stmt.target, parse_reference(stmt.text, names=names, label=f"baseline_setup {stmt.label}")))
-        names.append(stmt.target)
-    out = []
-    for env in envs:
-        values = dict(env)
-        for target, ref in refs:
-            values[target] = evaluate(ref, values, **size_limits)
-        out.append(values)
-    return out
+    return [s.target for s in setup_program(text, names, max_chars).statements]

@@ -19,7 +19,6 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from tools import bench, compile, device, launch
 from tools.errors import ToolInputError
 from tools.executor import (
     Executor,
@@ -41,12 +40,16 @@ __all__ = ["Runtime", "InProcessExecutor", "job_table", "resolve_source_file", "
            "WorkerState", "device_for", "gpu_available", "noop_progress", "resolve_target"]
 
 def job_table() -> dict[str, Job]:
-    """Job name -> function."""
+    """Job name -> function. The jobs import torch and the compiler: only the workers (and an
+    :class:`InProcessExecutor`) load them, on their first job, never the server process."""
+    # deferred: start-up cost: torch and the compiler (about 3 s), which only the processes that run jobs need
+    from tools import bench_job, compile, device_job, launch_job
+
     return {
         "compile": compile.run_compile_job,
-        "launch": launch.run_launch_job,
-        "benchmark": bench.run_benchmark_job,
-        "device": device.run_device_job,
+        "launch": launch_job.run_launch_job,
+        "benchmark": bench_job.run_benchmark_job,
+        "device": device_job.run_device_job,
     }
 
 

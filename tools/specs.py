@@ -6,6 +6,10 @@ generator, then moves it to the device, so every device sees the same values), w
 inputs harness-owned and reproducible. ``init: "empty"`` marks an output: it is poisoned
 with a recognisable NaN pattern (floats) or the most negative value (signed integers) so
 that elements the kernel never wrote show up in its stats.
+
+This module is what the server process checks requests with and does not import torch: dtypes
+are names here, and the torch dtype of each is looked up when a worker asks for it. Building,
+poisoning and reading tensors is in tools/tensors.py (worker side).
 """
 
 from __future__ import annotations
@@ -13,42 +17,65 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from tools.errors import ToolInputError
 from tools.limits import Limits
 
+if TYPE_CHECKING:
+    import torch
+
 
 @dataclass(frozen=True)
 class DType:
-    """One element type: its torch dtype, its Triton signature name and its poison pattern."""
+    """One element type: its name (torch's), its Triton signature name, its size and its poison pattern."""
 
     name: str
-    torch_dtype: torch.dtype
     triton: str
     is_float: bool
-    bits_view: torch.dtype  # an integer dtype of the same width, to read and write bit patterns
+    itemsize: int  # bytes per element
+    bits: str  # the name of an integer dtype of the same width, to read and write bit patterns
     poison_bits: int
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """torch's dtype of this name (imports torch: for the workers, which build and read tensors)."""
+        return _torch_dtype(self.name)
+
+    @property
+    def bits_view(self) -> torch.dtype:
+        """The integer torch dtype of the same width (imports torch, as :attr:`torch_dtype`)."""
+        return _torch_dtype(self.bits)
+
+
+@cache
+def _torch_dtype(name: str) -> torch.dtype:
+    # deferred: start-up cost: torch (about 2 s); the server process checks specs by dtype name only
+    import torch
+
+    dtype = getattr(torch, name)
+    assert isinstance(dtype, torch.dtype), name
+    return dtype
 
 
 DTYPES: dict[str, DType] = {
     d.name: d
     for d in (
-        DType("float32", torch.float32, "fp32", True, torch.int32, 0x7FDADBAD),
-        DType("float16", torch.float16, "fp16", True, torch.int16, 0x7EAD),
-        DType("bfloat16", torch.bfloat16, "bf16", True, torch.int16, 0x7FDA),
-        DType("float64", torch.float64, "fp64", True, torch.int64, 0x7FFADBADDEADBEEF),
-        DType("float8_e4m3fn", torch.float8_e4m3fn, "fp8e4nv", True, torch.int8, 0x7F),
-        DType("float8_e5m2", torch.float8_e5m2, "fp8e5", True, torch.int8, 0x7E),
-        DType("int8", torch.int8, "i8", False, torch.int8, -(1 << 7)),
-        DType("int16", torch.int16, "i16", False, torch.int16, -(1 << 15)),
-        DType("int32", torch.int32, "i32", False, torch.int32, -(1 << 31)),
-        DType("int64", torch.int64, "i64", False, torch.int64, -(1 << 63)),
-        DType("uint8", torch.uint8, "u8", False, torch.uint8, 0xFF),
-        DType("bool", torch.bool, "i1", False, torch.bool, 1),
+        DType("float32", "fp32", True, 4, "int32", 0x7FDADBAD),
+        DType("float16", "fp16", True, 2, "int16", 0x7EAD),
+        DType("bfloat16", "bf16", True, 2, "int16", 0x7FDA),
+        DType("float64", "fp64", True, 8, "int64", 0x7FFADBADDEADBEEF),
+        DType("float8_e4m3fn", "fp8e4nv", True, 1, "int8", 0x7F),
+        DType("float8_e5m2", "fp8e5", True, 1, "int8", 0x7E),
+        DType("int8", "i8", False, 1, "int8", -(1 << 7)),
+        DType("int16", "i16", False, 2, "int16", -(1 << 15)),
+        DType("int32", "i32", False, 4, "int32", -(1 << 31)),
+        DType("int64", "i64", False, 8, "int64", -(1 << 63)),
+        DType("uint8", "u8", False, 1, "uint8", 0xFF),
+        DType("bool", "i1", False, 1, "bool", 1),
     )
 }
 _ALIASES: dict[str, str] = {
@@ -80,7 +107,7 @@ def dtype_of(name: str) -> DType:
     return DTYPES[key]
 
 
-def _flatten(values: Any, shape: list[int], depth: int = 0) -> list[Any]:
+def flatten_values(values: Any, shape: list[int], depth: int = 0) -> list[Any]:
     """Flatten nested lists, recording the shape; reject ragged or non-numeric values."""
     if isinstance(values, list):
         if depth >= 8:
@@ -91,7 +118,7 @@ def _flatten(values: Any, shape: list[int], depth: int = 0) -> list[Any]:
             raise ValueError("explicit values are ragged: every row must have the same length")
         flat: list[Any] = []
         for v in values:
-            flat.extend(_flatten(v, shape, depth + 1))
+            flat.extend(flatten_values(v, shape, depth + 1))
         return flat
     if len(shape) > depth:
         raise ValueError("explicit values are ragged: mixed numbers and lists at one level")
@@ -143,7 +170,7 @@ class TensorSpec(BaseModel):
     def _check(self) -> TensorSpec:
         if isinstance(self.init, list):
             shape: list[int] = []
-            flat = _flatten(self.init, shape)
+            flat = flatten_values(self.init, shape)
             if len(flat) > MAX_EXPLICIT:
                 raise ValueError(f"at most {MAX_EXPLICIT} explicit values; use an init pattern for larger tensors")
             if self.shape is None:
@@ -166,7 +193,7 @@ class TensorSpec(BaseModel):
 
     @property
     def nbytes(self) -> int:
-        return self.numel * DTYPES[self.dtype].torch_dtype.itemsize
+        return self.numel * DTYPES[self.dtype].itemsize
 
 
 Scalar = bool | int | float
@@ -220,58 +247,6 @@ def check_args_limits(args: dict[str, Any], limits: Limits, *, copies: int = 1) 
         )
 
 
-def build_tensor(name: str, spec: TensorSpec, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Create the tensor a spec describes. Values are generated on the CPU, then moved to ``device``.
-    A value the dtype cannot hold (a bound, a fill value, a listed value) is the caller's error."""
-    try:
-        return _build_tensor(name, spec, device)
-    except ToolInputError:
-        raise
-    except (RuntimeError, ValueError, OverflowError, TypeError) as exc:
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        if "out of memory" in detail.lower() or "CUDA" in detail:
-            raise
-        raise ToolInputError(
-            f"args[{name!r}]: cannot build a {spec.dtype} tensor from this spec ({detail}); give bounds and values "
-            f"that {spec.dtype} can hold."
-        ) from None
-
-
-def _build_tensor(name: str, spec: TensorSpec, device: torch.device | str) -> torch.Tensor:
-    dt = DTYPES[spec.dtype]
-    shape = list(spec.shape or [])
-    init = spec.init
-    if init in ("zeros", "ones", "full", "empty"):  # the same values wherever they are made: made in place
-        if init == "full":
-            return torch.full(shape, spec.value if spec.value is not None else 0, dtype=dt.torch_dtype, device=device)
-        if init == "empty":  # poisoned so that unwritten elements are visible
-            return poison_(torch.empty(shape, dtype=dt.torch_dtype, device=device))
-        return (torch.zeros if init == "zeros" else torch.ones)(shape, dtype=dt.torch_dtype, device=device)
-    gen = torch.Generator().manual_seed(resolved_seed(name, spec))
-    if isinstance(init, list):
-        flat = _flatten(init, [])
-        base = torch.tensor(flat, dtype=torch.float64 if dt.is_float else torch.int64)
-        t = base.reshape(shape).to(dt.torch_dtype)
-    elif init == "randn":
-        t = (torch.randn(shape, generator=gen) * spec.std + spec.mean).to(dt.torch_dtype)
-    elif init == "rand":
-        low, high = spec.low if spec.low is not None else 0.0, spec.high if spec.high is not None else 1.0
-        t = (torch.rand(shape, generator=gen) * (high - low) + low).to(dt.torch_dtype)
-    elif init == "randint":
-        low_i = int(spec.low) if spec.low is not None else 0
-        high_i = int(spec.high) if spec.high is not None else (2 if dt.torch_dtype == torch.bool else 10)
-        if not -(2**63) <= low_i < high_i <= 2**63 - 1:
-            raise ToolInputError(f"args[{name!r}]: randint needs -2**63 <= low < high <= 2**63-1 "
-                                 f"(got low={low_i}, high={high_i}).")
-        if high_i <= low_i:
-            raise ToolInputError(f"args[{name!r}]: randint needs high > low (got low={low_i}, high={high_i}).")
-        t = torch.randint(low_i, high_i, shape, generator=gen, dtype=torch.int64).to(dt.torch_dtype)
-    else:  # "arange"
-        start = spec.low or 0
-        t = (torch.arange(math.prod(shape), dtype=torch.float64) + start).reshape(shape).to(dt.torch_dtype)
-    return t.to(device)
-
-
 def resolved_seed(name: str, spec: TensorSpec) -> int:
     """The seed a spec's random values come from: its own, or one derived from the argument's name."""
     return default_seed(name) if spec.seed is None else spec.seed
@@ -281,48 +256,6 @@ def generated_on_host(spec: TensorSpec) -> bool:
     """Whether a spec's values are generated on the CPU and copied to the device (random, arange, listed
     values: the same on every device), as opposed to filled in place (zeros, ones, full, empty)."""
     return spec.init not in ("zeros", "ones", "full", "empty")
-
-
-def poison_(t: torch.Tensor) -> torch.Tensor:
-    """Fill ``t`` in place with its dtype's poison pattern."""
-    dt = _dtype_by_torch(t.dtype)
-    if t.dtype == torch.bool:
-        t.fill_(True)
-    else:
-        t.view(dt.bits_view).fill_(dt.poison_bits)
-    return t
-
-
-def poison_mask(t: torch.Tensor) -> torch.Tensor:
-    """Where ``t`` holds its dtype's poison pattern bit for bit (never written); all False for bool."""
-    if t.dtype == torch.bool:
-        return torch.zeros_like(t)
-    dt = _dtype_by_torch(t.dtype)
-    return t.view(dt.bits_view) == dt.poison_bits
-
-
-def count_poison(t: torch.Tensor) -> int:
-    """Elements of ``t`` still holding the poison pattern bit for bit (never written)."""
-    return 0 if t.dtype == torch.bool else int(poison_mask(t).sum().item())
-
-
-def poison_possible(dtype: torch.dtype, lo: float, hi: float) -> bool:
-    """Whether an integer tensor whose values span [lo, hi] can hold its poison (the extreme value)."""
-    if dtype == torch.bool:
-        return False
-    poison = _dtype_by_torch(dtype).poison_bits
-    return lo <= poison <= hi
-
-
-def _dtype_by_torch(dtype: torch.dtype) -> DType:
-    for d in DTYPES.values():
-        if d.torch_dtype == dtype:
-            return d
-    raise ToolInputError(f"unsupported dtype {dtype}")
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return _dtype_by_torch(dtype).name
 
 
 def signature_of(value: TensorSpec | Scalar) -> str:

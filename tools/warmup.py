@@ -18,7 +18,7 @@ from typing import Any
 
 from tools.compile import compiler_version, run_compile_job
 from tools.executor import WorkerState, device_for
-from tools.launch import run_launch_job
+from tools.launch_job import run_launch_job
 from tools.store import CompileSpec
 
 WARM_KERNEL = """\

@@ -19,7 +19,8 @@ from server.worker import ProcessExecutor, Worker
 from tools.bench import benchmark
 from tools.device import describe_device, device_info, machine_key
 from tools.errors import KernelFault
-from tools.launch import build_args, launch_kernel
+from tools.launch import launch_kernel
+from tools.launch_job import build_args
 from tools.limits import Limits
 from tools.models import BenchmarkRequest, LaunchRequest
 from tools.runtime import InProcessExecutor, Runtime, WorkerState

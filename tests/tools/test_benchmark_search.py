@@ -101,7 +101,7 @@ def test_timed_runs_stop_when_flushes_outlast_the_kernel() -> None:
     call's deadline: once MIN_RUNS are in, the loop's wall clock is bounded by a few times rep_ms."""
     import time
 
-    from tools.bench import MIN_RUNS, WALL_FACTOR, time_runs
+    from tools.bench_job import MIN_RUNS, WALL_FACTOR, time_runs
 
     runs: list[float] = []
     start = time.perf_counter()
@@ -144,7 +144,7 @@ def test_configs_and_the_baseline_are_timed_in_interleaved_rounds() -> None:
     """A change of the device's load during a call falls on every config and the baseline alike: each takes
     a turn per round. Each still gets at least MIN_RUNS runs, and each config's timed runs are checked
     against its own checked runs (not those of the config timed after it)."""
-    from tools.bench import MIN_RUNS, ROUNDS
+    from tools.bench_job import MIN_RUNS, ROUNDS
 
     seen: list[str] = []
 

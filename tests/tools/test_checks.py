@@ -19,7 +19,8 @@ from tools.checks import (
     stats_full_vector,
     tensor_stats,
 )
-from tools.specs import DTYPES, poison_, poison_mask
+from tools.specs import DTYPES
+from tools.tensors import poison_, poison_mask
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -236,6 +236,18 @@ def test_every_fused_function_is_one_the_reference_language_allows() -> None:
     assert "F.{" in text and "layer_norm" in text and "tensor methods" in text
 
 
+def test_the_catalog_the_server_describes_the_tool_with_lists_every_lowering() -> None:
+    """The server describes generate_kernel from tools/generate/catalog.py, without loading the lowerings."""
+    from tools.generate import catalog
+    from tools.generate.lowerings import LOWERINGS, supported_functions
+    from tools.generate.registry import lowering
+
+    assert set(LOWERINGS) == catalog.FUSED_KEYS
+    assert catalog.supported_functions() == supported_functions()
+    with pytest.raises(ValueError, match="torch.frobnicate must be listed"):
+        lowering("input", "torch.frobnicate")
+
+
 def test_the_output_is_sized_before_anything_compiles(rt: Runtime) -> None:
     with pytest.raises(ToolInputError, match="limit per tensor"):
         gen(rt, "x + y", {"x": t(1 << 14, 1), "y": t(1, 1 << 14)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.runtime.specialize import LaunchOptions
-from tools.launch import launch_options
+from tools.launch_job import launch_options
 
 
 def _kernel(**extra: Any) -> dict[str, Any]:

@@ -118,3 +118,25 @@ def test_names_used_and_label() -> None:
 def test_argument_named_like_a_namespace_is_a_value() -> None:
     F = torch.ones(3)
     assert torch.equal(evaluate_expression("F * 2", {"F": F}), F * 2)
+
+
+def test_the_language_lists_only_what_the_installed_torch_has() -> None:
+    """The server validates expressions with the allow-lists alone (tools/reference_language.py imports no
+    torch): every function they list must be a callable of its namespace, and every dtype name torch's."""
+    from tools import reference_language as lang
+    from tools.reference import DTYPES
+
+    objects = {"torch": torch, "torch.nn.functional": torch.nn.functional, "F": torch.nn.functional,
+               "torch.special": torch.special, "torch.linalg": torch.linalg, "math": __import__("math")}
+    assert set(lang.NAMESPACES) == set(objects)
+    for namespace, names in lang.NAMESPACES.items():
+        missing = sorted(n for n in names if not callable(getattr(objects[namespace], n, None)))
+        assert not missing, f"{namespace}: {missing}"
+    assert set(DTYPES) == lang.DTYPE_NAMES
+
+
+def test_a_listed_name_that_is_not_a_function_is_refused_where_the_server_validates() -> None:
+    with pytest.raises(ToolInputError, match="torch.float16 is not an allowed function"):
+        parse_reference("torch.float16(x)", names=["x"])
+    with pytest.raises(ToolInputError, match="torch.frobnicate is not an allowed function"):
+        parse_reference("torch.frobnicate(x)", names=["x"])

@@ -17,15 +17,13 @@ from tools.limits import Limits
 from tools.specs import (
     ArgValue,
     TensorSpec,
-    build_tensor,
     check_args_limits,
     check_signature_type,
-    count_poison,
-    poison_,
     scalar_fits,
     signature_of,
 )
 from tools.store import CompileSpec
+from tools.tensors import build_tensor, count_poison, poison_
 
 
 def spec(**kw: object) -> TensorSpec:
@@ -223,3 +221,13 @@ def test_grid_entries_read_tensor_shapes() -> None:
             evaluate_grid([entry], {"BM": 64}, max_programs=10**6, shapes=shapes)
     with pytest.raises(ToolInputError, match="available: BM"):  # the shapes are not a name
         evaluate_grid(["nope"], {"BM": 64}, max_programs=10**6, shapes=shapes)
+
+
+def test_the_dtype_table_the_server_checks_sizes_with_matches_torch() -> None:
+    """tools/specs.py knows dtypes by name and size without torch; the workers look torch's up by name."""
+    from tools.specs import DTYPES
+
+    for d in DTYPES.values():
+        assert d.torch_dtype is getattr(torch, d.name) and d.torch_dtype.itemsize == d.itemsize, d.name
+        assert d.bits_view.itemsize == d.itemsize and d.is_float == d.torch_dtype.is_floating_point, d.name
+    assert TensorSpec.model_validate({"shape": [3, 5], "dtype": "bf16"}).nbytes == 30

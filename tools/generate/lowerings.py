@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tools.generate.registry import LOWERINGS, describe, lowering, num, operand, py
+from tools.generate.catalog import describe
+from tools.generate.registry import LOWERINGS, lowering, num, operand, py
 from tools.generate.values import Const, Val
 
 if TYPE_CHECKING:

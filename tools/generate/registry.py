@@ -9,17 +9,18 @@ when imported; the translator is handed the filled table, so it never imports th
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tools.generate.catalog import FUSED_KEYS
 from tools.generate.values import Const, Val
 
 if TYPE_CHECKING:
     from tools.generate.translate import Translator
 
-__all__ = ["LOWERINGS", "Lowering", "lowering", "describe", "py", "num", "up", "operand"]
+__all__ = ["LOWERINGS", "Lowering", "lowering", "py", "num", "up", "operand"]
 
 Lowering = Callable[["Translator", list[Any], dict[str, Any]], Any]
 LOWERINGS: dict[str, Lowering] = {}
@@ -38,6 +39,9 @@ def lowering(signature: str, *keys: str) -> Callable[[Callable[..., Any]], Calla
     """Register `fn(tr, **arguments)` under `keys`. `signature`: "input, dim=None, *shape" (the
     defaults are literals of this module, never text from a caller)."""
     params = _parse(signature)
+    unlisted = [key for key in keys if key not in FUSED_KEYS]
+    if unlisted:
+        raise ValueError(f"lowerings of {', '.join(unlisted)} must be listed in tools/generate/catalog.py (FUSED)")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         def lower(tr: Translator, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -106,16 +110,3 @@ def operand(tr: Translator, v: Any, what: str) -> Val:
     if isinstance(v, bool | int | float):
         return num(v)
     return tr.operand(v, what)
-
-
-def describe(table: Mapping[str, Lowering]) -> str:
-    """Every function of the table, as a caller writes it."""
-    groups: dict[str, list[str]] = {"torch": [], "F": [], "special": [], "linalg": [], "Tensor": [], "math": []}
-    for key in table:
-        space, _, name = key.partition(".")
-        if space in groups:
-            groups[space].append(name)
-    parts = [f"{space}.{{{', '.join(sorted(names))}}}" for space, names in groups.items()
-             if names and space != "Tensor"]
-    parts.append("tensor methods .{" + ", ".join(sorted(groups["Tensor"])) + "}")
-    return "; ".join(parts) + "; operators + - * / ** @ < <= > >= == != and unary -, ~"

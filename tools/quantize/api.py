@@ -25,7 +25,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from tools.errors import ToolInputError
-from tools.specs import TensorSpec, build_tensor
+from tools.specs import TensorSpec
+from tools.tensors import build_tensor
 
 from .awq import awq_search, int4_fake_quant
 from .configs import quantization_config
