@@ -57,6 +57,11 @@ class NvidiaOptions:
     codegen: str
 
 
+def _module(ctx: StageContext) -> ir.Module:
+    """The LLVM module of a kernel, in an LLVM IR context of its own (its named struct types)."""
+    return ir.Module(name=ctx.symbol, context=ir.Context())
+
+
 def _lowering(ctx: StageContext, o: NvidiaOptions) -> NvLowering:
     """The lowering of this compile, made by the first stage that needs it (the GPU passes ask it
     about layouts and shared memory before it lowers)."""
@@ -64,7 +69,7 @@ def _lowering(ctx: StageContext, o: NvidiaOptions) -> NvLowering:
 
     lw = ctx.scratch.get("lowering")
     if lw is None:
-        lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, ir.Module(name=ctx.symbol), ctx.symbol, o.num_warps,
+        lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, _module(ctx), ctx.symbol, o.num_warps,
                                                   o.arch, o.checked)
     return lw  # type: ignore[no-any-return]
 
@@ -154,7 +159,7 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
         if (ctx.scratch["in_flight"] or lw.carried) and any(n.startswith(_SERIALIZED) for n in report.notes):
             from .lower import NvLowering  # deferred: start-up cost, as in _lowering
 
-            lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, ir.Module(name=ctx.symbol), ctx.symbol, o.num_warps,
+            lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, _module(ctx), ctx.symbol, o.num_warps,
                                                       o.arch, o.checked)
             lw.in_flight = False
             ctx.outputs["llir"] = _build(ctx, o, lw)
