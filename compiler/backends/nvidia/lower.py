@@ -22,6 +22,7 @@ from ...ir.core import Block, Function, Op, Value
 from ...ir.ops import ELEMENTWISE
 from ...layouts import LANE, WARP, LinearLayout
 from ...passes.axis_info import AxisInfo, analyze_axis_info
+from ..llvm.cse import CseBuilder
 from ..llvm.scalar import I1, I8, I32, I64
 from .convert import convert, register_map
 from .layout_plan import Layout, check_plan, plan_layouts
@@ -136,8 +137,9 @@ class NvLowering:
         self.f = f
         entry_bb = f.append_basic_block("entry")
         body_bb = f.append_basic_block("body")
-        self.entry = ir.IRBuilder(entry_bb)
-        self.b = ir.IRBuilder(body_bb)
+        used: set[int] = set()  # the instructions used so far (llvm/cse.py)
+        self.entry = CseBuilder(entry_bb, used)
+        self.b = CseBuilder(body_bb, used)
         tid = self.sreg("tid.x", self.entry)
         self.tid = tid
         self.lane = self.entry.and_(tid, ir.Constant(I32, 31))
