@@ -31,30 +31,61 @@ from llvmlite import ir
 __all__ = ["CseBuilder"]
 
 _NO = object()  # an argument the cache cannot key on: the call is not shared
+_BY_ID, _CONSTANT, _PLAIN, _SEQUENCE = range(4)
+_KINDS: dict[type, int | None] = {}  # how an argument of each Python type is keyed
 
 
-def _value_key(v: ir.Value) -> Any:
-    if isinstance(v, ir.Constant):
-        c = v.constant
-        if type(c) is int or type(c) is bool:
-            return (v.type, type(c), c)
-        if type(c) is float and c == c:  # -0.0 and 0.0 differ by their hex form; NaNs are not shared
-            return (v.type, c.hex())
-        return _NO
-    if isinstance(v, (ir.Instruction, ir.Argument, ir.GlobalValue)):
-        return id(v)  # alive as long as the module: ids are not reused
-    return _NO  # constant expressions are new objects at each use
+def _kind(t: type) -> int | None:
+    if issubclass(t, (ir.Instruction, ir.Argument, ir.GlobalValue)):
+        k: int | None = _BY_ID  # alive as long as the module: ids are not reused
+    elif issubclass(t, ir.Constant):
+        k = _CONSTANT
+    elif issubclass(t, (list, tuple)):
+        k = _SEQUENCE
+    elif t is type(None) or issubclass(t, (str, int, ir.Type)):
+        k = _PLAIN
+    else:  # constant expressions (new objects at each use) and anything else
+        k = None
+    _KINDS[t] = k
+    return k
 
 
-def _arg_key(a: Any) -> Any:
-    if isinstance(a, ir.Value):
-        return _value_key(a)
-    if isinstance(a, (list, tuple)):
-        parts = tuple(_arg_key(x) for x in a)
-        return _NO if any(p is _NO for p in parts) else parts
-    if a is None or isinstance(a, (str, int, ir.Type)):
+def _key(a: Any) -> Any:
+    t = type(a)
+    k = _KINDS[t] if t in _KINDS else _kind(t)
+    if k == _BY_ID:
+        return id(a)
+    if k == _PLAIN:
         return a
+    if k == _CONSTANT:
+        c = a.constant
+        if type(c) is int or type(c) is bool:
+            return (a.type, type(c), c)
+        if type(c) is float and c == c:  # -0.0 and 0.0 differ by their hex form; NaNs are not shared
+            return (a.type, c.hex())
+        return _NO
+    if k == _SEQUENCE:
+        parts = tuple([_key(x) for x in a])
+        for p in parts:
+            if p is _NO:
+                return _NO
+        return parts
     return _NO
+
+
+def _reuse(self: CseBuilder, key: Any, make: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """The earlier instruction under `key` that has a user, else a new one (`make(self, *args, **kwargs)`)."""
+    earlier = self.seen.get(key)
+    if earlier is None:
+        earlier = self.seen[key] = []
+    else:
+        used = self.used
+        for inst in earlier:
+            if id(inst) in used:
+                return inst
+    inst = make(self, *args, **kwargs)
+    earlier.append(inst)
+    return inst
 
 
 def _shared(method: str) -> Callable[..., Any]:
@@ -64,28 +95,40 @@ def _shared(method: str) -> Callable[..., Any]:
         block = self._block
         if self._anchor != len(block.instructions):
             return make(self, *args, name=name, **kwargs)
-        key = _arg_key((method, args, tuple(sorted(kwargs.items()))))
+        key = _key(args)
+        if kwargs and key is not _NO:
+            more = _key(tuple(sorted(kwargs.items())))
+            key = _NO if more is _NO else (key, more)
         if key is _NO:
             return make(self, *args, name=name, **kwargs)
-        seen = self.emitted.setdefault(id(block), {})
-        earlier = seen.get(key)
-        if earlier is None:
-            earlier = seen[key] = []
-        used = self.used
-        for inst in earlier:
-            if id(inst) in used:
-                return inst
-        inst = make(self, *args, name=name, **kwargs)
-        earlier.append(inst)
-        return inst
+        return _reuse(self, (id(block), method, key), make, *args, name=name, **kwargs)
 
     emit.__name__ = method
     emit.__doc__ = make.__doc__
     return emit
 
 
-_SHARED = ("add", "sub", "mul", "sdiv", "srem", "udiv", "urem", "and_", "or_", "xor", "shl", "lshr", "ashr",
-           "icmp_signed", "icmp_unsigned", "select", "sext", "zext", "trunc", "bitcast", "ptrtoint", "inttoptr",
+def _shared_binop(method: str) -> Callable[..., Any]:
+    """`_shared` for a two-operand instruction (the most frequent), with less to key."""
+    make = getattr(ir.IRBuilder, method)
+
+    def emit(self: CseBuilder, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: Any = ()) -> Any:
+        block = self._block
+        if self._anchor == len(block.instructions):
+            a = id(lhs) if _KINDS.get(type(lhs)) == _BY_ID else _key(lhs)
+            b = id(rhs) if _KINDS.get(type(rhs)) == _BY_ID else _key(rhs)
+            if a is not _NO and b is not _NO:
+                key = (id(block), method, a, b, tuple(flags)) if flags else (id(block), method, a, b)
+                return _reuse(self, key, make, lhs, rhs, name=name, flags=flags)
+        return make(self, lhs, rhs, name=name, flags=flags)
+
+    emit.__name__ = method
+    emit.__doc__ = make.__doc__
+    return emit
+
+
+_BINOPS = ("add", "sub", "mul", "sdiv", "srem", "udiv", "urem", "and_", "or_", "xor", "shl", "lshr", "ashr")
+_SHARED = ("icmp_signed", "icmp_unsigned", "select", "sext", "zext", "trunc", "bitcast", "ptrtoint", "inttoptr",
            "gep", "extract_value", "extract_element", "insert_element")
 
 
@@ -97,14 +140,14 @@ class CseBuilder(ir.IRBuilder):
     def __init__(self, block: ir.Block | None, used: set[int]) -> None:
         super().__init__(block)
         self.used = used
-        self.emitted: dict[int, dict[Any, list[ir.Instruction]]] = {}
+        self.seen: dict[Any, list[ir.Instruction]] = {}  # (block id, method, arguments' keys) -> instances
 
     def _insert(self, instr: ir.Instruction) -> None:
         super()._insert(instr)
-        add = self.used.add
-        for op in instr.operands:
-            add(id(op))
+        self.used.update(map(id, instr.operands))
 
 
+for _m in _BINOPS:
+    setattr(CseBuilder, _m, _shared_binop(_m))
 for _m in _SHARED:
     setattr(CseBuilder, _m, _shared(_m))
