@@ -9,11 +9,11 @@ parsed at about half the size, and LLVM's pipeline is left with what its EarlyCS
 the generated code is the same (scripts/ptx_fingerprint.py checks it).
 
 EarlyCSE walks a block in order, deletes an instruction nothing uses, and replaces a repeat of an
-earlier surviving instruction by it; so the survivor of a set of repeats is the first one that has
-a user. The builder follows that: it reuses an earlier instance only once something has used it
-(every instruction it inserts marks its operands used, in a set its builders share); before that,
-it emits the repeat (a user that it does not see, such as a phi's incoming value, only costs a
-repeat that LLVM then removes as before).
+earlier surviving instruction by it: the survivor of a set of repeats is the first one that has a
+user. The builder hands out each repeat as a `Repeat`, a stand-in that prints as the first
+instance; `CseRecord.settle`, once the function is complete, moves the first instance to the place
+of the first repeat used when nothing used the first instance itself. The IR is then exactly what
+EarlyCSE would have made of the repeats.
 
 Only instructions without side effects or flags set after creation are shared (integer and
 pointer arithmetic, comparisons, selects, casts, GEPs, aggregate and vector element access), only
@@ -28,16 +28,18 @@ from typing import Any
 
 from llvmlite import ir
 
-__all__ = ["CseBuilder"]
+__all__ = ["CseBuilder", "CseRecord", "Repeat"]
 
 _NO = object()  # an argument the cache cannot key on: the call is not shared
-_BY_ID, _CONSTANT, _PLAIN, _SEQUENCE = range(4)
+_BY_ID, _CONSTANT, _PLAIN, _SEQUENCE, _REPEAT = range(5)
 _KINDS: dict[type, int | None] = {}  # how an argument of each Python type is keyed
 
 
 def _kind(t: type) -> int | None:
     if issubclass(t, (ir.Instruction, ir.Argument, ir.GlobalValue)):
         k: int | None = _BY_ID  # alive as long as the module: ids are not reused
+    elif t is Repeat:
+        k = _REPEAT  # keyed as the instruction it repeats (what EarlyCSE replaces it by)
     elif issubclass(t, ir.Constant):
         k = _CONSTANT
     elif issubclass(t, (list, tuple)):
@@ -57,6 +59,8 @@ def _key(a: Any) -> Any:
         return id(a)
     if k == _PLAIN:
         return a
+    if k == _REPEAT:
+        return id(a.of)
     if k == _CONSTANT:
         c = a.constant
         if type(c) is int or type(c) is bool:
@@ -74,18 +78,46 @@ def _key(a: Any) -> Any:
 
 
 def _reuse(self: CseBuilder, key: Any, make: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """The earlier instruction under `key` that has a user, else a new one (`make(self, *args, **kwargs)`)."""
-    earlier = self.seen.get(key)
-    if earlier is None:
-        earlier = self.seen[key] = []
+    """A Repeat of the earlier instruction under `key`, else a new one (`make(self, *args, **kwargs)`)."""
+    first = self.record.seen.get(key)
+    if first is None:
+        first = self.record.seen[key] = make(self, *args, **kwargs)
+        return first
+    block = self._block
+    rep = Repeat(first, block.instructions[-1] if block.instructions else None, len(self.record.order), args)
+    self.record.order.append(rep)
+    reps = self.record.repeats.get(id(first))
+    if reps is None:
+        self.record.repeats[id(first)] = (first, [rep])
     else:
-        used = self.used
-        for inst in earlier:
-            if id(inst) in used:
-                return inst
-    inst = make(self, *args, **kwargs)
-    earlier.append(inst)
-    return inst
+        reps[1].append(rep)
+    return rep
+
+
+class Repeat:
+    """A repeat of the instruction `of` in its block: prints as `of`, and reads as it (type,
+    attributes, isinstance). `after`: the instruction the repeat would have followed."""
+
+    __slots__ = ("of", "after", "seq", "args")
+
+    def __init__(self, of: ir.Instruction, after: ir.Instruction | None, seq: int, args: tuple[Any, ...]) -> None:
+        self.of = of
+        self.after = after
+        self.seq = seq  # handed out in this order
+        self.args = args  # the builder call's arguments: the values that the repeat uses
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(repeat, ir.GEPInstr) etc. answer as for the instruction
+        return type(self.of)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.of, name)
+
+    def get_reference(self) -> str:
+        return self.of.get_reference()  # type: ignore[no-any-return]
+
+    def __str__(self) -> str:
+        return str(self.of)
 
 
 def _shared(method: str) -> Callable[..., Any]:
@@ -132,19 +164,61 @@ _SHARED = ("icmp_signed", "icmp_unsigned", "select", "sext", "zext", "trunc", "b
            "gep", "extract_value", "extract_element", "insert_element")
 
 
+class CseRecord:
+    """What the CseBuilders of one function share: the first instance of each keyed instruction
+    and the repeats handed out of it."""
+
+    def __init__(self) -> None:
+        self.seen: dict[Any, ir.Instruction] = {}  # (block id, method, arguments' keys) -> first instance
+        self.repeats: dict[int, tuple[ir.Instruction, list[Repeat]]] = {}  # by the first instance's id
+        self.order: list[Repeat] = []
+
+    def settle(self, fn: ir.Function) -> None:
+        """Place each repeated instruction as EarlyCSE would leave it (module doc): where it is if
+        anything uses it, else at its first repeat that is used (and where it is if none is)."""
+        if not self.repeats:
+            return
+        used: set[int] = set()
+        for block in fn.blocks:
+            for inst in block.instructions:
+                used.update(map(id, inst.operands))
+                if isinstance(inst, ir.PhiInstr):
+                    used.update(id(v) for v, _ in inst.incomings)
+        for rep in self.order:  # a repeat stands for an instruction that uses its operands
+            for a in rep.args:
+                if isinstance(a, (list, tuple)):
+                    used.update(map(id, a))
+                else:
+                    used.add(id(a))
+        moves: dict[int, tuple[ir.Block, list[Repeat]]] = {}
+        for first, reps in self.repeats.values():
+            if id(first) in used:
+                continue
+            for rep in reps:
+                if id(rep) in used:
+                    if rep.after is not first:
+                        moves.setdefault(id(first.parent), (first.parent, []))[1].append(rep)
+                    break
+        for block, moved in moves.values():
+            gone = {id(rep.of) for rep in moved}
+            at: dict[int, list[ir.Instruction]] = {}
+            for rep in sorted(moved, key=lambda r: r.seq):
+                at.setdefault(id(rep.after), []).append(rep.of)
+            order = list(at.get(id(None), []))
+            for inst in block.instructions:
+                if id(inst) not in gone:
+                    order.append(inst)
+                order += at.get(id(inst), [])
+            block.instructions[:] = order
+
+
 class CseBuilder(ir.IRBuilder):
-    """ir.IRBuilder that returns the block's earlier identical pure instruction once it has a
-    user (module doc). `used`: the ids of the instructions used so far, shared by the builders of
-    one function."""
+    """ir.IRBuilder that hands out the block's earlier identical pure instruction (module doc).
+    `record`: shared by the builders of one function; `record.settle(fn)` once it is complete."""
 
-    def __init__(self, block: ir.Block | None, used: set[int]) -> None:
+    def __init__(self, block: ir.Block | None, record: CseRecord) -> None:
         super().__init__(block)
-        self.used = used
-        self.seen: dict[Any, list[ir.Instruction]] = {}  # (block id, method, arguments' keys) -> instances
-
-    def _insert(self, instr: ir.Instruction) -> None:
-        super()._insert(instr)
-        self.used.update(map(id, instr.operands))
+        self.record = record
 
 
 for _m in _BINOPS:

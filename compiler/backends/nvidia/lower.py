@@ -22,7 +22,7 @@ from ...ir.core import Block, Function, Op, Value
 from ...ir.ops import ELEMENTWISE
 from ...layouts import LANE, WARP, LinearLayout
 from ...passes.axis_info import AxisInfo, analyze_axis_info
-from ..llvm.cse import CseBuilder
+from ..llvm.cse import CseBuilder, CseRecord
 from ..llvm.scalar import I1, I8, I32, I64
 from .convert import convert, register_map
 from .layout_plan import Layout, check_plan, plan_layouts
@@ -137,9 +137,9 @@ class NvLowering:
         self.f = f
         entry_bb = f.append_basic_block("entry")
         body_bb = f.append_basic_block("body")
-        used: set[int] = set()  # the instructions used so far (llvm/cse.py)
-        self.entry = CseBuilder(entry_bb, used)
-        self.b = CseBuilder(body_bb, used)
+        cse = CseRecord()  # repeated pure instructions, emitted once (llvm/cse.py)
+        self.entry = CseBuilder(entry_bb, cse)
+        self.b = CseBuilder(body_bb, cse)
         tid = self.sreg("tid.x", self.entry)
         self.tid = tid
         self.lane = self.entry.and_(tid, ir.Constant(I32, 31))
@@ -154,10 +154,10 @@ class NvLowering:
         if self.tmem is None:
             self.b.ret_void()
             self.entry.branch(body_bb)
-            return f
-
-        finish_tmem(self, body_bb)  # free the tensor memory; entry -> its allocation -> body
-        self.b.ret_void()
+        else:
+            finish_tmem(self, body_bb)  # free the tensor memory; entry -> its allocation -> body
+            self.b.ret_void()
+        cse.settle(f)
         return f
 
     def sreg(self, name: str, b: ir.IRBuilder) -> ir.Value:
