@@ -31,64 +31,47 @@ from llvmlite import ir
 __all__ = ["CseBuilder", "CseRecord", "Repeat"]
 
 _NO = object()  # an argument the cache cannot key on: the call is not shared
-_BY_ID, _CONSTANT, _PLAIN, _SEQUENCE, _REPEAT = range(5)
-_KINDS: dict[type, int | None] = {}  # how an argument of each Python type is keyed
+_BY_ID: set[type] = set()  # instruction, argument and global classes: keyed by identity
+_OTHER: set[type] = set()  # constant expressions (new objects at each use) and the like: not keyed
 
 
-def _kind(t: type) -> int | None:
-    if issubclass(t, (ir.Instruction, ir.Argument, ir.GlobalValue)):
-        k: int | None = _BY_ID  # alive as long as the module: ids are not reused
-    elif t is Repeat:
-        k = _REPEAT  # keyed as the instruction it repeats (what EarlyCSE replaces it by)
-    elif issubclass(t, ir.Constant):
-        k = _CONSTANT
-    elif issubclass(t, (list, tuple)):
-        k = _SEQUENCE
-    elif t is type(None) or issubclass(t, (str, int, ir.Type)):
-        k = _PLAIN
-    else:  # constant expressions (new objects at each use) and anything else
-        k = None
-    _KINDS[t] = k
-    return k
-
-
-def _key(a: Any) -> Any:
-    t = type(a)
-    k = _KINDS[t] if t in _KINDS else _kind(t)
-    if k == _BY_ID:
-        return id(a)
-    if k == _PLAIN:
-        return a
-    if k == _REPEAT:
-        return id(a.of)
-    if k == _CONSTANT:
-        c = a.constant
+def _vk(v: Any) -> Any:
+    """The key of an operand: its identity (a Repeat: the instruction's), a constant's type and
+    value, else _NO."""
+    t = type(v)
+    if t in _BY_ID:
+        return id(v)
+    if t is Repeat:
+        return id(v.of)  # what EarlyCSE replaces the repeat by
+    if t is ir.Constant:
+        c = v.constant
         if type(c) is int or type(c) is bool:
-            return (a.type, type(c), c)
+            return (v.type, type(c), c)
         if type(c) is float and c == c:  # -0.0 and 0.0 differ by their hex form; NaNs are not shared
-            return (a.type, c.hex())
+            return (v.type, c.hex())
         return _NO
-    if k == _SEQUENCE:
-        parts = tuple([_key(x) for x in a])
-        for p in parts:
-            if p is _NO:
-                return _NO
-        return parts
+    if t in _OTHER:
+        return _NO
+    if issubclass(t, (ir.Instruction, ir.Argument, ir.GlobalValue)):  # alive with the module: ids are not reused
+        _BY_ID.add(t)
+        return id(v)
+    _OTHER.add(t)
     return _NO
 
 
 def _reuse(self: CseBuilder, key: Any, make: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """A Repeat of the earlier instruction under `key`, else a new one (`make(self, *args, **kwargs)`)."""
-    first = self.record.seen.get(key)
+    record = self.record
+    first = record.seen.get(key)
     if first is None:
-        first = self.record.seen[key] = make(self, *args, **kwargs)
+        first = record.seen[key] = make(self, *args, **kwargs)
         return first
-    block = self._block
-    rep = Repeat(first, block.instructions[-1] if block.instructions else None, len(self.record.order), args)
-    self.record.order.append(rep)
-    reps = self.record.repeats.get(id(first))
+    instructions = self._block.instructions
+    rep = Repeat(first, instructions[-1] if instructions else None, len(record.order), args)
+    record.order.append(rep)
+    reps = record.repeats.get(id(first))
     if reps is None:
-        self.record.repeats[id(first)] = (first, [rep])
+        record.repeats[id(first)] = (first, [rep])
     else:
         reps[1].append(rep)
     return rep
@@ -120,48 +103,84 @@ class Repeat:
         return str(self.of)
 
 
-def _shared(method: str) -> Callable[..., Any]:
-    make = getattr(ir.IRBuilder, method)
-
-    def emit(self: CseBuilder, *args: Any, name: str = "", **kwargs: Any) -> Any:
-        block = self._block
-        if self._anchor != len(block.instructions):
-            return make(self, *args, name=name, **kwargs)
-        key = _key(args)
-        if kwargs and key is not _NO:
-            more = _key(tuple(sorted(kwargs.items())))
-            key = _NO if more is _NO else (key, more)
-        if key is _NO:
-            return make(self, *args, name=name, **kwargs)
-        return _reuse(self, (id(block), method, key), make, *args, name=name, **kwargs)
-
-    emit.__name__ = method
-    emit.__doc__ = make.__doc__
-    return emit
-
-
-def _shared_binop(method: str) -> Callable[..., Any]:
-    """`_shared` for a two-operand instruction (the most frequent), with less to key."""
+def _binop(method: str) -> Callable[..., Any]:
     make = getattr(ir.IRBuilder, method)
 
     def emit(self: CseBuilder, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: Any = ()) -> Any:
         block = self._block
         if self._anchor == len(block.instructions):
-            a = id(lhs) if _KINDS.get(type(lhs)) == _BY_ID else _key(lhs)
-            b = id(rhs) if _KINDS.get(type(rhs)) == _BY_ID else _key(rhs)
+            a, b = _vk(lhs), _vk(rhs)
             if a is not _NO and b is not _NO:
                 key = (id(block), method, a, b, tuple(flags)) if flags else (id(block), method, a, b)
                 return _reuse(self, key, make, lhs, rhs, name=name, flags=flags)
         return make(self, lhs, rhs, name=name, flags=flags)
 
-    emit.__name__ = method
+    return _named(emit, make)
+
+
+def _icmp(method: str) -> Callable[..., Any]:
+    make = getattr(ir.IRBuilder, method)
+
+    def emit(self: CseBuilder, cmpop: str, lhs: ir.Value, rhs: ir.Value, name: str = "") -> Any:
+        block = self._block
+        if self._anchor == len(block.instructions):
+            a, b = _vk(lhs), _vk(rhs)
+            if a is not _NO and b is not _NO:
+                return _reuse(self, (id(block), method, cmpop, a, b), make, cmpop, lhs, rhs, name=name)
+        return make(self, cmpop, lhs, rhs, name=name)
+
+    return _named(emit, make)
+
+
+def _select() -> Callable[..., Any]:
+    make = ir.IRBuilder.select
+
+    def emit(self: CseBuilder, cond: ir.Value, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: Any = ()) -> Any:
+        block = self._block
+        if self._anchor == len(block.instructions) and not flags:
+            c, a, b = _vk(cond), _vk(lhs), _vk(rhs)
+            if c is not _NO and a is not _NO and b is not _NO:
+                return _reuse(self, (id(block), "select", c, a, b), make, cond, lhs, rhs, name=name)
+        return make(self, cond, lhs, rhs, name=name, flags=flags)
+
+    return _named(emit, make)
+
+
+def _cast(method: str) -> Callable[..., Any]:
+    make = getattr(ir.IRBuilder, method)
+
+    def emit(self: CseBuilder, value: ir.Value, typ: ir.Type, name: str = "") -> Any:
+        block = self._block
+        if self._anchor == len(block.instructions):
+            a = _vk(value)
+            if a is not _NO:
+                return _reuse(self, (id(block), method, a, typ), make, value, typ, name=name)
+        return make(self, value, typ, name=name)
+
+    return _named(emit, make)
+
+
+def _gep() -> Callable[..., Any]:
+    make = ir.IRBuilder.gep
+
+    def emit(self: CseBuilder, ptr: ir.Value, indices: list[ir.Value], inbounds: bool = False, name: str = "",
+             source_etype: ir.Type | None = None) -> Any:
+        block = self._block
+        if self._anchor == len(block.instructions):
+            key = [id(block), "gep", bool(inbounds), source_etype, _vk(ptr)]
+            key += [_vk(i) for i in indices]
+            if _NO not in key:
+                return _reuse(self, tuple(key), make, ptr, indices, inbounds=inbounds, name=name,
+                              source_etype=source_etype)
+        return make(self, ptr, indices, inbounds=inbounds, name=name, source_etype=source_etype)
+
+    return _named(emit, make)
+
+
+def _named(emit: Callable[..., Any], make: Callable[..., Any]) -> Callable[..., Any]:
+    emit.__name__ = make.__name__
     emit.__doc__ = make.__doc__
     return emit
-
-
-_BINOPS = ("add", "sub", "mul", "sdiv", "srem", "udiv", "urem", "and_", "or_", "xor", "shl", "lshr", "ashr")
-_SHARED = ("icmp_signed", "icmp_unsigned", "select", "sext", "zext", "trunc", "bitcast", "ptrtoint", "inttoptr",
-           "gep", "extract_value", "extract_element", "insert_element")
 
 
 class CseRecord:
@@ -178,15 +197,15 @@ class CseRecord:
         anything uses it, else at its first repeat that is used (and where it is if none is)."""
         if not self.repeats:
             return
-        used: set[int] = set()
+        used = {id(op) for block in fn.blocks for inst in block.instructions for op in inst.operands}
         for block in fn.blocks:
-            for inst in block.instructions:
-                used.update(map(id, inst.operands))
-                if isinstance(inst, ir.PhiInstr):
-                    used.update(id(v) for v, _ in inst.incomings)
+            for inst in block.instructions:  # a block's phis lead it
+                if not isinstance(inst, ir.PhiInstr):
+                    break
+                used.update(id(v) for v, _ in inst.incomings)
         for rep in self.order:  # a repeat stands for an instruction that uses its operands
             for a in rep.args:
-                if isinstance(a, (list, tuple)):
+                if isinstance(a, (list, tuple)):  # a gep's indices
                     used.update(map(id, a))
                 else:
                     used.add(id(a))
@@ -221,7 +240,11 @@ class CseBuilder(ir.IRBuilder):
         self.record = record
 
 
-for _m in _BINOPS:
-    setattr(CseBuilder, _m, _shared_binop(_m))
-for _m in _SHARED:
-    setattr(CseBuilder, _m, _shared(_m))
+for _m in ("add", "sub", "mul", "sdiv", "srem", "udiv", "urem", "and_", "or_", "xor", "shl", "lshr", "ashr"):
+    setattr(CseBuilder, _m, _binop(_m))
+for _m in ("icmp_signed", "icmp_unsigned"):
+    setattr(CseBuilder, _m, _icmp(_m))
+for _m in ("sext", "zext"):
+    setattr(CseBuilder, _m, _cast(_m))
+CseBuilder.select = _select()  # type: ignore[method-assign]
+CseBuilder.gep = _gep()  # type: ignore[method-assign]
