@@ -25,6 +25,7 @@ from ...passes.prefetch import prefetch_dot_operands
 from ...runtime import cuda
 from ...runtime.specialize import check_cluster_grid
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
+from ..llvm.irtext import module_text
 from ..nvidia_targets import nv_target
 from . import CudaBinary, driver, optimise, with_launch_bound
 from .debug_record import DEBUG_LOCS
@@ -108,7 +109,7 @@ def _build(ctx: StageContext, o: NvidiaOptions, lw: NvLowering) -> str:
     t0 = time.perf_counter()
     lw.m.triple = "nvptx64-nvidia-cuda"
     lw.build()
-    text = with_launch_bound(str(lw.m), ctx.symbol, 32 * o.num_warps, o.maxnreg, o.cluster_dims)
+    text = with_launch_bound(module_text(lw.m), ctx.symbol, 32 * o.num_warps, o.maxnreg, o.cluster_dims)
     t1 = time.perf_counter()
     mod, tm = optimise(text, o.arch)
     ctx.scratch["module"] = (mod, tm)
