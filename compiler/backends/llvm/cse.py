@@ -15,8 +15,8 @@ instance; `CseRecord.settle`, once the function is complete, moves the first ins
 of the first repeat used when nothing used the first instance itself. The IR is then exactly what
 EarlyCSE would have made of the repeats.
 
-Only instructions without side effects or flags set after creation are shared (integer and
-pointer arithmetic, comparisons, selects, casts, GEPs, aggregate and vector element access), only
+Only instructions without side effects or flags set after creation are shared (the integer
+arithmetic that repeats in practice, integer compares, selects, sign and zero extensions), only
 within one block and only while the builder appends at the block's end. Floating-point arithmetic
 is never shared: the lowering adds fast-math flags to an instruction after the builder made it.
 """
@@ -24,6 +24,7 @@ is never shared: the lowering adds fast-math flags to an instruction after the b
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from llvmlite import ir
@@ -109,7 +110,8 @@ def _binop(method: str) -> Callable[..., Any]:
     def emit(self: CseBuilder, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: Any = ()) -> Any:
         block = self._block
         if self._anchor == len(block.instructions):
-            a, b = _vk(lhs), _vk(rhs)
+            a = id(lhs) if type(lhs) in _BY_ID else _vk(lhs)
+            b = id(rhs) if type(rhs) in _BY_ID else _vk(rhs)
             if a is not _NO and b is not _NO:
                 key = (id(block), method, a, b, tuple(flags)) if flags else (id(block), method, a, b)
                 return _reuse(self, key, make, lhs, rhs, name=name, flags=flags)
@@ -124,7 +126,8 @@ def _icmp(method: str) -> Callable[..., Any]:
     def emit(self: CseBuilder, cmpop: str, lhs: ir.Value, rhs: ir.Value, name: str = "") -> Any:
         block = self._block
         if self._anchor == len(block.instructions):
-            a, b = _vk(lhs), _vk(rhs)
+            a = id(lhs) if type(lhs) in _BY_ID else _vk(lhs)
+            b = id(rhs) if type(rhs) in _BY_ID else _vk(rhs)
             if a is not _NO and b is not _NO:
                 return _reuse(self, (id(block), method, cmpop, a, b), make, cmpop, lhs, rhs, name=name)
         return make(self, cmpop, lhs, rhs, name=name)
@@ -160,23 +163,6 @@ def _cast(method: str) -> Callable[..., Any]:
     return _named(emit, make)
 
 
-def _gep() -> Callable[..., Any]:
-    make = ir.IRBuilder.gep
-
-    def emit(self: CseBuilder, ptr: ir.Value, indices: list[ir.Value], inbounds: bool = False, name: str = "",
-             source_etype: ir.Type | None = None) -> Any:
-        block = self._block
-        if self._anchor == len(block.instructions):
-            key = [id(block), "gep", bool(inbounds), source_etype, _vk(ptr)]
-            key += [_vk(i) for i in indices]
-            if _NO not in key:
-                return _reuse(self, tuple(key), make, ptr, indices, inbounds=inbounds, name=name,
-                              source_etype=source_etype)
-        return make(self, ptr, indices, inbounds=inbounds, name=name, source_etype=source_etype)
-
-    return _named(emit, make)
-
-
 def _named(emit: Callable[..., Any], make: Callable[..., Any]) -> Callable[..., Any]:
     emit.__name__ = make.__name__
     emit.__doc__ = make.__doc__
@@ -203,12 +189,9 @@ class CseRecord:
                 if not isinstance(inst, ir.PhiInstr):
                     break
                 used.update(id(v) for v, _ in inst.incomings)
-        for rep in self.order:  # a repeat stands for an instruction that uses its operands
-            for a in rep.args:
-                if isinstance(a, (list, tuple)):  # a gep's indices
-                    used.update(map(id, a))
-                else:
-                    used.add(id(a))
+        # a repeat stands for an instruction that uses its operands (its arguments are values, a
+        # compare's predicate and a cast's type: ids that no instruction has)
+        used.update(map(id, chain.from_iterable([rep.args for rep in self.order])))
         moves: dict[int, tuple[ir.Block, list[Repeat]]] = {}
         for first, reps in self.repeats.values():
             if id(first) in used:
@@ -240,11 +223,13 @@ class CseBuilder(ir.IRBuilder):
         self.record = record
 
 
-for _m in ("add", "sub", "mul", "sdiv", "srem", "udiv", "urem", "and_", "or_", "xor", "shl", "lshr", "ashr"):
+# the instructions that repeat in practice (a shared one costs a lookup at every call, each repeat
+# saves making, printing and parsing an instruction): GEPs, shifts left, xor, sub and divisions
+# seldom do
+for _m in ("add", "mul", "srem", "and_", "or_", "lshr"):
     setattr(CseBuilder, _m, _binop(_m))
 for _m in ("icmp_signed", "icmp_unsigned"):
     setattr(CseBuilder, _m, _icmp(_m))
 for _m in ("sext", "zext"):
     setattr(CseBuilder, _m, _cast(_m))
 CseBuilder.select = _select()  # type: ignore[method-assign]
-CseBuilder.gep = _gep()  # type: ignore[method-assign]
