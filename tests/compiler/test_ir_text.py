@@ -103,7 +103,9 @@ def test_module_text_is_llvmlites() -> None:
         for i in blk.instructions:
             text = instruction_text(i)
             assert text is None or text == i._to_string()
-    assert module_text(m) == str(m)
+    text = module_text(m)
+    assert all(i.get_reference() == i._get_reference() for blk in f.blocks for i in blk.instructions)
+    assert text == str(m)
 
 
 def test_module_text_of_a_gemm() -> None:
@@ -115,8 +117,13 @@ def test_module_text_of_a_gemm() -> None:
     seen: list[tuple[str, str]] = []
 
     def both(m: ir.Module) -> str:
-        seen.append((module_text(m), str(m)))
-        return seen[-1][0]
+        text = module_text(m)  # caches the instructions' references: they must be llvmlite's
+        for f in m.functions:
+            for blk in f.blocks:
+                for i in blk.instructions:
+                    assert i.get_reference() == i._get_reference()
+        seen.append((text, str(m)))
+        return text
 
     fn, sig, consts, warps, stages, _ = nv_target_cases.all_cases()["gemm_fp16"]
     old, nb.module_text = nb.module_text, both

@@ -17,39 +17,48 @@ from llvmlite import ir
 __all__ = ["module_text", "instruction_text"]
 
 
+_REF = "_StringReferenceCaching__cached_refstr"  # where llvmlite caches a value's reference
+
+
+def _ref(v: ir.Value) -> str:
+    """v.get_reference(), an integer constant's without llvmlite's layers."""
+    if type(v) is ir.Constant and type(v.constant) is int and type(v.type) is ir.IntType:
+        return str(v.constant)
+    return v.get_reference()  # type: ignore[no-any-return]
+
+
 def _generic(i: ir.Instruction) -> str:
-    ops = ", ".join([op.get_reference() for op in i.operands])
+    ops = ", ".join([_ref(op) for op in i.operands])
     opname = " ".join([i.opname, *i.flags]) if i.flags else i.opname
     return f"{opname} {i.type} {ops}"
 
 
 def _cast(i: ir.CastInstr) -> str:
     src = i.operands[0]
-    return f"{i.opname} {src.type} {src.get_reference()} to {i.type}"
+    return f"{i.opname} {src.type} {_ref(src)} to {i.type}"
 
 
 def _gep(i: ir.GEPInstr) -> str:
-    idx = ", ".join([f"{x.type} {x.get_reference()}" for x in i.indices])
+    idx = ", ".join([f"{x.type} {_ref(x)}" for x in i.indices])
     op = "getelementptr inbounds" if i.inbounds else "getelementptr"
     p = i.pointer
     return f"{op} {i.source_etype}, {p.type} {p.get_reference()}, {idx}"
 
 
 def _phi(i: ir.PhiInstr) -> str:
-    incs = ", ".join([f"[{v.get_reference()}, {b.get_reference()}]" for v, b in i.incomings])
+    incs = ", ".join([f"[{_ref(v)}, {b.get_reference()}]" for v, b in i.incomings])
     return f"phi {' '.join(i.flags)} {i.type} {incs}"
 
 
 def _select(i: ir.SelectInstr) -> str:
     c, a, b = i.operands
-    return (f"select {' '.join(i.flags)} {c.type} {c.get_reference()}, {a.type} {a.get_reference()}, "
-            f"{b.type} {b.get_reference()}")
+    return f"select {' '.join(i.flags)} {c.type} {_ref(c)}, {a.type} {_ref(a)}, {b.type} {_ref(b)}"
 
 
 def _compare(i: ir.ICMPInstr) -> str:
     a, b = i.operands
     flags = "".join([" " + f for f in i.flags])
-    return f"{i.opname}{flags} {i.op} {a.type} {a.get_reference()}, {b.get_reference()}"
+    return f"{i.opname}{flags} {i.op} {a.type} {_ref(a)}, {_ref(b)}"
 
 
 def _extract_value(i: ir.ExtractValue) -> str:
@@ -74,6 +83,13 @@ def instruction_text(i: ir.Instruction) -> str | None:
 def _function_text(fn: ir.Function) -> str:
     """str(fn) for a function with a body."""
     formats = _FORMATS
+    for block in fn.blocks:  # the instructions' references, as llvmlite makes (and caches) them
+        for i in block.instructions:
+            d = i.__dict__
+            if _REF not in d:
+                name = i._name
+                if "\\" not in name and '"' not in name:
+                    d[_REF] = f'%"{name}"'
     buf: list[str] = []
     fn.descr_prototype(buf)
     buf.append("{\n")
