@@ -25,6 +25,7 @@ from ...passes.prefetch import prefetch_dot_operands
 from ...runtime import cuda
 from ...runtime.specialize import check_cluster_grid
 from ..contract import Artifacts, Backend, Stage, StageContext, type_from_text
+from ..llvm.irtext import module_text
 from ..nvidia_targets import nv_target
 from . import CudaBinary, driver, optimise, with_launch_bound
 from .debug_record import DEBUG_LOCS
@@ -57,6 +58,11 @@ class NvidiaOptions:
     codegen: str
 
 
+def _module(ctx: StageContext) -> ir.Module:
+    """The LLVM module of a kernel, in an LLVM IR context of its own (its named struct types)."""
+    return ir.Module(name=ctx.symbol, context=ir.Context())
+
+
 def _lowering(ctx: StageContext, o: NvidiaOptions) -> NvLowering:
     """The lowering of this compile, made by the first stage that needs it (the GPU passes ask it
     about layouts and shared memory before it lowers)."""
@@ -64,7 +70,7 @@ def _lowering(ctx: StageContext, o: NvidiaOptions) -> NvLowering:
 
     lw = ctx.scratch.get("lowering")
     if lw is None:
-        lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, ir.Module(name=ctx.symbol), ctx.symbol, o.num_warps,
+        lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, _module(ctx), ctx.symbol, o.num_warps,
                                                   o.arch, o.checked)
     return lw  # type: ignore[no-any-return]
 
@@ -103,7 +109,7 @@ def _build(ctx: StageContext, o: NvidiaOptions, lw: NvLowering) -> str:
     t0 = time.perf_counter()
     lw.m.triple = "nvptx64-nvidia-cuda"
     lw.build()
-    text = with_launch_bound(str(lw.m), ctx.symbol, 32 * o.num_warps, o.maxnreg, o.cluster_dims)
+    text = with_launch_bound(module_text(lw.m), ctx.symbol, 32 * o.num_warps, o.maxnreg, o.cluster_dims)
     t1 = time.perf_counter()
     mod, tm = optimise(text, o.arch)
     ctx.scratch["module"] = (mod, tm)
@@ -154,7 +160,7 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
         if (ctx.scratch["in_flight"] or lw.carried) and any(n.startswith(_SERIALIZED) for n in report.notes):
             from .lower import NvLowering  # deferred: start-up cost, as in _lowering
 
-            lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, ir.Module(name=ctx.symbol), ctx.symbol, o.num_warps,
+            lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, _module(ctx), ctx.symbol, o.num_warps,
                                                       o.arch, o.checked)
             lw.in_flight = False
             ctx.outputs["llir"] = _build(ctx, o, lw)

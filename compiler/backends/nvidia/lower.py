@@ -22,6 +22,7 @@ from ...ir.core import Block, Function, Op, Value
 from ...ir.ops import ELEMENTWISE
 from ...layouts import LANE, WARP, LinearLayout
 from ...passes.axis_info import AxisInfo, analyze_axis_info
+from ..llvm.cse import CseBuilder, CseRecord
 from ..llvm.scalar import I1, I8, I32, I64
 from .convert import convert, register_map
 from .layout_plan import Layout, check_plan, plan_layouts
@@ -136,8 +137,9 @@ class NvLowering:
         self.f = f
         entry_bb = f.append_basic_block("entry")
         body_bb = f.append_basic_block("body")
-        self.entry = ir.IRBuilder(entry_bb)
-        self.b = ir.IRBuilder(body_bb)
+        cse = CseRecord()  # repeated pure instructions, emitted once (llvm/cse.py)
+        self.entry = CseBuilder(entry_bb, cse)
+        self.b = CseBuilder(body_bb, cse)
         tid = self.sreg("tid.x", self.entry)
         self.tid = tid
         self.lane = self.entry.and_(tid, ir.Constant(I32, 31))
@@ -152,16 +154,29 @@ class NvLowering:
         if self.tmem is None:
             self.b.ret_void()
             self.entry.branch(body_bb)
-            return f
-
-        finish_tmem(self, body_bb)  # free the tensor memory; entry -> its allocation -> body
-        self.b.ret_void()
+        else:
+            finish_tmem(self, body_bb)  # free the tensor memory; entry -> its allocation -> body
+            self.b.ret_void()
+        cse.settle(f)
         return f
 
     def sreg(self, name: str, b: ir.IRBuilder) -> ir.Value:
         fname = f"llvm.nvvm.read.ptx.sreg.{name}"
         fn = self.m.globals.get(fname) or ir.Function(self.m, ir.FunctionType(I32, []), fname)
         return b.call(fn, [])
+
+    def results_type(self, elems: list[ir.Type]) -> ir.Type:
+        """The struct type of a call with several results. A long one (wgmma's accumulators: up to
+        128 floats, all of one type) is a named type of the module: its fields are spelled once in the IR text, not
+        at every extractvalue that reads a result (otherwise two thirds of a 128x256 GEMM's IR text,
+        half of LLVM's parse time). The generated code is the same either way."""
+        if len(elems) < 16 or len(set(elems)) > 1:
+            return ir.LiteralStructType(elems)
+        name = f"results.{len(elems)}x{elems[0]}"
+        ty = self.m.context.get_identified_type(name)
+        if ty.is_opaque:
+            ty.set_body(*elems)
+        return ty
 
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
         fn = self.m.globals.get(name) or ir.Function(self.m, ir.FunctionType(ret, [a.type for a in args]), name)

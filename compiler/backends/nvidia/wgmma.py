@@ -178,7 +178,7 @@ def _wgmma(lw: NvLowering, plan: WgmmaPlan, acc: list[ir.Value], da: ir.Value | 
     tied = [] if zero else acc
     cons = ",".join(["=f"] * n + a_cons + ["l", "r"] + [str(i) for i in range(len(tied))])
     a_tys = [I32] * na if na > 1 else [I64]
-    fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [*a_tys, I64, I32, *([F32] * len(tied))])
+    fty = ir.FunctionType(lw.results_type([F32] * n), [*a_tys, I64, I32, *([F32] * len(tied))])
     res = lw.b.asm(fty, asm, cons, [*a_regs, db, ir.Constant(I32, 0 if zero else 1), *tied], side_effect=True)
     return [lw.b.extract_value(res, i) for i in range(n)]
 
@@ -253,7 +253,7 @@ def wait_tied(lw: NvLowering, regs: list[ir.Value], pending: int) -> list[ir.Val
     """`wgmma.wait_group pending` with the fp32 accumulators `regs` passed through as tied operands
     of its asm, so nothing that reads them can be scheduled before it."""
     n = len(regs)
-    fty = ir.FunctionType(ir.LiteralStructType([F32] * n), [F32] * n)
+    fty = ir.FunctionType(lw.results_type([F32] * n), [F32] * n)
     cons = ",".join(["=f"] * n + [str(i) for i in range(n)])
     res = lw.b.asm(fty, f"wgmma.wait_group.sync.aligned {pending};", cons, regs, side_effect=True)
     return [lw.b.extract_value(res, i) for i in range(n)]
