@@ -25,6 +25,8 @@
 - ANVIL_PIPELINE=0: do not pipeline the loads feeding wgmma dots through cp.async into shared
   memory (default: pipelined `num_stages` deep, a dot's wgmma group left in flight into the next
   iteration where its accumulator allows); =sync: pipelined, each group waited for in its iteration.
+- ANVIL_LLVM_OPT: LLVM's optimisation level (0-3) for NVIDIA kernels (default: 1 for kernels with
+  tensor-core dots, 3 for the rest; compiler/backends/nvidia/backend.py says why).
 - ANVIL_PTXAS: the ptxas binary the NVIDIA backend uses (default: searched, see toolchain.py).
 - ANVIL_LIBDEVICE: libdevice.10.bc, NVIDIA's math library in LLVM bitcode (default: searched like
   ptxas: the CUDA toolkit's nvvm/libdevice, then the triton package's copy).
@@ -49,7 +51,8 @@ from pathlib import Path
 
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "cpu_concurrent_programs", "cpu_wait_timeout",
            "dump_ir", "dump_llir", "traceback", "verify_ir", "cpu_target",
-           "wgmma", "tcgen05", "tcgen05_resident", "f32_default", "ptxas", "ptxas_fd", "nvjitlink", "libdevice",
+           "wgmma", "tcgen05", "llvm_opt", "tcgen05_resident", "f32_default", "ptxas", "ptxas_fd", "nvjitlink",
+           "libdevice",
            "ld_lld", "fusion_dump"]
 
 
@@ -137,7 +140,15 @@ def codegen_key() -> str:
     # tcgen05 is named only when not the default: the default key (and so every kernel's symbol) stays
     # what it was before the knob existed
     off = "" if tcgen05_resident() else f",tcgen05={int(tcgen05())}"
-    return f"wgmma={int(wgmma())},pipeline={int(pipeline())}{int(pipeline_in_flight())}{off}"
+    opt = "" if llvm_opt() is None else f",llvm_opt={llvm_opt()}"
+    return f"wgmma={int(wgmma())},pipeline={int(pipeline())}{int(pipeline_in_flight())}{off}{opt}"
+
+
+def llvm_opt() -> int | None:
+    """LLVM's speed level for NVIDIA kernels when ANVIL_LLVM_OPT names one (0-3), else None (the
+    backend's choice). Any other value is None too."""
+    v = os.environ.get("ANVIL_LLVM_OPT", "").strip()
+    return int(v) if v in ("0", "1", "2", "3") else None
 
 
 def pipeline() -> bool:

@@ -136,11 +136,12 @@ def emit_ptx(llir: str, arch: str) -> tuple[str, str]:
     return _optimise_and_emit(_target_machine(arch), llir, llvm.create_context())
 
 
-def optimise(llir: str, arch: str) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
-    """Parse LLVM IR, link the libdevice functions it calls, verify it and run O3 for `arch`;
-    the module and the target machine that emits its PTX (`tm.emit_assembly(mod)`)."""
+def optimise(llir: str, arch: str, speed_level: int = 3) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
+    """Parse LLVM IR, link the libdevice functions it calls, verify it and run LLVM's pipeline at
+    `speed_level` (O3 unless told) for `arch`; the module and the target machine that emits its PTX
+    (`tm.emit_assembly(mod)`)."""
     tm = _target_machine(arch)
-    return _optimise(tm, llir, llvm.create_context()), tm
+    return _optimise(tm, llir, llvm.create_context(), speed_level), tm
 
 
 def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple[str, str]:
@@ -148,14 +149,14 @@ def _optimise_and_emit(tm: llvm.TargetMachine, llir: str, context: Any) -> tuple
     return str(mod), tm.emit_assembly(mod)
 
 
-def _optimise(tm: llvm.TargetMachine, llir: str, context: Any) -> llvm.ModuleRef:
+def _optimise(tm: llvm.TargetMachine, llir: str, context: Any, speed_level: int = 3) -> llvm.ModuleRef:
     mod = llvm.parse_assembly(llir, context=context)
     mod.triple = "nvptx64-nvidia-cuda"
     mod.data_layout = str(tm.target_data)
     if "__nv_" in llir:
         _link_libdevice(mod, context)
     mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
     return mod
