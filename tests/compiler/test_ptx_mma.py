@@ -271,3 +271,32 @@ def test_pipelined_operand_copies_carry_no_l2_policy() -> None:
     ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
     assert "wgmma.mma_async" in ptx and re.search(r"cp\.async\.cg\.shared\.global \[", ptx)
     assert "cache_hint" not in ptx and "createpolicy" not in ptx
+
+
+@pytest.mark.parametrize("dtype,cfg", [("fp16", (128, 256, 64, 8)), ("bf16", (128, 128, 32, 4))])
+def test_tensor_core_kernels_at_llvm_o1_match_o3(dtype: str, cfg: tuple[int, int, int, int],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels with tensor-core dots go through LLVM's O1 (half of O3's time): the code ptxas
+    makes of it has O3's registers, no spills, and the same tensor-core and memory instructions."""
+    import compiler.backends.nvidia.backend as nvb
+    from compiler.runtime.compiled import forget_compiled
+
+    monkeypatch.setenv("ANVIL_CACHE", "0")  # compiled here, not found compiled by another test
+    levels: list[int] = []
+    real = nvb.optimise
+    monkeypatch.setattr(nvb, "optimise", lambda text, arch, level=3: (levels.append(level), real(text, arch, level))[1])
+
+    def build(level: str | None) -> tuple[int, int, dict[str, int]]:
+        if level is None:
+            monkeypatch.delenv("ANVIL_LLVM_OPT", raising=False)
+        else:
+            monkeypatch.setenv("ANVIL_LLVM_OPT", level)
+        forget_compiled()
+        ck = _compile(dtype, "sm_90a", *cfg)
+        ptx = ck.asm["ptx"]  # type: ignore[attr-defined]
+        ops = {k: ptx.count(k) for k in ("wgmma.mma_async", "cp.async", "st.global", "bar.sync")}
+        return ck.n_regs, ck.n_spills, ops  # type: ignore[attr-defined]
+
+    o1, o3 = build(None), build("3")
+    assert levels[0] == 1 and levels[-1] == 3, levels
+    assert o1 == o3 and o1[1] == 0, (o1, o3)
