@@ -52,8 +52,7 @@ from pathlib import Path
 __all__ = ["cache_dir", "cache_enabled", "debug", "cpu_threads", "cpu_concurrent_programs", "cpu_wait_timeout",
            "dump_ir", "dump_llir", "traceback", "verify_ir", "cpu_target",
            "wgmma", "tcgen05", "llvm_opt", "tcgen05_resident", "f32_default", "ptxas", "ptxas_fd", "nvjitlink",
-           "libdevice",
-           "ld_lld", "fusion_dump"]
+           "libdevice", "ld_lld", "fusion_dump"]
 
 
 def _flag(name: str) -> bool:
