@@ -5,7 +5,8 @@ The kernels and configurations benchmarks/gemm.py and benchmarks/attention.py ti
 arguments divisible by 16, unit strides constant) by both compilers in one process, each with an
 empty cache, after each compiler has compiled one unrelated kernel (so imports and LLVM's
 initialisation are not counted). Prints Anvil's stages, both totals and the ratio (the goal:
-Anvil <= 0.5x Triton). --repeat N runs N fresh processes and keeps each number's minimum.
+Anvil <= 0.5x Triton), then Triton's own stages: its ptxas time is the floor both compilers share.
+--repeat N runs N fresh processes and keeps each number's minimum.
 
     python benchmarks/compile_tc.py [--repeat N] [--only NAME] [--json out.json]
 """
@@ -102,6 +103,32 @@ def anvil_compile(text: str, kernel: str, kinds: dict[str, str], consts: dict[st
     return {"total": total, **phases}
 
 
+_TRITON_STAGES: dict[str, float] = {}
+
+
+def _time_triton_stages() -> None:
+    """Wrap each stage Triton's CUDA backend registers (ttir, ttgir, llir, ptx, cubin) so its time
+    adds to _TRITON_STAGES; skipped (an empty breakdown) where that backend's hook differs."""
+    try:
+        from triton.backends.nvidia.compiler import CUDABackend
+    except ImportError:
+        return
+    add_stages = CUDABackend.add_stages
+
+    def timed(self: Any, stages: dict[str, Any], *args: Any, **kw: Any) -> None:
+        add_stages(self, stages, *args, **kw)
+        for key, fn in list(stages.items()):
+            def run(src: Any, md: Any, fn: Any = fn, key: str = key) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return fn(src, md)
+                finally:
+                    _TRITON_STAGES[key] = _TRITON_STAGES.get(key, 0.0) + (time.perf_counter() - t0) * 1e3
+            stages[key] = run
+
+    CUDABackend.add_stages = timed  # type: ignore[method-assign]
+
+
 def triton_compile(text: str, kernel: str, kinds: dict[str, str], consts: dict[str, Any], warps: int,
                    stages: int, name: str) -> float:
     import triton
@@ -122,12 +149,14 @@ def triton_compile(text: str, kernel: str, kinds: dict[str, str], consts: dict[s
         if kind.startswith("*") or kind.endswith(":16"):
             attrs[(i,)] = [["tt.divisibility", 16]]
     src = triton.compiler.ASTSource(fn, sig, constexprs=const, attrs=attrs)
+    _TRITON_STAGES.clear()
     t0 = time.perf_counter()
     triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
     return (time.perf_counter() - t0) * 1e3
 
 
 def one_process(only: str | None) -> list[dict[str, Any]]:
+    _time_triton_stages()
     anvil_compile(WARM, "warm", {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 128}, 4, 3)
     triton_compile(WARM, "warm", {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 128}, 4, 3, "warm_t")
     rows = []
@@ -137,7 +166,7 @@ def one_process(only: str | None) -> list[dict[str, Any]]:
         text = _source(file)
         a = anvil_compile(text, kernel, kinds, consts, warps, stages)
         t = triton_compile(text, kernel, kinds, consts, warps, stages, f"k{i}")
-        rows.append({"case": name, "anvil": a, "triton_ms": t})
+        rows.append({"case": name, "anvil": a, "triton_ms": t, "triton_stages": dict(_TRITON_STAGES)})
     return rows
 
 
@@ -161,7 +190,9 @@ def main() -> None:
     rows = []
     for i, first in enumerate(runs[0]):
         anvil = {k: min(r[i]["anvil"][k] for r in runs) for k in first["anvil"]}
-        rows.append({"case": first["case"], "anvil": anvil, "triton_ms": min(r[i]["triton_ms"] for r in runs)})
+        triton_stages = {k: min(r[i]["triton_stages"].get(k, 0.0) for r in runs) for k in first["triton_stages"]}
+        rows.append({"case": first["case"], "anvil": anvil, "triton_ms": min(r[i]["triton_ms"] for r in runs),
+                     "triton_stages": triton_stages})
     phases = [k for k in rows[0]["anvil"] if k != "total"] if rows else []
     print(f"cold compile for sm_90a, min of {args.repeat} process(es); ms")
     print(f"{'case':34} {'anvil':>8} {'triton':>8} {'ratio':>6}  " + " ".join(f"{p[:-3]:>9}" for p in phases))
@@ -169,6 +200,14 @@ def main() -> None:
         a = r["anvil"]
         print(f"{r['case']:34} {a['total']:8.0f} {r['triton_ms']:8.0f} {a['total'] / r['triton_ms']:6.2f}  "
               + " ".join(f"{a.get(p, 0):9.0f}" for p in phases))
+    tphases = list(rows[0]["triton_stages"]) if rows else []
+    if tphases:
+        print("\ntriton's stages, ms; ptxas (cubin) as a fraction of triton's total")
+        print(f"{'case':34} " + " ".join(f"{p:>7}" for p in tphases) + f" {'ptxas/total':>12}")
+        for r in rows:
+            ts = r["triton_stages"]
+            print(f"{r['case']:34} " + " ".join(f"{ts.get(p, 0):7.0f}" for p in tphases)
+                  + f" {ts.get('cubin', 0) / r['triton_ms']:12.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
