@@ -277,7 +277,8 @@ def test_pipelined_operand_copies_carry_no_l2_policy() -> None:
 def test_tensor_core_kernels_at_llvm_o1_match_o3(dtype: str, cfg: tuple[int, int, int, int],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels with tensor-core dots go through LLVM's O1 (half of O3's time): the code ptxas
-    makes of it has O3's registers, no spills, and the same tensor-core and memory instructions."""
+    makes of it has no more registers than O3's, no spills, and the same tensor-core and memory
+    instructions."""
     import compiler.backends.nvidia.backend as nvb
     from compiler.runtime.compiled import forget_compiled
 
@@ -299,4 +300,4 @@ def test_tensor_core_kernels_at_llvm_o1_match_o3(dtype: str, cfg: tuple[int, int
 
     o1, o3 = build(None), build("3")
     assert levels[0] == 1 and levels[-1] == 3, levels
-    assert o1 == o3 and o1[1] == 0, (o1, o3)
+    assert o1[0] <= o3[0] and o1[1:] == o3[1:] and o1[1] == 0, (o1, o3)

@@ -509,7 +509,8 @@ def lower_async_drain(lw: NvLowering, op: Op) -> None:
     lw.copy_barrier = False  # the barrier below
     for v, r in zip(op.operands, op.results, strict=True):
         t = lw.tile(v)
-        lw.vals[r] = GPUTile(t.layout, wait_tied(lw, t.regs, 0))
+        # completed on the loop's way out already (control.lower_for), or waited for here
+        lw.vals[r] = t if v in lw.complete else GPUTile(t.layout, wait_tied(lw, t.regs, 0))
     lw.intrinsic("llvm.nvvm.cp.async.wait.all", ir.VoidType(), [])
     lw.barrier()
     lw.release()

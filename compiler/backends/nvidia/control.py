@@ -127,14 +127,20 @@ def lower_for(lw: NvLowering, op: Op) -> None:
         for p, r in zip(ps, regs, strict=True):
             p.add_incoming(r, latch)
     last = new
-    if carried:
+    # the pipeline's in-flight dots leave their last group running too (async_drain completes it)
+    pipelined = [k for k, y in enumerate(ys) if k not in carried and lw.in_flight and y.op is not None
+                 and y.op.opcode == "dot" and y.op.attrs.get("in_flight") and isinstance(like[k], GPUTile)]
+    if carried or pipelined:
         # the last iteration's groups complete on the way out, before the exit merges them with
-        # the initial values (the assembler then sees no other definition of their registers
-        # while they are in flight)
+        # the initial values: the assembler then sees no other definition of their registers
+        # while they are in flight (on the path of a loop that never ran, the initial values'
+        # moves would otherwise sit inside the group's span, and it serializes every wgmma)
         drain_bb = b.append_basic_block("for.drain")
         b.cbranch(loop_continues(b, ity, sign, nxt, ub, step), body_bb, drain_bb)
         b.position_at_end(drain_bb)
-        done = dict(zip(carried, wait_tiles(lw, [new[k] for k in carried], 0), strict=True))
+        waited = carried + pipelined
+        done = dict(zip(waited, wait_tiles(lw, [new[k] for k in waited], 0), strict=True))
+        lw.complete.update(op.results[k] for k in pipelined)
         last = [done.get(k, regs) for k, regs in enumerate(new)]
         latch = drain_bb
         b.branch(exit_bb)

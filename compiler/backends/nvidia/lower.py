@@ -50,6 +50,8 @@ class NvLowering:
         self.vec_hint: dict[tuple[int, ...], int] = {}
         self.layout_cache: dict[tuple[int, ...], LinearLayout] = {}
         self.hw_cache: dict[LinearLayout, list[ir.Value]] = {}
+        # (layout, shape) -> each register's offset from the thread's linear index (convert.py)
+        self.register_offsets: dict[tuple[LinearLayout, tuple[int, ...]], list[int] | None] = {}
         # regions of tl.extra.cuda.shared_memory, held for the whole program at the bottom of
         # shared memory (1024-byte aligned, in program order); everything else lies above them
         self.held: dict[Op, int] = {}
@@ -72,6 +74,7 @@ class NvLowering:
         self.inflight: dict[Value, None] = {}
         self.carry: dict[Value, LinearLayout] = {}  # yielded values this loop body may carry so
         self.carried = False  # some group was carried across a back edge (a second lowering can stop it)
+        self.complete: set[Value] = set()  # loop results whose in-flight group the loop's exit completed
         self.copy_barrier = False  # a carried group completed: barrier before refilling any slot
         self.staged_a: dict[Value, ir.Value] = {}  # loop-invariant wgmma A operands in shared memory
         # fp add/sub/mul may fuse into fma (as Triton and nvcc do by default): without `contract`
