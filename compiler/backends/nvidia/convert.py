@@ -15,7 +15,8 @@ from .tiles import GPUTile, num_regs, nv_type, reg_coords
 if TYPE_CHECKING:
     from .lower import NvLowering
 
-__all__ = ["convert", "linear_index", "register_map", "fold_or", "fold_add", "fold_mul", "spill", "through_shared"]
+__all__ = ["convert", "linear_index", "register_offsets", "thread_offsets", "register_map", "fold_or", "fold_add",
+           "fold_mul", "spill", "through_shared"]
 
 
 def _hw_bases(layout: LinearLayout, proj: set[int] | None = None) -> tuple[tuple[int, ...], ...]:
@@ -44,9 +45,56 @@ def register_map(src: LinearLayout, dst: LinearLayout, zero_dims: set[int]) -> l
     return out
 
 
+def register_offsets(layout: LinearLayout, shape: tuple[int, ...]) -> list[int] | None:
+    """Each register's part of the row-major linear index (in a tile of `shape`) of its element, when
+    no coordinate bit comes from both the lane/warp bases and the register bases: a coordinate is
+    then `hw | reg` = `hw + reg`, so a thread's linear index of register r is its own index (that of
+    register 0) plus this constant. None when some bit is shared."""
+    rank = len(shape)
+    hw_bits = [0] * rank
+    for name in (LANE, WARP):
+        for basis in layout.bases(name):
+            hw_bits = [m | v for m, v in zip(hw_bits, basis, strict=True)]
+    reg_bits = [0] * rank
+    for basis in layout.bases(REGISTER):
+        reg_bits = [m | v for m, v in zip(reg_bits, basis, strict=True)]
+    if any(h & g for h, g in zip(hw_bits, reg_bits, strict=True)):
+        return None
+    strides = _row_major_strides(shape)
+    return [sum(c * k for c, k in zip(reg_coords(layout, r), strides, strict=True)) for r in range(num_regs(layout))]
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    strides = [1] * len(shape)
+    for d in reversed(range(len(shape) - 1)):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return strides
+
+
+def thread_offsets(lw: NvLowering, layout: LinearLayout, shape: tuple[int, ...]) -> tuple[ir.Value, list[int]] | None:
+    """This thread's row-major linear index (i32, built where the builder stands: computed once in
+    the entry block it would stay live across the loops, one more register for the whole kernel)
+    and each register's constant offset from it (register_offsets), or None where the index does
+    not split. A spill of 128 accumulators is then one address and 128 constant offsets."""
+    key = (layout, shape)
+    if key not in lw.register_offsets:
+        lw.register_offsets[key] = register_offsets(layout, shape)
+    offs = lw.register_offsets[key]
+    if offs is None:
+        return None
+    hw = lw.hw_coords(layout)
+    base: ir.Value = ir.Constant(I32, 0)
+    for d, stride in enumerate(_row_major_strides(shape)):
+        base = fold_add(lw.b, base, fold_mul(lw.b, hw[d], stride))
+    return base, offs
+
+
 def linear_index(lw: NvLowering, layout: LinearLayout, r: int, shape: tuple[int, ...]) -> ir.Value:
     """Row-major linear index (i32) of register r's element for this thread."""
     b = lw.b
+    split = thread_offsets(lw, layout, shape)
+    if split is not None:
+        return fold_add(b, split[0], ir.Constant(I32, split[1][r]))
     hw = lw.hw_coords(layout)
     rc = reg_coords(layout, r)
     idx: ir.Value = ir.Constant(I32, 0)
@@ -99,8 +147,16 @@ def spill(lw: NvLowering, x: GPUTile, shape: tuple[int, ...], elem: T.ElemType) 
     size = 8 if isinstance(elem, T.PointerType) else max(1, elem.bits // 8)
     base = lw.scratch(n * size)
     lw.barrier()
-    for r, v in enumerate(x.regs):
-        smem_store(lw, base, linear_index(lw, x.layout, r, shape), v)
+    split = thread_offsets(lw, x.layout, shape)
+    if split is None:
+        for r, v in enumerate(x.regs):
+            smem_store(lw, base, linear_index(lw, x.layout, r, shape), v)
+    else:
+        b = lw.b
+        ty = I64 if isinstance(elem, T.PointerType) else nv_type(elem)
+        p = _addr(lw, base, split[0], ty)
+        for v, off in zip(x.regs, split[1], strict=True):
+            b.store(b.ptrtoint(v, I64) if isinstance(v.type, ir.PointerType) else v, _at(b, p, off))
     lw.barrier()
     return base
 
@@ -111,8 +167,17 @@ def through_shared(lw: NvLowering, x: GPUTile, src_shape: tuple[int, ...], dst: 
     base = spill(lw, x, src_shape, elem)
     ty = nv_type(elem)
     shape = dst.out_shape
-    regs = [smem_load(lw, base, linear_index(lw, dst, r, shape), ty) for r in range(num_regs(dst))]
-    return GPUTile(dst, regs)
+    split = thread_offsets(lw, dst, shape)
+    if split is None or isinstance(ty, ir.PointerType):
+        return GPUTile(dst, [smem_load(lw, base, linear_index(lw, dst, r, shape), ty) for r in range(num_regs(dst))])
+    b = lw.b
+    p = _addr(lw, base, split[0], ty)
+    return GPUTile(dst, [b.load(_at(b, p, off), typ=ty) for off in split[1]])
+
+
+def _at(b: ir.IRBuilder, p: ir.Value, off: int) -> ir.Value:
+    """`p` advanced by `off` elements (no instruction for 0)."""
+    return b.gep(p, [ir.Constant(I64, off)]) if off else p
 
 
 def smem_store(lw: NvLowering, base: ir.Value, idx: ir.Value, v: ir.Value) -> None:
