@@ -164,6 +164,25 @@ def test_a_pointer_swapped_for_another_tensor_in_a_loop_is_checked_against_every
     assert 0 in offsets and all(o % 32 in (0, 8) for o in offsets)  # no union: no descriptor ranges read
 
 
+@jit
+def forged_k(addr, val):
+    p = addr.to(tl.int64).to(tl.pointer_type(tl.int32), bitcast=True)
+    tl.store(p, tl.load(p + 1) + val)
+    tl.atomic_add(p + 2, val)
+
+
+def test_a_pointer_made_from_an_integer_with_no_tensor_to_be_inside_is_never_accessed() -> None:
+    """No tensor argument: no address is inside one, so each access is recorded as out of bounds
+    and not performed (predicated on a constant false, or gone), rather than performed unchecked."""
+    ptx = compile_for_signature(forged_k, {"addr": "i64", "val": "i32"}, {}, "cuda:sm_90a", 4, 3, True).asm["ptx"]
+    assert len(re.findall(r"cas\.b64\s+%rd\d+, \[__anvil_debug_err\]", ptx)) == 3  # load, store, atomic_add
+    never = set(re.findall(r"mov\.pred\s+(%p\d+), 0;", ptx))
+    data = [ln for ln in ptx.splitlines() if re.search(r"\b(ld|st|atom|red)\.(\w+\.)*global", ln)
+            and "__anvil_debug_err" not in ln and "ld.param" not in ln]
+    assert data and all(re.match(r"\s*@(%p\d+) ", ln) and re.match(r"\s*@(%p\d+) ", ln)[1] in never  # type: ignore[index]
+                        for ln in data), data
+
+
 # ---------------------------------------------------------------- host side, simulated record
 
 @jit(debug=True)

@@ -199,6 +199,42 @@ async def test_debug_launch_locates_the_access(client: Client) -> None:
     await next_call_works(client)
 
 
+# A pointer made from an integer argument: in a kernel with no tensor arguments there is no tensor for it to be
+# inside, and every access through it must be refused as out of bounds (not performed unchecked)
+FORGED = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def forged_kernel({params}addr, val):
+    p = addr.to(tl.int64).to(tl.pointer_type(tl.uint8), bitcast=True)
+    {body}
+"""
+FORGED_ACCESS = {
+    "store": "tl.store(p, val.to(tl.uint8))",
+    "load": "tl.store(p + 1, tl.load(p) + val.to(tl.uint8))",
+    "atomic_add": "tl.atomic_add(p.to(tl.pointer_type(tl.int32), bitcast=True), val)",
+    "atomic_cas": "tl.atomic_cas(p.to(tl.pointer_type(tl.int32), bitcast=True), 0, val)",
+}
+
+
+@pytest.mark.parametrize("with_tensor", [False, True], ids=["no_tensors", "beside_a_tensor"])
+@pytest.mark.parametrize("access", sorted(FORGED_ACCESS))
+async def test_pointer_made_from_an_integer_is_checked(client: Client, access: str, with_tensor: bool) -> None:
+    source = FORGED.format(params="x_ptr, " if with_tensor else "", body=FORGED_ACCESS[access])
+    args: dict[str, Any] = {"addr": 4096, "val": 1}
+    if with_tensor:
+        args["x_ptr"] = {"shape": [16]}
+    for debug in (False, True):
+        result, text = await call(client, "launch_kernel", {"source": source, "grid": [1], "args": args,
+                                                             "debug": debug})
+        assert result.is_error, f"an access through a forged pointer was performed: {text[:400]}"
+        assert "forged_kernel" in text and "bounds" in text.lower(), text[:600]
+        assert "SIGSEGV" not in text and "crash" not in text.lower(), text[:600]
+    await next_call_works(client)
+
+
 # --- paths ---------------------------------------------------------------------------------------------------
 
 

@@ -39,12 +39,11 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
     assert isinstance(pe, T.PointerType)
     if lw.debug:
         ok = bounds_ok(lw, op, op.operands[0], ptr)
-        if ok is not None:
-            bad = b.not_(ok) if mask is None else b.and_(mask, b.not_(ok))
-            lw.record_error(bad, 1, op, b.ptrtoint(ptr, I64), lw.root_arg(op.operands[0]))
-            mask = ok if mask is None else b.and_(mask, ok)
-            if other is None:
-                other = ir.Constant(rt, None)
+        bad = b.not_(ok) if mask is None else b.and_(mask, b.not_(ok))
+        lw.record_error(bad, 1, op, b.ptrtoint(ptr, I64), lw.root_arg(op.operands[0]))
+        mask = ok if mask is None else b.and_(mask, ok)
+        if other is None:
+            other = ir.Constant(rt, None)
     # volatile (or cache_modifier=".cv": polling a flag another program sets): a relaxed atomic
     # load, which LLVM must perform each time (a plain one may be hoisted out of a polling loop)
     volatile = bool(op.attrs.get("volatile"))
@@ -73,15 +72,16 @@ def emit_load(lw: Lowering, op: Op, ptr: ir.Value, mask: ir.Value | None, other:
     return phi
 
 
-def bounds_ok(lw: Lowering, op: Op, ptr_value: Value, ptr: ir.Value) -> ir.Value | None:
+def bounds_ok(lw: Lowering, op: Op, ptr_value: Value, ptr: ir.Value) -> ir.Value:
     """Checked mode: is `ptr` inside the tensor its pointer came from? A pointer of no single
-    provenance (a select of two tensors' pointers, a pointer swapped inside a loop) must be inside
-    one of the kernel's tensors. None: the kernel has no tensor arguments (nothing to check)."""
+    provenance (a select of two tensors' pointers, a pointer swapped inside a loop, one cast from an
+    integer) must be inside one of the kernel's tensors: in a kernel without tensor arguments, no
+    address is (every access is refused and reported)."""
     root = lw.checked_roots.get(ptr_value)
     indices = [lw.fn.args.index(root)] if root is not None else [
         i for i, a in enumerate(lw.fn.args) if isinstance(a.type, T.PointerType)]
     if not indices:
-        return None
+        return ir.Constant(ir.IntType(1), 0)
     b = lw.b
     p = b.ptrtoint(ptr, I64)
     pe = T.elem_of(op.operands[0].type)

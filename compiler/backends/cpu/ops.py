@@ -97,10 +97,9 @@ def _store(lw: Lowering, op: Op) -> None:
         m = lw.ev(mask_v, idx) if mask_v is not None and mask_v not in lw.true_masks else None
         if lw.debug:
             ok = bounds_ok(lw, op, ptr_v, p)
-            if ok is not None:
-                bad = b.not_(ok) if m is None else b.and_(m, b.not_(ok))
-                lw.record_error(bad, 1, op, b.ptrtoint(p, I64), lw.root_arg(ptr_v))
-                m = ok if m is None else b.and_(m, ok)
+            bad = b.not_(ok) if m is None else b.and_(m, b.not_(ok))
+            lw.record_error(bad, 1, op, b.ptrtoint(p, I64), lw.root_arg(ptr_v))
+            m = ok if m is None else b.and_(m, ok)
         def write() -> None:
             lw.b.store(x, p)
             note_write(lw)
@@ -141,10 +140,9 @@ def _atomic_rmw(lw: Lowering, op: Op) -> None:
         m = lw.ev(mask_v, idx) if mask_v is not None else None
         if lw.debug:
             ok = bounds_ok(lw, op, ptr_v, p)
-            if ok is not None:
-                lw.record_error(b.not_(ok) if m is None else b.and_(m, b.not_(ok)), 1, op, b.ptrtoint(p, I64),
-                                lw.root_arg(ptr_v))
-                m = ok if m is None else b.and_(m, ok)
+            lw.record_error(b.not_(ok) if m is None else b.and_(m, b.not_(ok)), 1, op, b.ptrtoint(p, I64),
+                            lw.root_arg(ptr_v))
+            m = ok if m is None else b.and_(m, ok)
         pre = b.block
         old: ir.Value
         rmw = _bf16_atomic_rmw if is_bf16 else (lambda b, k, p, x, o: b.atomic_rmw(k, p, x, o))

@@ -77,17 +77,17 @@ def checked_predicates(lw: NvLowering, op: Op, ptr_v: Value, addrs: list[ir.Valu
     """Debug mode: the access predicates of `addrs` (one per element, None: unconditional) with the
     bounds check folded in, after recording the first element that is not masked off and lies
     outside its tensor. `active` (None: every thread) limits which threads may record, e.g. to the
-    owner of each element. Pointers of unknown provenance are left unchecked, as on the CPU."""
+    owner of each element. A pointer of no single provenance must lie inside one of the kernel's
+    tensors: in a kernel without tensor arguments (its pointers made from integers) none does."""
     if not lw.debug:
         return preds
     st = _state(lw)
     idx = st.roots.get(ptr_v)
     # a pointer of no single provenance (swapped between tensors in a loop, read from a descriptor's
-    # words) must lie inside one of the kernel's tensors (or a host descriptor's tensor)
+    # words, cast from an integer) must lie inside one of the kernel's tensors (or a host
+    # descriptor's tensor)
     slots = [4 * idx] if idx is not None else [
         w for i, a in enumerate(lw.fn.args) if isinstance(a.type, T.PointerType) for w in (4 * i, 4 * i + 2)]
-    if not slots:
-        return preds
     ranges = [_bounds(lw, st, w) for w in slots]
     pe = T.elem_of(ptr_v.type)
     assert isinstance(pe, T.PointerType)
@@ -104,7 +104,8 @@ def checked_predicates(lw: NvLowering, op: Op, ptr_v: Value, addrs: list[ir.Valu
             if idx is None:  # an address at the top of the space wraps
                 inside = b.and_(inside, b.icmp_unsigned(">=", end, a))
             ok = inside if ok is None else b.or_(ok, inside)
-        assert ok is not None
+        if ok is None:  # no tensor to be inside
+            ok = ir.Constant(I1, 0)
         bad = b.not_(ok) if m is None else b.and_(m, b.not_(ok))
         bads.append((bad, a))
         out.append(ok if m is None else b.and_(m, ok))
