@@ -214,8 +214,18 @@ class _Evaluator:
         self.check_elements(node, elements, "elements of work space")
 
     def _apply(self, node: ast.AST, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        receiver = getattr(fn, "__self__", None)  # a tensor method's tensor
+        inputs = [t for a in (receiver, *args, *kwargs.values()) for t in tensors_in(a)]
+        before = [_version(t) for t in inputs]
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+            if any(_version(t) != v for t, v in zip(inputs, before, strict=True)):
+                # e.g. F.embedding(..., max_norm=) renormalizes its weight; F.relu(x, True) is in place:
+                # an argument's new values would be what the kernel reads, and what it is checked against
+                self.fail(node, "this call changed its argument in place",
+                          "References never write into tensors: drop the argument that makes the call "
+                          "work in place (inplace=True, or F.embedding's max_norm).")
+            return out
         except ToolInputError:
             raise
         except MemoryError:
@@ -309,6 +319,14 @@ class _Evaluator:
         if self.meta:
             self.check_workspace(node, func.attr, [receiver, *args], kwargs)
         return self.check_size(node, self._apply(node, getattr(receiver, func.attr), *args, **kwargs))
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """The tensor's in-place write counter (every in-place op bumps it); None where not kept."""
+    try:
+        return int(t._version)
+    except RuntimeError:  # an inference-mode tensor keeps none
+        return None
 
 
 def check_sizes(

@@ -339,8 +339,8 @@ class _Validator(ast.NodeVisitor):
         for kw in node.keywords:
             if kw.arg is None:
                 self.fail(kw.value, "`**` unpacking is not supported")
-            if kw.arg == "out":
-                self.fail(kw.value, "keyword `out=` is not allowed", "References never write into tensors.")
+            if kw.arg in ("out", "inplace"):
+                self.fail(kw.value, f"keyword `{kw.arg}=` is not allowed", "References never write into tensors.")
         if isinstance(func, ast.Name):
             if func.id not in BUILTINS:
                 self.fail(

@@ -140,3 +140,24 @@ def test_a_listed_name_that_is_not_a_function_is_refused_where_the_server_valida
         parse_reference("torch.float16(x)", names=["x"])
     with pytest.raises(ToolInputError, match="torch.frobnicate is not an allowed function"):
         parse_reference("torch.frobnicate(x)", names=["x"])
+
+
+@pytest.mark.parametrize("expression", [
+    "F.embedding(torch.arange(4), w, max_norm=1.0)",  # renormalizes the rows of its weight in place
+    "F.relu(w, True)",  # inplace given by position
+    "F.embedding(torch.arange(4), w, None, 0.5)",  # max_norm given by position
+])
+def test_a_call_that_writes_into_its_argument_is_refused_and_the_argument_kept(expression: str) -> None:
+    """A reference runs on the launch's own inputs before the kernel does: a call that changed one
+    in place would change what the kernel reads and what it is checked against."""
+    w = torch.randn(4, 3) * 10
+    kept = w.clone()
+    with pytest.raises(ToolInputError, match="changed its argument in place") as info:
+        evaluate_expression(expression, {"w": w})
+    assert "inplace=True, or F.embedding's max_norm" in str(info.value)
+    assert torch.equal(w, kept)  # refused by the sizing pass, on meta tensors, before any real call
+
+
+def test_inplace_keyword_is_refused_by_the_validator() -> None:
+    with pytest.raises(ToolInputError, match="keyword `inplace=` is not allowed"):
+        parse_reference("F.relu(w, inplace=True)", names=["w"])
