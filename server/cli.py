@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         help="let tools read kernel files and quantize_weights read and write weights under DIR (repeatable; "
         "default: ANVIL_ALLOWED_PATHS, os.pathsep-separated; with neither, no tool reads or writes files)",
     )
-    p_serve.add_argument("--launch-timeout", type=float, default=None, help="seconds per launch (default 30)")
+    p_serve.add_argument("--launch-timeout", type=float, default=None,
+                         help="seconds of launching per launch_kernel call, its variants included (default 30)")
     p_serve.add_argument("--max-concurrent", type=int, default=None, help="tool calls in flight (default 32)")
     p_serve.add_argument(
         "--compile-memory", type=int, default=None, metavar="BYTES",

@@ -10,6 +10,7 @@ checks. This module does not import torch or the compiler: the server process ru
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -220,18 +221,21 @@ async def launch_kernel(rt: Runtime, req: LaunchRequest, progress: Progress | No
     progress = progress or noop_progress
     record = await resolve_kernel(rt, req, progress)
     plan = plan_launch(rt, req, record)
+    # launch_timeout_s holds for the call: the variants' launches share what the first one left
+    deadline = time.monotonic() + rt.limits.launch_timeout_s
     out = await rt.executor.run(
         plan.device, "launch", plan.payload(rt), timeout=rt.limits.launch_timeout_s, progress=progress
     )
     result = LaunchResult.model_validate(out)
     if req.variants:
-        result = await _launch_variants(rt, req, result, progress)
+        result = await _launch_variants(rt, req, result, progress, deadline)
     return result
 
 
-async def _launch_variants(rt: Runtime, req: LaunchRequest, first: LaunchResult, progress: Progress) -> LaunchResult:
-    """Launch and check each argument set of ``req.variants`` as the first launch was; the result's
-    ``passed`` and summary then speak for all of them."""
+async def _launch_variants(rt: Runtime, req: LaunchRequest, first: LaunchResult, progress: Progress,
+                           deadline: float) -> LaunchResult:
+    """Launch and check each argument set of ``req.variants`` as the first launch was, within the
+    call's launch time (`deadline`); the result's ``passed`` and summary then speak for all of them."""
     assert req.variants
     variants: list[VariantResult] = []
     for i, changes in enumerate(req.variants):
@@ -245,9 +249,14 @@ async def _launch_variants(rt: Runtime, req: LaunchRequest, first: LaunchResult,
         try:
             record = await resolve_kernel(rt, sub, progress)
             plan = plan_launch(rt, sub, record)
-            out = await rt.executor.run(
-                plan.device, "launch", plan.payload(rt), timeout=rt.limits.launch_timeout_s, progress=progress
-            )
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolInputError(
+                    f"the call's launches took its whole launch time ({rt.limits.launch_timeout_s:g} s, "
+                    f"launch_timeout_s, which holds for a call with all its variants) before this one ran. "
+                    f"Pass fewer or smaller variants per call, or raise the limit (anvil serve --launch-timeout)."
+                )
+            out = await rt.executor.run(plan.device, "launch", plan.payload(rt), timeout=left, progress=progress)
         except ToolInputError as exc:
             exc.message = f"variants[{i}] ({_describe_changes(changes)}): {exc.message}"
             exc.args = (exc.message,)

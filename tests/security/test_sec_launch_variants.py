@@ -47,3 +47,34 @@ async def test_grid_shape_reads_are_bounded(client: Client, grid: str, message: 
     result, text = await call(client, "launch_kernel", GOOD | {"grid": [grid]})
     assert_clear_error(result, text, message)
     await next_call_works(client)
+
+
+SPIN = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def spin_kernel(out_ptr, n):
+    acc = n * 0
+    for i in range(n):
+        acc = acc * 1103515245 + i
+    tl.store(out_ptr, acc)
+"""
+
+
+async def test_variants_share_the_calls_launch_time(client: Client) -> None:
+    """launch_timeout_s (8 s here) holds for a call: variants cannot each take it again."""
+    out = {"out_ptr": {"shape": [1], "dtype": "int64", "init": "empty"}}
+    probe = 1 << 32  # an i64 trip count: calibrate one launch's time
+    result, text = await call(client, "launch_kernel", {"source": SPIN, "grid": [1], "args": {**out, "n": probe}})
+    assert not result.is_error, text
+    per_iteration_ms = result.structured_content["elapsed_ms"] / probe
+    n = max(probe, int(3000 / per_iteration_ms))  # about 3 s a launch: 5 launches would take 15 s
+    start = time.monotonic()
+    result, text = await call(client, "launch_kernel", {"source": SPIN, "grid": [1], "args": {**out, "n": n},
+                                                         "variants": [{"n": n + k} for k in range(1, 5)]})
+    took = time.monotonic() - start
+    assert result.is_error and ("launch_timeout_s" in text or "did not finish within" in text), text[:600]
+    assert took < 8 + 5, f"the call ran {took:.1f} s, past its launch time"
+    await next_call_works(client)
