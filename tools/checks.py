@@ -212,6 +212,15 @@ def reference_shape_error(name: str, expected: Any, out: torch.Tensor, expressio
         kind = type(expected).__name__
         return f"reference for {name!r} evaluates to a {kind}, not a tensor or number: {expression}"
     shape = tuple(expected.shape) if isinstance(expected, torch.Tensor) else ()
+    if isinstance(expected, torch.Tensor) and expected.dim() == 0 and out.numel() > 1:
+        # a number fills the output; a 0-d tensor is a reduction's result, for a whole output most
+        # likely a reduction too many (a row sum for every row, written as a total)
+        return (
+            f"reference for {name!r} is a single value (a 0-d tensor, e.g. a reduction over every element) but "
+            f"{name} has shape {list(out.shape)}; make the expression produce the output's shape (reduce along a "
+            f"dim, e.g. .sum(dim=-1)), or if every element should equal that value, say so: "
+            f"({expression}).expand({list(out.shape)})."
+        )
     try:
         torch.broadcast_shapes(shape, tuple(out.shape))
         if len(shape) <= out.dim() and torch.broadcast_shapes(shape, tuple(out.shape)) == out.shape:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tools.compile import ensure_compiled, get_record, plan_compile
 from tools.errors import ToolInputError, listed, quoted
-from tools.executor import Progress, device_for, noop_progress, resolve_target
+from tools.executor import Progress, device_for, gpu_available, noop_progress, resolve_target
 from tools.grid import evaluate_grid
 from tools.models import LaunchRequest, LaunchResult, VariantResult
 from tools.reference_program import parse_reference_text
@@ -204,6 +204,13 @@ def plan_launch(rt: Runtime, req: LaunchRequest, record: KernelRecord, *, copies
         if name not in tensors:
             raise ToolInputError(f"outputs names {name!r}, which is not a tensor argument.")
     ordered = {n: req.args[n] for n in record.runtime_args}
+    device = device_for(record.spec.target)
+    if device != "cpu" and not gpu_available():
+        raise ToolInputError(
+            f"target {record.spec.target!r} needs a GPU, and this machine has none that torch can use: kernels "
+            f"run here on the CPU backend. Launch with target='cpu' (or 'auto'); compile_kernel still compiles "
+            f"for {record.spec.target!r} (PTX, resources, diagnostics) without launching."
+        )
     return LaunchPlan(
         record,
         grid,
@@ -212,7 +219,7 @@ def plan_launch(rt: Runtime, req: LaunchRequest, record: KernelRecord, *, copies
         outputs or tensors,
         req.atol,
         req.rtol,
-        device_for(record.spec.target),
+        device,
     )
 
 

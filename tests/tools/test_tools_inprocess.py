@@ -13,6 +13,7 @@ from server.demo import VECTOR_ADD
 from tools.bench import benchmark
 from tools.compile import compile_kernel, read_artifact
 from tools.errors import ToolInputError
+from tools.executor import gpu_available
 from tools.launch import launch_kernel
 from tools.limits import Limits
 from tools.models import BenchmarkRequest, CompileRequest, LaunchRequest
@@ -157,6 +158,7 @@ def test_launch_by_id_with_other_dtype_recompiles(rt: Runtime) -> None:
         ({"reference": {"out_ptr": "out_ptr * 2"}}, "has init 'empty'"),
         ({"reference": {"out_ptr": "x_ptr.__class__"}}, "attribute '__class__' is not allowed"),
         ({"reference": {"out_ptr": "x_ptr[:10]"}}, "has shape [10] but out_ptr has shape [1000]"),
+        ({"reference": {"out_ptr": "(x_ptr + y_ptr).sum()"}}, "is a single value (a 0-d tensor"),
         ({"grid": ["cdiv(n, BLOCK) * 100000"]}, "the limit is 4096"),
         ({"kernel_id": "k0000"}, "pass either kernel_id or source"),
     ],
@@ -172,6 +174,15 @@ def test_launch_errors(rt: Runtime, change: dict[str, Any], message: str) -> Non
     with pytest.raises(ToolInputError) as info:
         run(launch_kernel, rt, LaunchRequest.model_validate(fields))
     assert message in str(info.value)
+
+
+@pytest.mark.skipif(gpu_available(), reason="the machine has a GPU")
+def test_launch_on_a_gpu_target_without_a_gpu_says_so(rt: Runtime) -> None:
+    req = LaunchRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, grid=["cdiv(n, BLOCK)"], args=ARGS,
+                        target="cuda")
+    with pytest.raises(ToolInputError, match="needs a GPU, and this machine has none") as info:
+        run(launch_kernel, rt, req)
+    assert "compile_kernel still compiles" in str(info.value)
 
 
 def test_unknown_kernel_id(rt: Runtime) -> None:
