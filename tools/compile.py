@@ -266,7 +266,11 @@ async def read_artifact(
     record = get_record(rt, kernel_id)
     await ensure_artifacts(rt, record, [artifact])
     count = min(max_lines or rt.limits.artifact_page_lines, rt.limits.max_artifact_page_lines)
-    return artifact_page(record, artifact, start_line, max(1, count))
+    page = artifact_page(record, artifact, start_line, max(1, count))
+    if start_line > max(1, page.total_lines):
+        raise ToolInputError(f"start_line={start_line} is past the end of {artifact!r}, which has "
+                             f"{page.total_lines} line(s); read from start_line=1.")
+    return page
 
 
 def list_kernels(rt: Runtime, name: str | None = None, limit: int = 50) -> KernelList:
@@ -382,8 +386,13 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
             problems.append(f"signature names {quoted(name)}, which is not a parameter of {kernel_name}")
     for name in spec.constexprs:
         if name not in constexpr_names:
-            kind = "a runtime parameter (pass it in args)" if name in arg_names else "not a parameter"
-            problems.append(f"constexprs has {quoted(name)}, which is {kind} of {kernel_name}")
+            if name in arg_names:
+                problems.append(
+                    f"constexprs has {quoted(name)}, which is a runtime parameter of {kernel_name}: if it is a "
+                    f"compile-time value (a block size, a flag), annotate it `{name}: tl.constexpr` in the kernel; "
+                    f"else pass it in args")
+            else:
+                problems.append(f"constexprs has {quoted(name)}, which is not a parameter of {kernel_name}")
     missing = [n for n in constexpr_names if n not in spec.constexprs]
     if missing:
         example = ", ".join(f"'{n}': ..." for n in missing)

@@ -116,7 +116,7 @@ def compile_source(source: str, kernel: str | None = None, *, filename: str = "<
     if kernel is None:
         if len(funcs) > 1:
             raise E.ArgumentError(f"the source defines several kernels ({', '.join(funcs)}); "
-                                  "say which one with kernel=...")
+                                  "say which one (kernel_name=... in the tools, kernel=... in compile_source)")
         return next(iter(funcs.values()))
     if kernel not in funcs:
         raise E.ArgumentError(f"no @jit function named {kernel!r} in the source "

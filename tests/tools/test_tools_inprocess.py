@@ -50,11 +50,20 @@ def test_compile_is_cached_by_content(rt: Runtime) -> None:
         assert page.next_page and "start_line=4" in page.next_page
         nxt = run(read_artifact, rt, first.kernel_id, "tir", 4, 3)
         assert nxt.start_line == 4
+    with pytest.raises(ToolInputError, match=r"start_line=100000 is past the end of 'tir', which has \d+ line"):
+        run(read_artifact, rt, first.kernel_id, "tir", 100000, 3)
     other = run(compile_kernel, rt, CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 128}))
     assert other.kernel_id != first.kernel_id
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (CUDA toolkit or triton package)")
+def test_a_block_size_not_annotated_constexpr_is_named_as_such(rt: Runtime) -> None:
+    source = VECTOR_ADD.replace("BLOCK: tl.constexpr", "BLOCK")
+    assert source != VECTOR_ADD
+    with pytest.raises(ToolInputError, match=r"annotate it `BLOCK: tl.constexpr` in the kernel; else pass it in args"):
+        run(compile_kernel, rt, CompileRequest(source=source, constexprs={"BLOCK": 256}))
+
+
 def test_compile_for_the_gpu_with_a_register_cap(rt: Runtime) -> None:
     """maxnreg reaches the PTX (and the kernel_id); out of range it is refused before compiling."""
     req = CompileRequest(source=VECTOR_ADD, constexprs={"BLOCK": 256}, target="cuda:sm_90a", artifacts=["ptx"],
