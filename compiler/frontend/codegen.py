@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import errors as E
+from .. import language
 from ..ir import types as T
 from ..ir.builder import Builder
 from ..ir.core import Block, Location
@@ -41,7 +42,7 @@ from .closed import (
 )
 from .pybuiltins import PY_BUILTIN_IDS, PY_BUILTINS, REFUSED_BUILTINS, python_builtin
 from .semantic import Semantic
-from .source import FunctionSource, is_constexpr_annotation
+from .source import UNKNOWN_IMPORTS, FunctionSource, is_constexpr_annotation
 from .values import (
     UNKNOWN,
     BlockPointer,
@@ -164,6 +165,11 @@ class CodeGenerator(ast.NodeVisitor):
                              "kernel code can call tl.* functions, @jit functions and len, min, max, int, float, "
                              "bool, abs, round, str, tuple, list, isinstance, getattr, hasattr, enumerate, zip, "
                              "range and print")
+        module = g.get(UNKNOWN_IMPORTS, {}).get(name)
+        if module is not None:
+            raise self.error(E.UnsupportedError, node, f"{name!r} is the module {module!r}, which kernels cannot use",
+                             "a kernel is compiled to device code: use tl.* functions in its place (tl.exp, "
+                             "tl.sqrt, tl.math.erf, tl.where, tl.sum, tl.zeros, ...); see language_reference")
         raise self.error(E.UndefinedNameError, node, f"name {name!r} is not defined",
                          "define it before use, pass it as a parameter, or make it a module-level constant")
 
@@ -256,8 +262,11 @@ class CodeGenerator(ast.NodeVisitor):
                              "(language_reference) for the names of tl, tl.math and tl.extra")
         value = value_attribute(base, attr)
         if value is MISSING:
+            hint = ("lists and tuples in a kernel are compile-time values that do not change: accumulate into a "
+                    "tile (acc = tl.zeros([BLOCK], tl.float32); acc += ...) or build a new tuple (t = t + (x,))"
+                    if isinstance(base, (list, tuple)) else "")
             raise self.error(E.UndefinedNameError, node, f"{_describe(base)} has no attribute {attr!r} a kernel "
-                             "can use")
+                             "can use", hint)
         return value
 
     # ------------------------------------------------------------------ operators
@@ -460,7 +469,11 @@ class CodeGenerator(ast.NodeVisitor):
             return python_builtin(self, fn, args, kwargs, node)
         if allowed_function(fn):
             if not compile_time or not all(isinstance(_unwrap(a), (int, float)) for a in [*args, *kwargs.values()]):
-                raise self.error(E.ConstexprError, node, f"{_describe(fn)}() takes compile-time numbers")
+                name = getattr(fn, "__name__", "")
+                device = next((f"{where}.{name}" for where, mod in (("tl", language), ("tl.math", language.math))
+                               if callable(getattr(mod, name, None))), "the tl / tl.math functions")
+                raise self.error(E.ConstexprError, node, f"{_describe(fn)}() takes compile-time numbers",
+                                 f"on tensor values use {device}")
             return check_value(fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
         raise self.error(E.UnsupportedError, node, f"cannot call {_describe(fn)} inside a kernel",
                          "only tl.* functions, @jit functions and a few Python builtins (len, min, max, "

@@ -18,6 +18,11 @@ from .limits import MAX_AST_DEPTH, LimitError, too_deep
 __all__ = ["FunctionSource", "parse_function", "is_constexpr_annotation"]
 
 
+# the key, in a source text module's names, of the names it bound to modules kernels cannot use
+# (numpy, torch): not an identifier, so no kernel can name it
+UNKNOWN_IMPORTS = "<imports of modules kernels cannot use>"
+
+
 @dataclass(eq=False)
 class FunctionSource:
     """A parsed kernel function. `globals` resolves free names (never executed for source text)."""

@@ -12,7 +12,7 @@ from ..runtime.function import register_source_lines
 from ..runtime.jit import JITFunction
 from .closed import LimitError, module_export
 from .constants import NotConstant, decorator_name, module_constant
-from .source import parse_text
+from .source import UNKNOWN_IMPORTS, parse_text
 
 __all__ = ["load_text_module", "compile_source", "MODULE_MAP"]
 
@@ -51,6 +51,9 @@ def load_text_module(text: str, filename: str) -> dict[str, Any]:
     register_source_lines(filename, text)
     lines = text.splitlines()
     ns: dict[str, Any] = {}
+    # names bound to modules kernels cannot use (numpy, torch, ...): a kernel naming one is told so
+    unknown: dict[str, str] = {}
+    ns[UNKNOWN_IMPORTS] = unknown
     funcs: dict[str, JITFunction] = {}
     for node in tree.body:
         if isinstance(node, ast.Import):
@@ -59,10 +62,14 @@ def load_text_module(text: str, filename: str) -> dict[str, Any]:
                 if a.asname:
                     if mod is not None:
                         ns[a.asname] = mod
+                    else:
+                        unknown[a.asname] = a.name
                 else:
                     top = _module(a.name.split(".")[0])
                     if top is not None:
                         ns[a.name.split(".")[0]] = top
+                    else:
+                        unknown[a.name.split(".")[0]] = a.name
         elif isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 sub = _module(f"{node.module}.{a.name}")

@@ -323,3 +323,35 @@ def test_the_documented_memory_orders_and_scopes_compile() -> None:
                     tl.atomic_add(x_ptr, 1.0, sem={sem!r}, scope={scope!r})
                 """)
             assert f'sem="{sem or "acq_rel"}"' in ck.asm["tir"] and f'scope="{scope or "gpu"}"' in ck.asm["tir"]
+
+
+_HOST_CALLS = """
+import numpy as np
+import math
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + o)
+    {line}
+    tl.store(x_ptr + o, x)
+"""
+
+
+@pytest.mark.parametrize(("line", "error", "words"), [
+    ("x = np.exp(x)", E.UnsupportedError, ["'np' is the module 'numpy', which kernels cannot use", "tl.exp"]),
+    ("x = math.exp(x)", E.ConstexprError, ["exp() takes compile-time numbers", "on tensor values use tl.exp"]),
+    ("x = math.erf(x)", E.ConstexprError, ["on tensor values use tl.erf"]),
+    ("acc = []; acc.append(x)", E.UndefinedNameError, ["has no attribute 'append'", "accumulate into a tile"]),
+])
+def test_host_library_calls_in_a_kernel_point_to_the_tl_functions(line: str, error: type, words: list[str]) -> None:
+    src = _HOST_CALLS.format(line=line)
+    with pytest.raises(error) as info:
+        compiler.compile_source(src, kernel="k").compile({"x_ptr": "*fp32"}, {"BLOCK": 16}, target="cpu")
+    text = str(info.value)
+    assert "<kernel>:12:" in text and line.split(";")[-1].strip() in text, text
+    for w in words:
+        assert w in text, text
