@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from tools.arg_kinds import argument_kind_mistake
+from tools.arg_kinds import argument_kind_mistake, assumed_type
 from tools.errors import ToolInputError, listed, quoted
 from tools.executor import Progress, Report, WorkerState, noop_progress, resolve_target
 from tools.models import ArtifactPage, CompileRequest, CompileResult, Diagnostic, KernelEntry, KernelList, Resources
-from tools.specs import Scalar, check_signature_type
+from tools.specs import ConstexprValue, check_signature_type
 from tools.store import CompileSpec, KernelRecord
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def plan_compile(
     kernel_name: str | None = None,
     signature: dict[str, str] | None = None,
     hints: dict[str, str] | None = None,
-    constexprs: dict[str, Scalar] | None = None,
+    constexprs: dict[str, ConstexprValue] | None = None,
     target: str = "auto",
     num_warps: int | None = None,
     num_stages: int | None = None,
@@ -328,21 +328,6 @@ def compile_error(exc: BaseException) -> ToolInputError:
 
 
 # words of a parameter's name that, by convention, hold a float (sm_scale, eps, dropout_p, lr, softcap ...)
-_FLOAT_WORDS = frozenset({"scale", "eps", "epsilon", "alpha", "beta", "lr", "momentum", "decay", "temperature",
-                          "temp", "sigma", "std", "p", "prob", "rate", "theta", "softcap", "cap", "factor", "mult",
-                          "slope", "weight_decay", "clip", "threshold", "tau", "inv", "rscale"})
-
-
-def _assumed_type(name: str) -> str:
-    """The type compile_kernel assumes for a parameter given no signature: a float32 pointer for names
-    with `ptr`, fp32 for names made of float words (sm_scale, eps, dropout_p), else i32."""
-    lower = name.lower()
-    if "ptr" in lower:
-        return "*fp32"
-    words = [w for w in lower.split("_") if w]
-    return "fp32" if any(w in _FLOAT_WORDS for w in words) else "i32"
-
-
 def load_kernel(source: str, kernel_name: str | None) -> Any:
     """compiler.compile_source with compile errors turned into ToolInputError."""
     # deferred: start-up cost: the compiler (about 0.2 s); the server process imports this module and never compiles
@@ -403,7 +388,7 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
     notes: list[dict[str, Any]] = []
     signature: dict[str, str] = {}
     for name in runtime:
-        signature[name] = spec.signature.get(name) or spec.hints.get(name) or _assumed_type(name)
+        signature[name] = spec.signature.get(name) or spec.hints.get(name) or assumed_type(name)
     assumed = {n: t for n, t in signature.items() if n not in spec.signature and n not in spec.hints}
     if assumed:
         given = ", ".join(f"{n}: {t}" for n, t in assumed.items())

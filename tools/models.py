@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tools.specs import ArgValue, Scalar
+from tools.specs import ArgValue, ConstexprValue
 
 _TARGET_RE = re.compile(r"^(auto|cpu|cuda(:sm_\d+a?)?|amd(:gfx[0-9a-f]+)?)$")
 
@@ -38,8 +38,9 @@ Signature = Annotated[
     ),
 ]
 Constexprs = Annotated[
-    dict[str, Scalar] | None,
-    Field(description="Values of the tl.constexpr parameters, e.g. {'BLOCK': 1024}."),
+    dict[str, ConstexprValue] | None,
+    Field(description="Values of the tl.constexpr parameters: numbers, booleans or short strings, e.g. "
+          "{'BLOCK': 1024, 'ACTIVATION': 'leaky_relu'}."),
 ]
 Target = Annotated[
     str,
@@ -173,7 +174,8 @@ class BenchConfig(BaseModel):
     """One variant to time: constexpr values and launch options layered over the base kernel."""
 
     model_config = ConfigDict(extra="forbid")
-    constexprs: Annotated[dict[str, Scalar], Field(description="Constexpr overrides, e.g. {'BLOCK': 512}.")] = {}
+    constexprs: Annotated[dict[str, ConstexprValue],
+                          Field(description="Constexpr overrides, e.g. {'BLOCK': 512}.")] = {}
     num_warps: NumWarps = None
     num_stages: NumStages = None
     maxnreg: MaxNReg = None
@@ -263,7 +265,7 @@ class CompileResult(BaseModel):
     target: Annotated[str, _d("The resolved target, e.g. 'cpu' or 'cuda:sm_90a'.")]
     cached: Annotated[bool, _d("True when this exact compile was already done.")]
     signature: Annotated[dict[str, str], _d("The argument types used, by parameter name.")]
-    constexprs: Annotated[dict[str, Scalar], _d("The values of the tl.constexpr parameters compiled in.")]
+    constexprs: Annotated[dict[str, ConstexprValue], _d("The values of the tl.constexpr parameters compiled in.")]
     compile_ms: Annotated[dict[str, float], _d(
         "Milliseconds per stage (frontend, passes, llvm_ir, llvm_opt, codegen on the CPU; llvm_opt_ptx, ptxas on "
         "CUDA; cache_load when the disk cache had it) and total.")]
@@ -320,7 +322,7 @@ class LaunchResult(BaseModel):
     target: Annotated[str, _d("The resolved target.")]
     device: Annotated[str, _d("Where it ran, e.g. 'cpu' or 'cuda:0'.")]
     signature: Annotated[dict[str, str], _d("The argument types it was compiled for, by parameter name.")] = {}
-    constexprs: Annotated[dict[str, Scalar], _d("The constexpr values it was compiled with.")] = {}
+    constexprs: Annotated[dict[str, ConstexprValue], _d("The constexpr values it was compiled with.")] = {}
     grid: Annotated[list[int], _d("Programs per axis, evaluated.")]
     outputs: Annotated[dict[str, TensorStats], _d("Stats of the output tensors after the launch.")]
     checks: Annotated[dict[str, CheckResult], _d("Comparison with each reference.")]
@@ -425,7 +427,7 @@ class KernelEntry(BaseModel):
     kernel_name: Annotated[str, _d("The @jit function.")]
     target: Annotated[str, _d("The resolved target.")]
     signature: Annotated[dict[str, str], _d("Argument types by parameter name.")]
-    constexprs: Annotated[dict[str, Scalar], _d("Constexpr values compiled in.")]
+    constexprs: Annotated[dict[str, ConstexprValue], _d("Constexpr values compiled in.")]
     options: Annotated[dict[str, Any], _d("num_warps, num_stages, maxnreg, cluster_dims, debug where set.")]
     source_lines: Annotated[int, _d("Lines of its source (read it with read_artifact(kernel_id, 'source')).")]
     age_s: Annotated[float, _d("Seconds since it was compiled.")]

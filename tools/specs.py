@@ -20,7 +20,16 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from tools.errors import ToolInputError
 from tools.limits import Limits
@@ -197,6 +206,8 @@ class TensorSpec(BaseModel):
 
 
 Scalar = bool | int | float
+# a tl.constexpr's value: a scalar, or a short string (e.g. ACTIVATION="leaky_relu")
+ConstexprValue = bool | int | float | Annotated[str, StringConstraints(max_length=128)]
 
 
 def _arg_kind(value: Any) -> str:

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from tools.specs import Scalar
+from tools.specs import ConstexprValue
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class CompileSpec:
     kernel_name: str | None
     signature: dict[str, str]  # types the caller gave, by parameter
     hints: dict[str, str]  # types implied by launch args, used where the caller gave none
-    constexprs: dict[str, Scalar]
+    constexprs: dict[str, ConstexprValue]
     target: str
     num_warps: int | None = None
     num_stages: int | None = None

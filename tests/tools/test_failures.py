@@ -99,3 +99,40 @@ def test_only_type_errors_are_retried_with_the_other_kind() -> None:
 
     failure = {"kind": "LimitError", "message": "compile-time work passed its limit", "line": 3}
     assert argument_kind_mistake(None, None, {"n": "*fp32"}, {}, "k", failure) is None  # type: ignore[arg-type]
+
+
+_SCALE = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(X, Out, alpha, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(Out + offs, tl.load(X + offs, mask=mask) * alpha, mask=mask)
+"""
+
+
+def test_a_tensor_parameter_assumed_a_scalar_by_its_name_is_named(rt: Runtime) -> None:
+    """compile_kernel with no types: X and Out have no 'ptr' in their names, so they were taken for
+    scalars; the error says so at the parameter and gives the signature that fixes it."""
+    with pytest.raises(ToolInputError) as info:
+        anyio.run(compile_kernel, rt, CompileRequest(source=_SCALE, constexprs={"BLOCK": 64}))
+    message = info.value.message
+    assert message.startswith("no types were given for 'X', 'Out', so they were assumed scalars (X: i32, Out: i32"), \
+        message
+    assert "pass signature={'X': '*fp32', 'Out': '*fp32'}" in message and info.value.data["arguments"] == ["X", "Out"]
+    ok = anyio.run(compile_kernel, rt, CompileRequest(source=_SCALE, constexprs={"BLOCK": 64},
+                                                      signature={"X": "*fp32", "Out": "*fp32"}))
+    assert ok.signature["alpha"] == "fp32"
+
+
+def test_a_tensor_for_a_float_scalar_suggests_a_float(rt: Runtime) -> None:
+    args = {"X": {"shape": [300]}, "Out": {"shape": [300], "init": "empty"}, "alpha": {"shape": [1]}, "n": 300}
+    req = LaunchRequest(source=_SCALE, constexprs={"BLOCK": 64}, grid=["cdiv(300, BLOCK)"], args=args)
+    with pytest.raises(ToolInputError) as info:
+        anyio.run(launch_kernel, rt, req)
+    message = info.value.message
+    assert message.startswith("args['alpha']: a tensor spec was given, but scale_kernel uses alpha as a scalar")
+    assert 'give a number, e.g. "alpha": 1.0 (or signature={"alpha": "fp32"}' in message, message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -279,7 +280,7 @@ def test_a_variant_naming_an_unknown_argument_is_refused(rt: Runtime) -> None:
 
 def test_float_parameters_are_assumed_by_their_names() -> None:
     """With no signature, sm_scale, eps and dropout_p are assumed fp32 (not i32), pointers *fp32, others i32."""
-    from tools.compile import _assumed_type
+    from tools.arg_kinds import assumed_type as _assumed_type
 
     assert [_assumed_type(n) for n in ("sm_scale", "eps", "dropout_p", "softcap", "x_ptr", "n_cols", "stride_m",
                                        "seed", "BLOCK_ROWS")] == ["fp32"] * 4 + ["*fp32"] + ["i32"] * 4
@@ -288,3 +289,16 @@ def test_float_parameters_are_assumed_by_their_names() -> None:
     assert src != VECTOR_ADD
     result = run(compile_kernel, Runtime(), CompileRequest(source=src, constexprs={"BLOCK": 256}))
     assert result.signature["sm_scale"] == "fp32" and "sm_scale: fp32" in result.diagnostics[0].message
+
+
+def test_a_string_constexpr_is_accepted_and_bounded(rt: Runtime) -> None:
+    """Triton kernels take strings as constexprs (the matmul example's ACTIVATION)."""
+    source = (Path(__file__).resolve().parents[2] / "examples" / "matmul.py").read_text()
+    consts: dict[str, Any] = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
+    plain = run(compile_kernel, rt, CompileRequest(source=source, kernel_name="matmul_kernel",
+                                                   constexprs={**consts, "ACTIVATION": ""}, target="cpu"))
+    leaky = run(compile_kernel, rt, CompileRequest(source=source, kernel_name="matmul_kernel",
+                                                   constexprs={**consts, "ACTIVATION": "leaky_relu"}, target="cpu"))
+    assert plain.kernel_id != leaky.kernel_id and leaky.constexprs["ACTIVATION"] == "leaky_relu"
+    with pytest.raises(ValidationError, match="at most 128 characters"):
+        CompileRequest(source=source, constexprs={**consts, "ACTIVATION": "x" * 129})

@@ -35,7 +35,7 @@ from tools.generate.translate import Translator
 from tools.launch import launch_kernel
 from tools.models import BenchmarkRequest, CompileRequest, LaunchRequest
 from tools.reference_program import Program, inline, parse_program
-from tools.specs import DTYPES, TensorSpec, check_args_limits, signature_of
+from tools.specs import DTYPES, ConstexprValue, TensorSpec, check_args_limits, signature_of
 
 if TYPE_CHECKING:
     from tools.runtime import Runtime
@@ -63,8 +63,9 @@ async def generate_kernel(rt: Runtime, req: GenerateRequest, progress: Progress 
     plan, kernel = await anyio.to_thread.run_sync(functools.partial(_write, rt, req, target))
     fused = plan.fused
     await progress(1, 4, f"compiling {kernel.name}")
+    blocks: dict[str, ConstexprValue] = dict(plan.blocks)
     compiled = await compile_kernel(rt, CompileRequest(
-        source=kernel.source, kernel_name=kernel.name, signature=plan.signature(kernel), constexprs=plan.blocks,
+        source=kernel.source, kernel_name=kernel.name, signature=plan.signature(kernel), constexprs=blocks,
         target=target, num_warps=plan.num_warps, num_stages=plan.num_stages))
     launch = GeneratedLaunch(kernel_id=compiled.kernel_id, grid=plan.grid, args=plan.launch_args(kernel),
                              reference=plan.references, constexprs=plan.blocks, num_warps=plan.num_warps,
