@@ -164,7 +164,7 @@ def register_resources(mcp: FastMCP, rt: Runtime, docs: Path, examples: Path) ->
         )
 
     @_prompt(mcp, "check_kernel", "Check a compiled kernel against a torch reference.")
-    def check_kernel(kernel_id: str, reference: str, sizes: str = "several, including odd ones") -> str:
+    def check_kernel(kernel_id: str, reference: str, sizes: str = "") -> str:
         """The steps of checking a kernel with launch_kernel.
 
         Args:
@@ -172,10 +172,12 @@ def register_resources(mcp: FastMCP, rt: Runtime, docs: Path, examples: Path) ->
             reference: The expected output as a torch expression over the argument names, e.g. 'x_ptr + y_ptr'.
             sizes: The sizes to try, in words or numbers, e.g. '1000, 4097 and 65536'.
         """
+        what = f"the sizes {sizes}" if sizes else "several sizes, including ones that are not multiples of the block"
         return (
             f"Check kernel {kernel_id} with launch_kernel: build args as tensor specs (outputs with init 'empty', so "
-            f"unwritten elements show in unwritten_count), use sizes {sizes} (the first set in args, the others in "
-            f"variants=[...], one call), and pass reference={reference!r} keyed by the output argument. "
+            f"unwritten elements show in unwritten_count), use {what} (the first set in args, the others in "
+            f"variants=[...], one call), and pass the reference as a dict from the output argument to the "
+            f"expression, e.g. reference={{'out_ptr': {reference!r}}}. "
             "Read checks[...].first_mismatch and max_abs_error when it fails; "
             "read_artifact(kernel_id, 'source') shows the kernel. A crash names the unmasked accesses; launch again "
             "with debug=true to locate an out-of-bounds access."

@@ -113,6 +113,14 @@ class _Request(BaseModel):
     def _check_target(cls, value: str) -> str:
         return check_target(value)
 
+    @field_validator("reference", mode="before", check_fields=False)
+    @classmethod
+    def _reference_is_a_dict(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(f"reference is a dict from each output argument to its expression, e.g. "
+                             f"{{'out_ptr': {value[:200]!r}}}, not a bare string")
+        return value
+
 
 class CompileRequest(_Request):
     source: Source = None

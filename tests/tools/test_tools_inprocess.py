@@ -302,3 +302,10 @@ def test_a_string_constexpr_is_accepted_and_bounded(rt: Runtime) -> None:
     assert plain.kernel_id != leaky.kernel_id and leaky.constexprs["ACTIVATION"] == "leaky_relu"
     with pytest.raises(ValidationError, match="at most 128 characters"):
         CompileRequest(source=source, constexprs={**consts, "ACTIVATION": "x" * 129})
+
+
+def test_a_bare_string_reference_says_how_to_key_it() -> None:
+    for model in (LaunchRequest, BenchmarkRequest):
+        with pytest.raises(ValidationError, match=r"reference is a dict from each output argument to its expression, "
+                                                  r"e.g. \{'out_ptr': 'x_ptr \+ y_ptr'\}"):
+            model(source=VECTOR_ADD, grid=[1], args=ARGS, reference="x_ptr + y_ptr")
