@@ -74,7 +74,10 @@ def serve(
             warm_ms = warm_up(state, warm_targets, launch=launch)
         except Exception as exc:  # noqa: BLE001 - a warm-up that fails costs only the first call's speed
             print(f"anvil worker: warm-up failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-    send(conn, {"type": "ready", "pid": os.getpid(), "protections": protections, "warm_ms": warm_ms})
+    try:
+        send(conn, {"type": "ready", "pid": os.getpid(), "protections": protections, "warm_ms": warm_ms})
+    except OSError:  # the server is gone (it stopped while this worker warmed up): nothing to serve
+        return
     while True:
         try:
             message = json.loads(conn.recv_bytes())
