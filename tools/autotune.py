@@ -119,6 +119,6 @@ async def autotune(rt: Runtime, req: BenchmarkRequest, progress: Progress) -> Be
     dumped = [r.model_dump() for r in results]
     ceilings = device_ceilings(await describe_device(rt, last.device))  # in memory since the first round
     picked = summarize(last.kernel_name, last.device, dumped, last.baseline.model_dump() if last.baseline else None,
-                       ceilings)
+                       ceilings, searched=True)
     method = f"autotune: {len(results)} configs in {len(rounds)} round(s); " + last.method
     return last.model_copy(update={"results": results, "autotune": rounds, "method": method, **picked})

@@ -121,11 +121,13 @@ def describe_config(config: dict[str, Any]) -> str:
 
 def summarize(
     kernel_name: str, device: str, results: list[dict[str, Any]], baseline: dict[str, Any] | None,
-    ceilings: dict[str, Any],
+    ceilings: dict[str, Any], searched: bool = False,
 ) -> dict[str, Any]:
     """best, best_kernel_id, speedup, passed and the one-line summary of a benchmark's results: TFLOP/s and the
     percentage of the measured matmul peak when flops was given, else GB/s and the percentage of the measured
-    copy rate; the number of runs and their noise."""
+    copy rate; the number of runs and their noise. `searched`: the configs are autotune's candidates, so one
+    that fails the check (a block too small for a single-pass kernel) is dropped, not the call's failure:
+    `passed` speaks for the best config."""
     timed = [(i, r) for i, r in enumerate(results) if r.get("timing") and r.get("passed") is not False]
     best = min(timed, key=lambda ir: ir[1]["timing"]["median_us"])[0] if timed else None
     speedup = None
@@ -164,8 +166,15 @@ def summarize(
             summary += "; rerun when the device is quieter, or raise rep_ms"
         if baseline is not None and baseline.get("note"):
             summary += f"; baseline: {baseline['note']}"
+        dropped = [i for i, r in enumerate(results) if r.get("passed") is False] if searched else []
+        if searched and r.get("passed") is not None:
+            checked = [r["passed"]]
         if checked:
             summary += ", outputs " + ("PASSED" if all(checked) else "FAILED in some configs")
+        if dropped:
+            listed_configs = "; ".join(f"#{i} {describe_config(results[i]['config'])}" for i in dropped[:6])
+            summary += (f" (searched configs that failed the check, dropped: {listed_configs}"
+                        f"{' ...' if len(dropped) > 6 else ''})")
     else:
         errors = [r.get("error") or "outputs failed the reference check" for r in results]
         why = "; ".join(map(str, errors))[:500]

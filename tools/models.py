@@ -386,7 +386,8 @@ class BenchmarkResult(BaseModel):
     flops: Annotated[int | None, _d("Flops per run used for TFLOP/s.")] = None
     input_sets: Annotated[int, _d("Input sets used in rotation (fewer than asked when the limits require).")] = 1
     autotune: Annotated[list[str] | None, _d("What the search tried, round by round (autotune=true).")] = None
-    passed: Annotated[bool | None, _d("Every checked config passed; null without a reference.")] = None
+    passed: Annotated[bool | None, _d("Every checked config passed (with autotune: the best one; the search drops "
+                                      "candidates that fail); null without a reference.")] = None
     summary: Summary
 
 

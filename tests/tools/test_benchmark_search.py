@@ -71,6 +71,9 @@ def test_autotune_never_picks_a_config_that_fails_its_check() -> None:
     by_block = {r.config.constexprs["BLOCK"]: r for r in result.results}
     assert by_block[64].passed is False and by_block[128].passed is False and by_block[256].passed is True
     assert result.best is not None and result.results[result.best].config.constexprs["BLOCK"] >= 256
+    # the search's own candidates that fail are dropped, not the call's failure: the best one passed
+    assert result.passed is True and "outputs PASSED (searched configs that failed the check, dropped: #" in \
+        result.summary and "BLOCK=64" in result.summary, result.summary
 
 
 def test_autotune_refusals() -> None:
