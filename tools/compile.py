@@ -444,7 +444,8 @@ def _compile_job(payload: dict[str, Any], report: Report) -> dict[str, Any]:
     for note in metadata.get("notes", []) or []:
         line = note.get("line")
         text_line = lines[line - 1] if isinstance(line, int) and 0 < line <= len(lines) else None
-        message = f"performance: {note['message']}"
+        kind = "" if str(note["message"]).startswith("portability:") else "performance: "
+        message = f"{kind}{note['message']}"
         notes.append({"severity": "note", "message": message, "line": line, "column": note.get("column"),
                       "source_line": text_line, "hint": note.get("hint"),
                       "text": f"<source>:{line}:{note.get('column')}: note: {message}"

@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+import compiler
 import compiler.language as tl
 from compiler import jit
+from compiler.runtime.launch import compile_for_signature
 
 
 @jit
@@ -110,3 +112,23 @@ def test_loop_accumulator(read_old: bool) -> None:
     torch.testing.assert_close(out.double(), acc, rtol=1e-5, atol=1e-4)
     if read_old:  # the sums of the accumulator before each step, not after
         assert abs(float(tot) - total) <= 1e-4 * abs(total) + 1e-3
+
+
+@jit
+def _dot8(a_ptr, b_ptr, c_ptr):
+    r = tl.arange(0, 8)
+    idx = r[:, None] * 8 + r[None, :]
+    tl.store(c_ptr + idx, tl.dot(tl.load(a_ptr + idx), tl.load(b_ptr + idx)))
+
+
+def test_a_dot_below_k16_runs_and_notes_that_gpus_refuse_it() -> None:
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    c = torch.full((8, 8), float("nan"))
+    _dot8[(1,)](a, b, c)
+    torch.testing.assert_close(c, a @ b, atol=1e-4, rtol=1e-4)
+    ck = compile_for_signature(_dot8, {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32"}, {}, "cpu", 4, 3, False)
+    notes = [n for n in ck.metadata["notes"] if str(n["message"]).startswith("portability:")]
+    assert len(notes) == 1 and "needs K >= 16" in str(notes[0]["message"]) and notes[0]["line"] > 0
+    with pytest.raises(compiler.CompilationError, match="inner dimension \\(K\\) of at least 16"):
+        compile_for_signature(_dot8, {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32"}, {}, "cuda:sm_90a", 4, 3,
+                              False)

@@ -68,8 +68,26 @@ def _machine_code(ctx: StageContext) -> bytes | None:
     ctx.live["addr"] = addr
     llir = ctx.outputs["llir"]
     assert isinstance(llir, str)
-    ctx.metadata["notes"] = [_libcall_note(*call) for call in scalar_library_calls(ctx.fn, llir)]
+    ctx.metadata["notes"] = [_libcall_note(*call) for call in scalar_library_calls(ctx.fn, llir)] + _small_dots(ctx)
     return obj
+
+
+def _small_dots(ctx: StageContext) -> list[dict[str, object]]:
+    """A note for each dot with an inner dimension below 16: the CPU has no minimum, NVIDIA's tensor
+    cores do (the same kernel compiled for 'cuda' fails there)."""
+    notes: list[dict[str, object]] = []
+    for op in ctx.fn.walk():
+        if op.opcode != "dot" or T.elem_of(op.operands[0].type) == T.fp64:
+            continue
+        a, b = T.shape_of(op.operands[0].type), T.shape_of(op.operands[1].type)
+        if a and a[-1] < 16 and op.loc is not None:
+            notes.append({
+                "message": f"portability: this dot's inner dimension is {a[-1]} ({list(a)} @ {list(b)}): the CPU "
+                "runs it, but on NVIDIA GPUs tl.dot needs K >= 16, so this kernel does not compile for 'cuda'",
+                "hint": "use a K block of 16 or more (masking the loads past the end)",
+                "line": op.loc.line, "column": op.loc.col,
+            })
+    return notes
 
 
 def _libcall_note(name: str, elem: str, c_name: str, loc: Location) -> dict[str, object]:
