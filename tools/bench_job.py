@@ -7,6 +7,7 @@ their payload. See tools/bench.py for the conditions of every measurement.
 from __future__ import annotations
 
 import functools
+import gc
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -90,9 +91,23 @@ def time_runs(
     if gpu:
         torch.cuda.synchronize()
     times: list[float] = []
-    measured = 0.0
     wall_end = time.perf_counter() + WALL_FACTOR * rep_ms / 1e3
     least = max(least, len(sets))
+    # no garbage collection inside the timed loop (as timeit): a collection of a worker holding
+    # torch and the compiler takes milliseconds, and it would land in whichever run allocated last
+    gc.collect()
+    gc.disable()
+    try:
+        _timed_loop(fn, sets, restore, times, flush, gpu, rep_ms, deadline, wall_end, least)
+    finally:
+        gc.enable()
+    return times
+
+
+def _timed_loop(fn: Callable[[dict[str, Any]], Any], sets: list[dict[str, Any]],
+                restore: Callable[[dict[str, Any]], None], times: list[float], flush: torch.Tensor | None, gpu: bool,
+                rep_ms: float, deadline: float, wall_end: float, least: int) -> None:
+    measured = 0.0
     while (measured < rep_ms * 1e3 or len(times) < least) and len(times) < MAX_REPS:
         now = time.perf_counter()
         if (now > deadline and len(times) >= len(sets)) or (now > wall_end and len(times) >= least):
@@ -115,7 +130,6 @@ def time_runs(
             us = (time.perf_counter_ns() - t0) / 1e3
         times.append(us)
         measured += us
-    return times
 
 
 def _timing(times: list[float]) -> dict[str, Any]:
