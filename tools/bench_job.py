@@ -91,11 +91,11 @@ def time_runs(
     if gpu:
         torch.cuda.synchronize()
     times: list[float] = []
-    wall_end = time.perf_counter() + WALL_FACTOR * rep_ms / 1e3
-    least = max(least, len(sets))
     # no garbage collection inside the timed loop (as timeit): a collection of a worker holding
     # torch and the compiler takes milliseconds, and it would land in whichever run allocated last
     gc.collect()
+    wall_end = time.perf_counter() + WALL_FACTOR * rep_ms / 1e3
+    least = max(least, len(sets))
     gc.disable()
     try:
         _timed_loop(fn, sets, restore, times, flush, gpu, rep_ms, deadline, wall_end, least)
