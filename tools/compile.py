@@ -137,7 +137,15 @@ async def ensure_compiled(
             data={"error": "inline_asm_not_allowed"},
         )
     record = KernelRecord(spec=spec, **out)
-    rt.store.put(record)
+    # one compilation, one id: the types resolved (given, implied by launch args, or assumed) and the
+    # kernel named, so compile_kernel, launch_kernel and an explicit signature agree on the id
+    resolved = spec.with_changes(signature=dict(record.signature), hints={}, kernel_name=record.kernel_name)
+    known = rt.store.get(resolved.kernel_id)
+    if known is not None:
+        rt.store.put(known, also=kernel_id)
+        return known, False
+    record.resolved_id = resolved.kernel_id  # the spec as asked stays: a later launch re-resolves from it
+    rt.store.put(record, also=kernel_id)
     return record, False
 
 

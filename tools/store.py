@@ -69,10 +69,13 @@ class KernelRecord:
     # pointer, source_line): named when a launch of the kernel crashes
     unmasked_accesses: list[dict[str, Any]] = field(default_factory=list)
     created: float = field(default_factory=time.time)
+    # the id of the compilation as resolved (every type known, the kernel named): the same however
+    # the types were given; empty until the tools set it (then it is the record's kernel_id)
+    resolved_id: str = ""
 
     @property
     def kernel_id(self) -> str:
-        return self.spec.kernel_id
+        return self.resolved_id or self.spec.kernel_id
 
     @property
     def runtime_args(self) -> list[str]:
@@ -113,17 +116,28 @@ class KernelStore:
                 self._records.move_to_end(kernel_id)
             return record
 
-    def put(self, record: KernelRecord) -> None:
+    def put(self, record: KernelRecord, also: str | None = None) -> None:
+        """Keep `record` under its kernel_id, and under `also` (the id of a request that resolved to
+        the same compilation: its types given another way)."""
         with self._lock:
-            self._records[record.kernel_id] = record
-            self._records.move_to_end(record.kernel_id)
+            for key in (also, record.kernel_id):
+                if key is not None:
+                    self._records[key] = record
+                    self._records.move_to_end(key)
             while len(self._records) > self.max_kernels:
                 self._records.popitem(last=False)
 
     def recent(self) -> list[KernelRecord]:
-        """Every record, most recently used first (without changing the order)."""
+        """Every record once, most recently used first (without changing the order)."""
         with self._lock:
-            return list(reversed(self._records.values()))
+            seen: set[int] = set()
+            out = []
+            for record in reversed(self._records.values()):
+                if id(record) not in seen:
+                    seen.add(id(record))
+                    out.append(record)
+            return out
 
     def __len__(self) -> int:
-        return len(self._records)
+        with self._lock:
+            return len({id(r) for r in self._records.values()})

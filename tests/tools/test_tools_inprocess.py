@@ -309,3 +309,26 @@ def test_a_bare_string_reference_says_how_to_key_it() -> None:
         with pytest.raises(ValidationError, match=r"reference is a dict from each output argument to its expression, "
                                                   r"e.g. \{'out_ptr': 'x_ptr \+ y_ptr'\}"):
             model(source=VECTOR_ADD, grid=[1], args=ARGS, reference="x_ptr + y_ptr")
+
+
+def test_one_compilation_has_one_kernel_id_however_its_types_were_given(rt: Runtime) -> None:
+    """compile_kernel with assumed types, launch_kernel with the types its args imply, and an explicit
+    signature of the same types name the same kernel: one id, one entry in list_kernels."""
+    source = VECTOR_ADD.replace("add_kernel", "same_id_kernel")
+    compiled = run(compile_kernel, rt, CompileRequest(source=source, constexprs={"BLOCK": 256}))
+    launched = run(launch_kernel, rt, LaunchRequest(source=source, constexprs={"BLOCK": 256}, grid=["cdiv(n, BLOCK)"],
+                                                    args=ARGS, reference={"out_ptr": "x_ptr + y_ptr"}))
+    explicit = run(compile_kernel, rt, CompileRequest(source=source, kernel_name="same_id_kernel",
+                                                      constexprs={"BLOCK": 256}, signature=compiled.signature))
+    assert launched.passed and compiled.kernel_id == launched.kernel_id == explicit.kernel_id
+    listed = run(list_kernels_async, rt, "same_id_kernel")
+    assert [k.kernel_id for k in listed.kernels] == [compiled.kernel_id]
+    other = run(compile_kernel, rt, CompileRequest(source=source, constexprs={"BLOCK": 256},
+                                                   signature={"x_ptr": "*fp16", "y_ptr": "*fp16", "out_ptr": "*fp16"}))
+    assert other.kernel_id != compiled.kernel_id
+
+
+async def list_kernels_async(rt: Runtime, name: str) -> Any:
+    from tools.compile import list_kernels
+
+    return list_kernels(rt, name)
