@@ -276,7 +276,9 @@ async def _launch_variants(rt: Runtime, req: LaunchRequest, first: LaunchResult,
     failing = [f"variants[{i}] ({_describe_changes(v.args)}): {v.summary}" for i, v in enumerate(variants)
                if v.passed is False]
     ok = sum(v.passed is True for v in variants)
-    summary = first.summary + f"; variants: {ok}/{len(variants)} passed"
+    checked_variants = sum(v.passed is not None for v in variants)
+    summary = first.summary + (f"; variants: {ok}/{len(variants)} passed" if checked_variants
+                               else f"; variants: {len(variants)} launched (no reference to check them against)")
     if failing:
         summary += "; " + "; ".join(failing)
     return first.model_copy(update={"variants": variants, "passed": passed, "summary": summary})

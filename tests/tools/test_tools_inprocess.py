@@ -250,6 +250,9 @@ def test_variants_check_more_sizes_in_one_call(rt: Runtime) -> None:
     assert result.passed is True and [v.passed for v in result.variants] == [True, True, True]
     assert [v.grid for v in result.variants] == [[1], [17], [1]]  # the grid evaluated for each set
     assert "variants: 3/3 passed" in result.summary
+    unchecked = run(launch_kernel, rt, req.model_copy(update={"reference": None}))
+    assert unchecked.passed is None and "variants: 3 launched (no reference to check them against)" in \
+        unchecked.summary
 
 
 def test_a_failing_variant_fails_the_call_and_is_named(rt: Runtime) -> None:
