@@ -109,7 +109,8 @@ class GenerateResult(BaseModel):
     source: Annotated[str, Field(description="The kernel's source text: edit it and pass it to compile_kernel or "
                                  "launch_kernel (with launch's constexprs) as source.")]
     launch: Annotated[GeneratedLaunch, Field(description="The arguments to run it again with launch_kernel or "
-                                             "benchmark.")]
+                                             "benchmark as they are; for an edited source, pass them with "
+                                             "source=<the edit> in place of kernel_id.")]
     compile: Annotated[CompileResult, Field(description="What compile_kernel reported for it.")]
     check: Annotated[LaunchResult | None, Field(description="The checked launch (null when not launched).")] = None
     benchmark: Annotated[BenchmarkResult | None, Field(description="The timing against torch (when asked).")] = None
