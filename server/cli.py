@@ -100,7 +100,11 @@ def serve(args: argparse.Namespace) -> int:
     )
     if args.http:
         print(f"anvil: serving MCP over HTTP at http://{args.host}:{args.port}/mcp", file=sys.stderr)
-        app.run(transport="http", host=args.host, port=args.port, path="/mcp", show_banner=False)
+        # Host and Origin are checked on every request (DNS rebinding: a web page whose name is made
+        # to resolve to 127.0.0.1 reaches the server with its own Host, and a browser's Origin)
+        app.run(transport="http", host=args.host, port=args.port, path="/mcp", show_banner=False,
+                host_origin_protection=True, allowed_hosts=[args.host, *args.allow_host],
+                allowed_origins=list(args.allow_origin))
     else:
         app.run(transport="stdio", show_banner=False)
     return 0
@@ -113,6 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p_serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
     p_serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    p_serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                         help="another name clients may reach the HTTP server by (the Host header; loopback names "
+                              "and --host are allowed; repeatable)")
+    p_serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                         help="a browser origin trusted to call the HTTP server, e.g. https://app.example "
+                              "(repeatable; none by default)")
     p_serve.add_argument("--token", default=None, help="require this bearer token over HTTP (or ANVIL_TOKEN)")
     p_serve.add_argument(
         "--allow-path",

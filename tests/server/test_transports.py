@@ -93,7 +93,16 @@ async def test_streamable_http_with_token() -> None:
                 time.sleep(0.2)
         async with httpx.AsyncClient() as http:
             denied = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
-        assert denied.status_code == 401
+            assert denied.status_code == 401
+            # DNS rebinding: another Host, or a web page's Origin, is refused even with the token
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+            accept = {"Accept": "application/json, text/event-stream", "Authorization": "Bearer s3cret"}
+            welcomed = await http.post(url, json=init, headers=accept)
+            assert welcomed.status_code == 200, welcomed.text[:200]
+            for bad in ({"Host": f"evil.example:{port}"}, {"Origin": "http://evil.example"}):
+                refused = await http.post(url, json=init, headers={**accept, **bad})
+                assert refused.status_code in (403, 421), (bad, refused.status_code, refused.text[:200])
         headers = {"Authorization": "Bearer s3cret"}
         async with (
             httpx.AsyncClient(headers=headers, timeout=60) as http,
