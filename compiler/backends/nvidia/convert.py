@@ -153,10 +153,10 @@ def spill(lw: NvLowering, x: GPUTile, shape: tuple[int, ...], elem: T.ElemType) 
             smem_store(lw, base, linear_index(lw, x.layout, r, shape), v)
     else:
         b = lw.b
-        ty = I64 if isinstance(elem, T.PointerType) else nv_type(elem)
-        p = _addr(lw, base, split[0], ty)
-        for v, off in zip(x.regs, split[1], strict=True):
-            b.store(b.ptrtoint(v, I64) if isinstance(v.type, ir.PointerType) else v, _at(b, p, off))
+        vals = [b.ptrtoint(v, I64) if isinstance(v.type, ir.PointerType) else v for v in x.regs]
+        p = _addr(lw, base, split[0], vals[0].type)  # the registers' own type, as smem_store addresses
+        for v, off in zip(vals, split[1], strict=True):
+            b.store(v, _at(b, p, off))
     lw.barrier()
     return base
 
