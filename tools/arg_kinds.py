@@ -24,6 +24,7 @@ BUDGET_S = 2.0  # compile time all the tries together may take (a kernel that is
 KIND_ERRORS = ("DtypeError", "ShapeError", "UnsupportedError")
 
 
+# words of a parameter's name that, by convention, hold a float (sm_scale, eps, dropout_p, lr, softcap ...)
 _FLOAT_WORDS = frozenset({"scale", "eps", "epsilon", "alpha", "beta", "lr", "momentum", "decay", "temperature",
                           "temp", "sigma", "std", "p", "prob", "rate", "theta", "softcap", "cap", "factor", "mult",
                           "slope", "weight_decay", "clip", "threshold", "tau", "inv", "rscale"})

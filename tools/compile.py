@@ -335,7 +335,6 @@ def compile_error(exc: BaseException) -> ToolInputError:
     return ToolInputError(f"compilation failed:\n{diag['text']}", data={"diagnostics": [diag]})
 
 
-# words of a parameter's name that, by convention, hold a float (sm_scale, eps, dropout_p, lr, softcap ...)
 def load_kernel(source: str, kernel_name: str | None) -> Any:
     """compiler.compile_source with compile errors turned into ToolInputError."""
     # deferred: start-up cost: the compiler (about 0.2 s); the server process imports this module and never compiles
