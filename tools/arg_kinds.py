@@ -4,7 +4,10 @@ Launch args imply the parameters' types (a tensor spec: a pointer; a number: a s
 kind makes the kernel fail to compile at the line that uses the parameter, which is not where
 the mistake is. So when a kernel typed by its launch args does not compile, each parameter whose
 type came from its arg is tried with the other kind; when one change makes the kernel compile,
-the error names that argument and says what to give instead. Nothing is tried on success.
+the error names that argument and says what to give instead. compile_kernel given no types
+assumes them from the names (`assumed_type`: a scalar unless the name has "ptr"); when that fails,
+the parameters assumed scalars are made pointers one by one, and the error names those that make
+the kernel compile. Nothing is tried on success.
 """
 
 from __future__ import annotations
