@@ -181,6 +181,26 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
             t0 = time.perf_counter()
             cubin, report = assemble(ptx, o.arch)
             ctx.timings["ptxas_ms"] += (time.perf_counter() - t0) * 1e3
+        # registers spilled where shared-memory round trips used a thread address and constant offsets
+        # (convert.thread_offsets): LLVM may share that address with an earlier use and keep it live
+        # across a loop. Lower again with per-register addresses; keep whichever spills less.
+        if report.spill_stores and lw.used_split:
+            from .lower import NvLowering  # deferred: start-up cost, as in _lowering
+
+            first = (lw, ctx.outputs["llir"], ptx, cubin, report)
+            in_flight = lw.in_flight
+            lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, _module(ctx), ctx.symbol, o.num_warps,
+                                                      o.arch, o.checked)
+            lw.in_flight, lw.split_addresses = in_flight, False
+            ctx.outputs["llir"] = _build(ctx, o, lw)
+            ptx = ctx.outputs["ptx"] = _ptx(ctx)
+            t0 = time.perf_counter()
+            cubin, report = assemble(ptx, o.arch)
+            ctx.timings["ptxas_ms"] += (time.perf_counter() - t0) * 1e3
+            if report.spill_stores > first[4].spill_stores:
+                lw, ctx.outputs["llir"], ptx, cubin, report = first
+                ctx.outputs["ptx"] = ptx
+                ctx.scratch["lowering"] = lw
         _record_metadata(ctx, o, lw, report)
         _check_shared_memory(ctx.name, o.arch, lw.smem_bytes + report.shared_bytes)
         return cubin

@@ -110,7 +110,9 @@ def lower_for(lw: NvLowering, op: Op) -> None:
     lw.carry = {body.ops[-1].operands[k]: like[k].layout for k in carry}
     for k in carry:  # arrives from the previous iteration possibly in flight
         lw.inflight[body.args[1 + k]] = None
+    lw.loop_depth += 1
     lw.lower_block(body)
+    lw.loop_depth -= 1
     lw.carry = outer
     for d in resident.values():
         del lw.resident[d]
@@ -233,6 +235,7 @@ def lower_while(lw: NvLowering, op: Op) -> None:
             ps.append(p)
         phis.append(ps)
         lw.vals[arg] = GPUTile(x.layout, list(ps)) if isinstance(x, GPUTile) else ps[0]
+    lw.loop_depth += 1
     lw.lower_block(before)
     cond_op = before.ops[-1]
     cond = lw.scalar(cond_op.operands[0])
@@ -242,6 +245,7 @@ def lower_while(lw: NvLowering, op: Op) -> None:
     for arg, x in zip(after.args, fwd, strict=True):
         lw.vals[arg] = x
     lw.lower_block(after)
+    lw.loop_depth -= 1
     new = [_flat(lw, y, x) for y, x in zip(after.ops[-1].operands, like, strict=True)]
     latch = b.block
     for ps, regs in zip(phis, new, strict=True):

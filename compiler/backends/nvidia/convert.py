@@ -75,7 +75,12 @@ def thread_offsets(lw: NvLowering, layout: LinearLayout, shape: tuple[int, ...])
     """This thread's row-major linear index (i32, built where the builder stands: computed once in
     the entry block it would stay live across the loops, one more register for the whole kernel)
     and each register's constant offset from it (register_offsets), or None where the index does
-    not split. A spill of 128 accumulators is then one address and 128 constant offsets."""
+    not split. A spill of 128 accumulators is then one address and 128 constant offsets. Not inside a
+    loop: there LLVM hoists the thread's addresses out of it, registers live across the whole loop
+    (an attention's P round trip at 128 registers then spilled), where the per-register form is
+    recomputed cheaply."""
+    if lw.loop_depth or not lw.split_addresses:
+        return None
     key = (layout, shape)
     if key not in lw.register_offsets:
         lw.register_offsets[key] = register_offsets(layout, shape)
@@ -86,6 +91,7 @@ def thread_offsets(lw: NvLowering, layout: LinearLayout, shape: tuple[int, ...])
     base: ir.Value = ir.Constant(I32, 0)
     for d, stride in enumerate(_row_major_strides(shape)):
         base = fold_add(lw.b, base, fold_mul(lw.b, hw[d], stride))
+    lw.used_split = True
     return base, offs
 
 

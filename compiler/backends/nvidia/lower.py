@@ -52,6 +52,9 @@ class NvLowering:
         self.hw_cache: dict[LinearLayout, list[ir.Value]] = {}
         # (layout, shape) -> each register's offset from the thread's linear index (convert.py)
         self.register_offsets: dict[tuple[LinearLayout, tuple[int, ...]], list[int] | None] = {}
+        self.loop_depth = 0  # loops around the op being lowered (convert.thread_offsets)
+        self.split_addresses = True  # convert.thread_offsets may address by thread index + constants
+        self.used_split = False  # ... and did (backend._cubin lowers again without it if ptxas spills)
         # regions of tl.extra.cuda.shared_memory, held for the whole program at the bottom of
         # shared memory (1024-byte aligned, in program order); everything else lies above them
         self.held: dict[Op, int] = {}
