@@ -60,6 +60,9 @@ class Limits:
     """Tool calls in flight at once; more are refused with a "busy" error."""
     max_kernels: int = 512
     """Compiled kernels kept in memory (least recently used are dropped)."""
+    max_kernel_bytes: int = 1 << 30
+    """Bytes of the kept kernels' source and artifacts (PTX, LLVM IR, ...) together; past it the least
+    recently used are dropped."""
     artifact_page_lines: int = 200
     """Lines of an artifact returned per page unless the caller asks for fewer."""
     max_artifact_page_lines: int = 2000

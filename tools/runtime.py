@@ -111,6 +111,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.store.max_kernels = self.limits.max_kernels
+        self.store.max_bytes = self.limits.max_kernel_bytes
 
 
 def resolve_source_file(path: str, allowed: list[Path], max_bytes: int = Limits.max_source_bytes) -> str:

@@ -104,8 +104,9 @@ class KernelRecord:
 class KernelStore:
     """An LRU map kernel_id -> KernelRecord, safe to use from several threads."""
 
-    def __init__(self, max_kernels: int = 512) -> None:
+    def __init__(self, max_kernels: int = 512, max_bytes: int = 1 << 30) -> None:
         self.max_kernels = max_kernels
+        self.max_bytes = max_bytes  # of the kept records' source and artifact text together
         self._records: OrderedDict[str, KernelRecord] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -126,6 +127,13 @@ class KernelStore:
                     self._records.move_to_end(key)
             while len(self._records) > self.max_kernels:
                 self._records.popitem(last=False)
+            # the least recently used go until the rest fit max_bytes (the newest stays, whatever its size)
+            sizes = {id(r): _size(r) for r in self._records.values()}
+            total = sum(sizes.values())
+            while total > self.max_bytes and len(sizes) > 1:
+                _, old = self._records.popitem(last=False)
+                if all(r is not old for r in self._records.values()) and id(old) in sizes:
+                    total -= sizes.pop(id(old))
 
     def recent(self) -> list[KernelRecord]:
         """Every record once, most recently used first (without changing the order)."""
@@ -141,3 +149,8 @@ class KernelStore:
     def __len__(self) -> int:
         with self._lock:
             return len({id(r) for r in self._records.values()})
+
+
+def _size(record: KernelRecord) -> int:
+    """Characters of a record's source and artifacts: what it holds in memory, roughly."""
+    return len(record.spec.source) + sum(len(v) for v in record.asm.values())

@@ -231,3 +231,24 @@ def test_the_dtype_table_the_server_checks_sizes_with_matches_torch() -> None:
         assert d.torch_dtype is getattr(torch, d.name) and d.torch_dtype.itemsize == d.itemsize, d.name
         assert d.bits_view.itemsize == d.itemsize and d.is_float == d.torch_dtype.is_floating_point, d.name
     assert TensorSpec.model_validate({"shape": [3, 5], "dtype": "bf16"}).nbytes == 30
+
+
+def test_the_kernel_store_keeps_to_its_byte_limit() -> None:
+    """Kernels carry their artifacts (PTX, LLVM IR): past max_kernel_bytes the least recently used go,
+    the newest stays."""
+    from tools.store import CompileSpec, KernelRecord, KernelStore
+
+    def record(i: int, size: int) -> KernelRecord:
+        spec = CompileSpec(source=f"# {i}", kernel_name=None, signature={}, hints={}, constexprs={}, target="cpu")
+        return KernelRecord(spec=spec, kernel_name=f"k{i}", arg_names=[], constexpr_names=[], signature={},
+                            compile_ms={}, resources={}, diagnostics=[], asm={"llir": "x" * size})
+
+    store = KernelStore(max_kernels=100, max_bytes=10_000)
+    kept = [record(i, 3000) for i in range(5)]
+    for r in kept:
+        store.put(r, also=f"alias{r.kernel_name}")
+    assert [r.kernel_name for r in store.recent()] == ["k4", "k3", "k2"] and len(store) == 3
+    assert store.get("aliask4") is kept[4] and store.get(kept[0].kernel_id) is None
+    huge = record(9, 50_000)
+    store.put(huge)
+    assert store.recent() == [huge]
