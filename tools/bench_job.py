@@ -6,10 +6,11 @@ their payload. See tools/bench.py for the conditions of every measurement.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,45 +92,45 @@ def time_runs(
     if gpu:
         torch.cuda.synchronize()
     times: list[float] = []
-    # no garbage collection inside the timed loop (as timeit): a collection of a worker holding
-    # torch and the compiler takes milliseconds, and it would land in whichever run allocated last
-    gc.collect()
-    wall_end = time.perf_counter() + WALL_FACTOR * rep_ms / 1e3
     least = max(least, len(sets))
-    gc.disable()
-    try:
-        _timed_loop(fn, sets, restore, times, flush, gpu, rep_ms, deadline, wall_end, least)
-    finally:
-        gc.enable()
+    with _no_collections():
+        wall_end = time.perf_counter() + WALL_FACTOR * rep_ms / 1e3
+        measured = 0.0
+        while (measured < rep_ms * 1e3 or len(times) < least) and len(times) < MAX_REPS:
+            now = time.perf_counter()
+            if (now > deadline and len(times) >= len(sets)) or (now > wall_end and len(times) >= least):
+                break
+            current = sets[len(times) % len(sets)]
+            restore(current)
+            if flush is not None:
+                flush.zero_()
+            if gpu:
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda.synchronize()
+                start.record()
+                fn(current)
+                stop.record()
+                stop.synchronize()
+                us = start.elapsed_time(stop) * 1e3
+            else:
+                t0 = time.perf_counter_ns()
+                fn(current)
+                us = (time.perf_counter_ns() - t0) / 1e3
+            times.append(us)
+            measured += us
     return times
 
 
-def _timed_loop(fn: Callable[[dict[str, Any]], Any], sets: list[dict[str, Any]],
-                restore: Callable[[dict[str, Any]], None], times: list[float], flush: torch.Tensor | None, gpu: bool,
-                rep_ms: float, deadline: float, wall_end: float, least: int) -> None:
-    measured = 0.0
-    while (measured < rep_ms * 1e3 or len(times) < least) and len(times) < MAX_REPS:
-        now = time.perf_counter()
-        if (now > deadline and len(times) >= len(sets)) or (now > wall_end and len(times) >= least):
-            break
-        current = sets[len(times) % len(sets)]
-        restore(current)
-        if flush is not None:
-            flush.zero_()
-        if gpu:
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            fn(current)
-            stop.record()
-            stop.synchronize()
-            us = start.elapsed_time(stop) * 1e3
-        else:
-            t0 = time.perf_counter_ns()
-            fn(current)
-            us = (time.perf_counter_ns() - t0) / 1e3
-        times.append(us)
-        measured += us
+@contextlib.contextmanager
+def _no_collections() -> Iterator[None]:
+    """No garbage collection inside a timed loop (as timeit): a collection of a worker holding torch
+    and the compiler takes milliseconds, and it would land in whichever run allocated last."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _timing(times: list[float]) -> dict[str, Any]:

@@ -171,41 +171,37 @@ def _cubin(o: NvidiaOptions) -> Callable[[StageContext], bytes]:
         # ... wgmma.mma_async instructions are serialized"): lower again, waiting in each iteration.
         # This stage then repeats the LLVM IR and PTX stages, and revises their outputs.
         if (ctx.scratch["in_flight"] or lw.carried) and any(n.startswith(_SERIALIZED) for n in report.notes):
-            from .lower import NvLowering  # deferred: start-up cost, as in _lowering
-
-            lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, _module(ctx), ctx.symbol, o.num_warps,
-                                                      o.arch, o.checked)
-            lw.in_flight = False
-            ctx.outputs["llir"] = _build(ctx, o, lw)
-            ptx = ctx.outputs["ptx"] = _ptx(ctx)
-            t0 = time.perf_counter()
-            cubin, report = assemble(ptx, o.arch)
-            ctx.timings["ptxas_ms"] += (time.perf_counter() - t0) * 1e3
+            lw, ptx, cubin, report = _lower_again(ctx, o, in_flight=False, split=lw.split_addresses)
         # registers spilled where shared-memory round trips used a thread address and constant offsets
         # (convert.thread_offsets): LLVM may share that address with an earlier use and keep it live
         # across a loop. Lower again with per-register addresses; keep whichever spills less.
         if report.spill_stores and lw.used_split:
-            from .lower import NvLowering  # deferred: start-up cost, as in _lowering
-
             first = (lw, ctx.outputs["llir"], ptx, cubin, report)
-            in_flight = lw.in_flight
-            lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, _module(ctx), ctx.symbol, o.num_warps,
-                                                      o.arch, o.checked)
-            lw.in_flight, lw.split_addresses = in_flight, False
-            ctx.outputs["llir"] = _build(ctx, o, lw)
-            ptx = ctx.outputs["ptx"] = _ptx(ctx)
-            t0 = time.perf_counter()
-            cubin, report = assemble(ptx, o.arch)
-            ctx.timings["ptxas_ms"] += (time.perf_counter() - t0) * 1e3
+            lw, ptx, cubin, report = _lower_again(ctx, o, in_flight=lw.in_flight, split=False)
             if report.spill_stores > first[4].spill_stores:
                 lw, ctx.outputs["llir"], ptx, cubin, report = first
-                ctx.outputs["ptx"] = ptx
-                ctx.scratch["lowering"] = lw
+                ctx.outputs["ptx"], ctx.scratch["lowering"] = ptx, lw
         _record_metadata(ctx, o, lw, report)
         _check_shared_memory(ctx.name, o.arch, lw.smem_bytes + report.shared_bytes)
         return cubin
 
     return run
+
+
+def _lower_again(ctx: StageContext, o: NvidiaOptions, *, in_flight: bool,
+                 split: bool) -> tuple[NvLowering, str, bytes, PtxasReport]:
+    """The LLVM IR, PTX and cubin stages once more, from a fresh lowering with these choices (their
+    outputs revised); the lowering, PTX, cubin and ptxas's report."""
+    from .lower import NvLowering  # deferred: start-up cost, as in _lowering
+
+    lw = ctx.scratch["lowering"] = NvLowering(ctx.fn, _module(ctx), ctx.symbol, o.num_warps, o.arch, o.checked)
+    lw.in_flight, lw.split_addresses = in_flight, split
+    ctx.outputs["llir"] = _build(ctx, o, lw)
+    ptx = ctx.outputs["ptx"] = _ptx(ctx)
+    t0 = time.perf_counter()
+    cubin, report = assemble(ptx, o.arch)
+    ctx.timings["ptxas_ms"] += (time.perf_counter() - t0) * 1e3
+    return lw, ptx, cubin, report
 
 
 def _record_metadata(ctx: StageContext, o: NvidiaOptions, lw: NvLowering, report: PtxasReport) -> None:
