@@ -378,3 +378,60 @@ async def test_many_long_unknown_constexpr_and_signature_names_get_a_short_answe
                                                          "signature": {f"n{'s' * 2000}{i}": "i32" for i in range(300)}})
     assert_clear_error(result, text, "not a parameter", "more like these")
     assert len(text) < 20_000, len(text)
+
+
+# --- values a client now passes into the compiler and the reference evaluator -------------------------------
+
+COPY = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+@pytest.mark.parametrize("reference", [
+    "F.embedding(torch.arange(16), x_ptr, max_norm=1.0)",  # renormalizes x_ptr's rows in place
+    "F.relu(x_ptr, True)",  # in place, by position
+    "F.relu(x_ptr, inplace=True)",
+])
+async def test_a_reference_cannot_change_the_kernels_input(client: Client, reference: str) -> None:
+    """References run on the launch's own inputs: one that wrote into x_ptr would have a copy kernel
+    copy the written values, and pass."""
+    args = {"x_ptr": {"shape": [16, 4], "std": 10.0}, "out_ptr": {"shape": [16, 4], "init": "empty"}, "n": 64}
+    result, text = await call(client, "launch_kernel", {"source": COPY, "constexprs": {"BLOCK": 64}, "grid": [1],
+                                                         "args": args, "reference": {"out_ptr": reference}})
+    assert_clear_error(result, text, "not allowed" if "inplace=" in reference else "changed its argument in place")
+    await next_call_works(client)
+
+
+STRING_CONSTEXPR = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(out_ptr, ACT: tl.constexpr):
+    {body}
+    tl.store(out_ptr, 1.0)
+"""
+
+
+@pytest.mark.parametrize(("body", "value", "words"), [
+    ("tl.static_assert(False, ACT.format(tl))", "{0.__class__.__mro__}", ("has no attribute 'format'",)),
+    ("tl.static_assert(False, ACT * (1 << 40))", "x" * 128, ("limit",)),  # a string bomb from the value
+    ("tl.static_assert(False, ACT)", "x" * 129, ("at most 128 characters",)),  # past the value's own limit
+])
+async def test_a_string_constexpr_is_only_a_bounded_compile_time_string(client: Client, body: str, value: str,
+                                                                        words: tuple[str, ...]) -> None:
+    result, text = await call(client, "compile_kernel", {"source": STRING_CONSTEXPR.format(body=body),
+                                                          "constexprs": {"ACT": value}, "target": "cpu"})
+    assert result.is_error and any(w in text for w in words), text[:600]
+    assert "<class" not in text  # no object walked to
+    for mark in INTERNAL_ERROR_MARKS:
+        assert mark not in text, text[:600]
+    await next_call_works(client)
